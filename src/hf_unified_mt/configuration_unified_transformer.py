@@ -1,0 +1,73 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Configuration of the Unified Transformer (paper 000: Zhao et al., "Unified Transformer for
+Sequence-to-Sequence Learning"; Prime / MUSE)."""
+
+from huggingface_hub.dataclasses import strict
+
+from .configuration_mt_common import MTConfig, _check_probability
+
+
+@strict
+class UnifiedTransformerConfig(MTConfig):
+    r"""
+    Configuration of a [`UnifiedTransformerForConditionalGeneration`]: a stack of *Prime* layers in which
+    self-attention, a dynamic depthwise convolution and the FFN (and, in the decoder, cross-attention) read the same
+    input in parallel and are summed onto one residual followed by one LayerNorm (Eq. 1 and 4, paper 000).
+
+    The defaults are the paper's base model (12+12 layers, d 384, FFN 768, 4 heads, kernels {3, 15}). Besides the
+    fields of [`MTConfig`]:
+
+    Args:
+        use_convolution (`bool`): Prime (True) or Prime-simple (False, Eq. 1: attention + FFN only).
+        conv_kernel_sizes (`list[int]`): Odd kernel widths of the convolution cells, mixed by a softmax gate over
+            learned scalars (Eq. 7). One entry gives a single-kernel Prime.
+        shared_projection (`bool`): The convolution runs on the attention's value projection and generates its kernels
+            from it (Shared Projection, §2 and §4.2). False gives the paper's *Separate Projection* ablation (its own
+            value projection W_1^C).
+        conv_weight_dropout (`float`): DropConnect on the generated kernels (0.1 in the authors' code).
+        input_dropout (`float`): Dropout on the attention/convolution input only (the FFN reads the clean input).
+        mask_padding_before_conv (`bool`): Zero padded positions before the convolution. The authors' runs did not
+            (`dynamic_padding=0`), which lets padding leak into real positions near the boundary; we do by default
+            so that a sentence's encoding does not depend on the batch (deliberate deviation).
+        fuse_projections_for_inference (`bool`): In eval mode compute all input projections of a layer as one matrix
+            and all output projections as another (§3.3.1). Same outputs within float tolerance.
+    """
+
+    model_type = "unified_transformer"
+
+    d_model: int = 384
+    encoder_layers: int = 12
+    decoder_layers: int = 12
+    encoder_attention_heads: int = 4
+    decoder_attention_heads: int = 4
+    encoder_ffn_dim: int = 768
+    decoder_ffn_dim: int = 768
+    dropout: float | int = 0.3
+    use_convolution: bool = True
+    conv_kernel_sizes: list[int] | None = None
+    shared_projection: bool = True
+    conv_weight_dropout: float | int = 0.1
+    input_dropout: float | int = 0.0
+    mask_padding_before_conv: bool = True
+    fuse_projections_for_inference: bool = True
+
+    def __post_init__(self, **kwargs):
+        if self.conv_kernel_sizes is None:
+            self.conv_kernel_sizes = [3, 15]
+        super().__post_init__(**kwargs)
+
+    def validate_architecture_options(self):
+        super().validate_architecture_options()
+        for name in ("conv_weight_dropout", "input_dropout"):
+            _check_probability(self, name)
+        if self.use_convolution:
+            if not self.conv_kernel_sizes:
+                raise ValueError("`conv_kernel_sizes` must list at least one kernel size when `use_convolution=True`")
+            for size in self.conv_kernel_sizes:
+                if not isinstance(size, int) or size <= 0 or size % 2 == 0:
+                    raise ValueError(f"`conv_kernel_sizes` must hold positive odd integers, got {self.conv_kernel_sizes}")
+            if len(set(self.conv_kernel_sizes)) != len(self.conv_kernel_sizes):
+                raise ValueError(f"`conv_kernel_sizes` has repeated sizes: {self.conv_kernel_sizes}")
+
+
+__all__ = ["UnifiedTransformerConfig"]

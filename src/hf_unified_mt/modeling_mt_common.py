@@ -1,0 +1,564 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""The encoder-decoder core shared by every architecture of this package.
+
+What lives here is what the five papers have in common: token embeddings and sinusoidal positions, multi-head
+attention through transformers' attention interface with `EncoderDecoderCache`, the encoder/decoder stacks'
+plumbing (masks, positions, caches, output recording), the base model with shared/tied embeddings, and the
+conditional-generation head with the loss. An architecture file defines its layers and sets `layer_class` on
+thin subclasses of `MTEncoder` / `MTDecoder`.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.generation import GenerationMixin
+from transformers.masking_utils import (
+    create_bidirectional_mask,
+    create_causal_mask,
+    create_recurrent_attention_mask,
+)
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import capture_outputs
+
+from .cache_mt import StatefulDecoderCacheLayer
+from .configuration_mt_common import MTConfig
+
+
+def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Shift label ids one position to the right, prepend `decoder_start_token_id`, and turn -100 into padding."""
+    if pad_token_id is None:
+        raise ValueError("`config.pad_token_id` has to be defined to build decoder inputs from labels")
+    if decoder_start_token_id is None:
+        raise ValueError("`config.decoder_start_token_id` has to be defined to build decoder inputs from labels")
+    shifted = input_ids.new_zeros(input_ids.shape)
+    shifted[:, 1:] = input_ids[:, :-1].clone()
+    shifted[:, 0] = decoder_start_token_id
+    shifted.masked_fill_(shifted == -100, pad_token_id)
+    return shifted
+
+
+class SinusoidalPositionalEmbedding(nn.Module):
+    """Fixed sinusoidal positions (Vaswani et al. 2017), sines in the first half of the channels and cosines in
+    the second (the fairseq / Marian layout). Computed on the fly: nothing to store, save or load."""
+
+    def __init__(self, embedding_dim: int):
+        super().__init__()
+        self.embedding_dim = embedding_dim
+
+    def forward(self, position_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        half = self.embedding_dim // 2
+        frequencies = torch.exp(
+            torch.arange(half, device=position_ids.device, dtype=torch.float32) * -(math.log(10000.0) / max(half - 1, 1))
+        )
+        angles = position_ids.to(torch.float32).unsqueeze(-1) * frequencies
+        embedding = torch.cat([angles.sin(), angles.cos()], dim=-1)
+        if self.embedding_dim % 2 == 1:
+            embedding = nn.functional.pad(embedding, (0, 1))
+        return embedding.to(dtype)
+
+
+class ScaledWordEmbedding(nn.Embedding):
+    """Token embedding multiplied by `embed_scale` (sqrt(d_model) when `config.scale_embedding`)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None, embed_scale: float = 1.0):
+        super().__init__(num_embeddings, embedding_dim, padding_idx)
+        self.embed_scale = embed_scale
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return super().forward(input_ids) * self.embed_scale
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Unpack[TransformersKwargs],
+):
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class MTAttention(nn.Module):
+    """Multi-head attention with separate query/key/value/output projections, dispatched through
+    `ALL_ATTENTION_FUNCTIONS` (eager, sdpa, flex, flash). Self-attention keys/values are appended to the
+    decoder cache; cross-attention keys/values are computed from the encoder output once per `generate()` call.
+
+    Architectures whose sublayers need the projections separately (Prime's convolution reads the value
+    projection) call `key_values` and `attend` directly."""
+
+    def __init__(self, config: MTConfig, num_heads: int, is_causal: bool = False, layer_idx: int | None = None):
+        super().__init__()
+        self.config = config
+        self.embed_dim = config.d_model
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.dropout = config.attention_dropout
+        self.is_causal = is_causal  # sdpa reads this attribute (hf-integration.md pitfall 6)
+        self.layer_idx = layer_idx
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+
+    def split_heads(self, states: torch.Tensor) -> torch.Tensor:
+        """`[B, T, d]` -> `[B, H, T, d_h]`."""
+        return states.view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
+
+    def key_values(
+        self,
+        states: torch.Tensor | None,
+        past_key_values: Cache | None,
+        is_cross_attention: bool,
+        projected: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values `[B, H, S, d_h]` for this step, read from or appended to the cache.
+
+        `projected` passes already computed `(k_proj(states), v_proj(states))` (fused projections)."""
+        cache = past_key_values
+        if isinstance(past_key_values, EncoderDecoderCache):
+            cache = past_key_values.cross_attention_cache if is_cross_attention else past_key_values.self_attention_cache
+            if is_cross_attention and past_key_values.is_updated.get(self.layer_idx):
+                layer = cache.layers[self.layer_idx]
+                return layer.keys, layer.values
+        if projected is None:
+            projected = (self.k_proj(states), self.v_proj(states))
+        keys, values = self.split_heads(projected[0]), self.split_heads(projected[1])
+        if cache is not None:
+            keys, values = cache.update(keys, values, self.layer_idx)
+            if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
+                past_key_values.is_updated[self.layer_idx] = True
+        return keys, values
+
+    def attend(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Scaled dot-product attention of projected queries `[B, T, d]` over keys/values `[B, H, S, d_h]`.
+        Returns the heads concatenated, `[B, T, d]` (before the output projection), and the weights."""
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        output, weights = attention_interface(
+            self,
+            self.split_heads(query),
+            keys,
+            values,
+            attention_mask,
+            dropout=0.0 if not self.training else self.dropout,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        return output.reshape(*query.shape[:-1], -1).contiguous(), weights
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        attention_mask: torch.Tensor | None = None,
+        query_states: torch.Tensor | None = None,
+        apply_output_projection: bool = True,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`query_states` passes an already computed `q_proj(hidden_states)`, and `apply_output_projection=False`
+        returns the concatenated heads, for layers that fuse their projections."""
+        is_cross_attention = key_value_states is not None
+        source = key_value_states if is_cross_attention else hidden_states
+        keys, values = self.key_values(source, past_key_values, is_cross_attention)
+        if query_states is None:
+            query_states = self.q_proj(hidden_states)
+        output, weights = self.attend(query_states, keys, values, attention_mask, **kwargs)
+        return (self.out_proj(output) if apply_output_projection else output), weights
+
+
+def check_sequence_length(length: int, config: MTConfig, what: str) -> None:
+    """Inputs are never truncated silently: an empty or over-long sequence is an error."""
+    if length == 0:
+        raise ValueError(f"The {what} is empty (length 0); give at least one token")
+    if length > config.max_position_embeddings:
+        raise ValueError(
+            f"The {what} has {length} positions but the model supports at most "
+            f"`max_position_embeddings`={config.max_position_embeddings}; shorten the input (or generate fewer tokens)"
+        )
+
+
+class MTPreTrainedModel(PreTrainedModel):
+    config: MTConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _can_compile_fullgraph = False  # the decoder cache holds Python-side recurrent state
+    _is_stateful = True  # generate() refuses assisted/speculative decoding, which would need to crop that state
+    _skip_keys_device_placement = ["past_key_values"]
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        # transformers gates the whole `_tied_weights_keys` mapping on `config.tie_word_embeddings`; here sharing the
+        # source/target embeddings and tying the output projection are independent options (as in Marian), so each
+        # class computes its own mapping from the config.
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        self._tied_weights_keys = self._tied_weights_for_config()
+        return dict(self._tied_weights_keys)
+
+    def _tied_weights_for_config(self) -> dict[str, str]:
+        return {}
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Default initialisation (architectures refine it): PyTorch's default for linear layers, which paper 000
+        uses for its 384-wide models (U(±1/sqrt(fan_in)), zero bias), N(0, d^-1/2) embeddings with a zero padding row
+        (fairseq), unit LayerNorms."""
+        if isinstance(module, nn.Linear):
+            bound = 1.0 / math.sqrt(module.in_features)
+            init.uniform_(module.weight, -bound, bound)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=module.embedding_dim**-0.5)
+            if module.padding_idx is not None:
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+
+
+class MTEncoder(MTPreTrainedModel):
+    """Token + position embeddings, then `config.encoder_layers` layers of `layer_class`.
+
+    Every layer is called as `layer(hidden_states, attention_mask=<4D mask>, padding_mask=<[B, T] bool or None>)`."""
+
+    layer_class: type[nn.Module] = None
+
+    def __init__(self, config: MTConfig):
+        super().__init__(config)
+        self.dropout = config.dropout
+        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_tokens = ScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale)
+        self.embed_positions = SinusoidalPositionalEmbedding(config.d_model)
+        self.layers = nn.ModuleList([self.layer_class(config, layer_idx=i) for i in range(config.encoder_layers)])
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def embed(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Give exactly one of `input_ids` and `inputs_embeds` to the encoder")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        check_sequence_length(inputs_embeds.shape[1], self.config, "source sequence")
+        positions = self.embed_positions(torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device), inputs_embeds.dtype)
+        return inputs_embeds + positions
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutput:
+        hidden_states = self.embed(input_ids, inputs_embeds)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
+        attention_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        )
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs)
+        return BaseModelOutput(last_hidden_state=self.finalize(hidden_states))
+
+    def finalize(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Hook for a final LayerNorm (pre-norm architectures). Post-norm stacks return the states as they are."""
+        return hidden_states
+
+
+class MTDecoder(MTPreTrainedModel):
+    """Target embeddings, then `config.decoder_layers` layers of `layer_class`, with the generation cache.
+
+    Every layer is called as `layer(hidden_states, attention_mask, encoder_hidden_states,
+    encoder_attention_mask=..., past_key_values=..., padding_mask=<[B, T] bool or None>)`; the layer's own cache
+    object (keys/values and recurrent state) is `past_key_values.self_attention_cache.layers[layer_idx]`."""
+
+    layer_class: type[nn.Module] = None
+
+    def __init__(self, config: MTConfig):
+        super().__init__(config)
+        self.dropout = config.dropout
+        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_tokens = ScaledWordEmbedding(
+            config.decoder_vocab_size, config.d_model, config.pad_token_id, embed_scale
+        )
+        self.embed_positions = SinusoidalPositionalEmbedding(config.d_model)
+        self.layers = nn.ModuleList([self.layer_class(config, layer_idx=i) for i in range(config.decoder_layers)])
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def new_cache(self) -> EncoderDecoderCache:
+        return EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Give exactly one of `decoder_input_ids` and `decoder_inputs_embeds`")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+
+        if use_cache and past_key_values is None:
+            past_key_values = self.new_cache()
+        if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+            raise TypeError(
+                f"{type(self).__name__} needs an `EncoderDecoderCache`; build it with "
+                "`EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))`"
+            )
+        self_attn_cache = past_key_values.self_attention_cache if past_key_values is not None else None
+        if self_attn_cache is not None and not all(
+            isinstance(layer, StatefulDecoderCacheLayer) for layer in self_attn_cache.layers
+        ):
+            raise TypeError(
+                "The decoder cache was built without the model config, so it cannot hold the decoder's recurrent "
+                "state; build it with `DynamicCache(config=model.config)`"
+            )
+
+        past_length = self_attn_cache.get_seq_length() if self_attn_cache is not None else 0
+        seq_length = inputs_embeds.shape[1]
+        check_sequence_length(past_length + seq_length, self.config, "target sequence")
+        position_ids = torch.arange(past_length, past_length + seq_length, device=inputs_embeds.device)
+        hidden_states = inputs_embeds + self.embed_positions(position_ids, inputs_embeds.dtype)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+
+        # Padding mask for the recurrent sublayers: None when there is nothing to mask (decode steps, no padding).
+        padding_mask = create_recurrent_attention_mask(self.config, inputs_embeds, attention_mask, self_attn_cache)
+        causal_mask = create_causal_mask(
+            config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, past_key_values=self_attn_cache
+        )
+        encoder_attention_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+        for layer in self.layers:
+            hidden_states = layer(
+                hidden_states,
+                causal_mask,
+                encoder_hidden_states,  # positional, for gradient checkpointing
+                encoder_attention_mask=encoder_attention_mask,
+                past_key_values=past_key_values,
+                padding_mask=padding_mask.bool() if padding_mask is not None else None,
+                **kwargs,
+            )
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=self.finalize(hidden_states), past_key_values=past_key_values
+        )
+
+    def finalize(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return hidden_states
+
+
+def cache_layer_for(past_key_values: Cache | None, layer_idx: int) -> StatefulDecoderCacheLayer | None:
+    """The decoder layer's own cache object, or None when decoding without a cache."""
+    if past_key_values is None:
+        return None
+    return past_key_values.self_attention_cache.layers[layer_idx]
+
+
+class MTModel(MTPreTrainedModel):
+    """Encoder + decoder, returning the decoder states. Architectures set `encoder_class` / `decoder_class`."""
+
+    encoder_class: type[MTEncoder] = None
+    decoder_class: type[MTDecoder] = None
+
+    def __init__(self, config: MTConfig):
+        super().__init__(config)
+        self.encoder = self.encoder_class(config)
+        self.decoder = self.decoder_class(config)
+        self.post_init()
+
+    def _tied_weights_for_config(self) -> dict[str, str]:
+        if self.config.share_encoder_decoder_embeddings:
+            return {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
+        return {}
+
+    def get_input_embeddings(self):
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.embed_tokens = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqModelOutput:
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(
+                last_hidden_state=encoder_outputs[0],
+                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+            )
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
+    """`MTModel` + output projection over the target vocabulary; the class `generate()` and the Trainer use."""
+
+    base_model_class: type[MTModel] = None
+
+    def __init__(self, config: MTConfig):
+        super().__init__(config)
+        self.model = self.base_model_class(config)
+        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        self.post_init()
+
+    def _tied_weights_for_config(self) -> dict[str, str]:
+        if not self.config.tie_word_embeddings:
+            return {}
+        # Point at the ultimate source: with shared embeddings the decoder's matrix is itself tied to the encoder's.
+        source = "encoder" if self.config.share_encoder_decoder_embeddings else "decoder"
+        return {"lm_head.weight": f"model.{source}.embed_tokens.weight"}
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqLMOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*):
+            Target token ids; -100 marks positions ignored by the loss. When given without `decoder_input_ids`,
+            the decoder inputs are the labels shifted right behind `decoder_start_token_id`.
+        """
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = shift_tokens_right(
+                    labels, self.config.pad_token_id, self.config.decoder_start_token_id
+                )
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        outputs: Seq2SeqModelOutput = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.lm_head(outputs.last_hidden_state[:, slice_indices, :])
+
+        loss = None
+        if labels is not None:
+            # The labels are already aligned with the logits; the causal-LM loss would shift them again, so they are
+            # passed as `shift_labels`. `num_items_in_batch` makes gradient accumulation exact (pitfall 9).
+            loss = self.loss_function(
+                logits, None, self.config.decoder_vocab_size, shift_labels=labels, num_items_in_batch=num_items_in_batch
+            )
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """Used by `DataCollatorForSeq2Seq(model=...)`."""
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

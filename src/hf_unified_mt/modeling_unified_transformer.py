@@ -1,0 +1,299 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Unified Transformer (paper 000: Zhao et al., "Unified Transformer for Sequence-to-Sequence Learning").
+
+Every layer is a *Prime* unit: self-attention, a dynamic depthwise convolution and the position-wise FFN (plus
+cross-attention in the decoder) read the same input in parallel and are summed onto one residual, followed by a
+single post-LayerNorm. Equations follow the authors' released code as summarised in
+`shared/docs/architectures.md` §0-1; deliberate deviations are marked "Deviation".
+"""
+
+import math
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
+from transformers.utils.output_capturing import OutputRecorder
+
+from .cache_mt import StatefulDecoderCacheLayer
+from .configuration_unified_transformer import UnifiedTransformerConfig
+from .modeling_mt_common import (
+    MTAttention,
+    MTDecoder,
+    MTEncoder,
+    MTForConditionalGeneration,
+    MTModel,
+    MTPreTrainedModel,
+    cache_layer_for,
+)
+
+
+class PrimeDynamicConvolution(nn.Module):
+    """Dynamic depthwise convolution with adaptive kernel sizes.
+
+    For each kernel size k a generator W_k (no bias) maps the input at position t to H·k taps, normalised by a
+    softmax over the taps (Eq. 6, with the kernels generated from the value tensor as in the authors' code, and
+    channels tied to the H attention heads as in DynamicConv). Cells of different widths are mixed by
+    softmax(gate) (Eq. 7). Because every cell is linear in the input window, the mixture is computed as ONE
+    convolution of width max(k) whose taps are the gate-weighted sum of the cells' taps (smaller kernels occupy
+    the centre taps in the encoder and the most recent taps in the causal decoder) - identical to summing the
+    cells, with one pass over the window instead of one per cell.
+    """
+
+    def __init__(self, config: UnifiedTransformerConfig, num_heads: int, is_causal: bool):
+        super().__init__()
+        self.num_heads = num_heads
+        self.is_causal = is_causal
+        self.kernel_sizes = list(config.conv_kernel_sizes)
+        self.max_kernel_size = max(self.kernel_sizes)
+        self.weight_dropout = config.conv_weight_dropout
+        self.kernel_generators = nn.ModuleList(
+            [nn.Linear(config.d_model, num_heads * k, bias=False) for k in self.kernel_sizes]
+        )
+        # Eq. (7): alpha_i, one learned scalar per cell, initialised equal.
+        self.kernel_gate = nn.Parameter(torch.full((len(self.kernel_sizes),), 0.5))
+
+    def kernels(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7)."""
+        batch, length, _ = inputs.shape
+        gate = torch.softmax(self.kernel_gate, dim=0)
+        taps = inputs.new_zeros(batch, length, self.num_heads, self.max_kernel_size)
+        for i, (size, generator) in enumerate(zip(self.kernel_sizes, self.kernel_generators)):
+            weights = torch.softmax(generator(inputs).view(batch, length, self.num_heads, size), dim=-1)
+            weights = nn.functional.dropout(weights, p=self.weight_dropout, training=self.training)  # DropConnect
+            start = self.max_kernel_size - size if self.is_causal else (self.max_kernel_size - size) // 2
+            taps[..., start : start + size] += gate[i] * weights
+        return taps
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        cache_layer: StatefulDecoderCacheLayer | None = None,
+    ) -> torch.Tensor:
+        batch, length, channels = inputs.shape
+        taps = self.kernels(inputs)
+        if padding_mask is not None:
+            inputs = inputs * padding_mask.unsqueeze(-1).to(inputs.dtype)
+        width = self.max_kernel_size
+        if cache_layer is not None:
+            # Incremental decoding: the last width-1 inputs come from the cache (zeros before the first token,
+            # exactly the zero padding of the full-sequence computation).
+            window = cache_layer.update_window("prime_conv", inputs, width)
+        elif self.is_causal:
+            window = nn.functional.pad(inputs, (0, 0, width - 1, 0))
+        else:
+            window = nn.functional.pad(inputs, (0, 0, width // 2, width // 2))
+        # [B, T, C, width] sliding windows; channel c belongs to head c // (C / H).
+        windows = window.unfold(1, width, 1).reshape(batch, length, self.num_heads, channels // self.num_heads, width)
+        return torch.einsum("bthck,bthk->bthc", windows, taps).reshape(batch, length, channels)
+
+
+class PrimeSelfAttention(MTAttention):
+    """Self-attention with the convolution on its value projection (Shared Projection, Eq. 2 and 5 with
+    W_1^C = W_1^A). Returns the concatenation [attention ; convolution] *before* the output projection, which the
+    layer applies as one Linear(2d -> d) (= A W_2^A + C W_2^C, the authors' single output matrix)."""
+
+    def __init__(self, config: UnifiedTransformerConfig, num_heads: int, is_causal: bool, layer_idx: int):
+        super().__init__(config, num_heads, is_causal=is_causal, layer_idx=layer_idx)
+        self.input_dropout = config.input_dropout
+        self.conv = PrimeDynamicConvolution(config, num_heads, is_causal) if config.use_convolution else None
+        # Separate Projection ablation (Table 6): the convolution gets its own input projection W_1^C.
+        self.conv_proj = (
+            nn.Linear(config.d_model, config.d_model) if config.use_convolution and not config.shared_projection else None
+        )
+        width = 2 * config.d_model if config.use_convolution else config.d_model
+        self.out_proj = nn.Linear(width, config.d_model)
+
+    @property
+    def input_projections(self) -> list[nn.Linear]:
+        return [self.q_proj, self.k_proj, self.v_proj] + ([self.conv_proj] if self.conv_proj is not None else [])
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        padding_mask: torch.Tensor | None = None,
+        projections: tuple[torch.Tensor, ...] | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if projections is None:
+            inputs = nn.functional.dropout(hidden_states, p=self.input_dropout, training=self.training)
+            projections = tuple(projection(inputs) for projection in self.input_projections)
+        query, key, value = projections[:3]
+        keys, values = self.key_values(None, past_key_values, is_cross_attention=False, projected=(key, value))
+        attention, weights = self.attend(query, keys, values, attention_mask, **kwargs)  # Eq. (2)
+        if self.conv is None:
+            return attention, weights
+        conv_input = value if self.conv_proj is None else projections[3]  # Eq. (5)
+        convolution = self.conv(conv_input, padding_mask, cache_layer_for(past_key_values, self.layer_idx))
+        return torch.cat([attention, convolution], dim=-1), weights
+
+
+class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
+    """One Prime unit (Eq. 4): h' = LN(h + Drop(S) [+ Drop(Z)] + Drop(F)), with S the attention+convolution branch,
+    Z the decoder's parallel cross-attention and F the FFN, all reading h."""
+
+    is_decoder = False
+
+    def __init__(self, config: UnifiedTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.dropout = config.dropout
+        self.activation_dropout = config.activation_dropout
+        heads = config.decoder_attention_heads if self.is_decoder else config.encoder_attention_heads
+        ffn_dim = config.decoder_ffn_dim if self.is_decoder else config.encoder_ffn_dim
+        self.self_attn = PrimeSelfAttention(config, heads, is_causal=self.is_decoder, layer_idx=layer_idx)
+        self.encoder_attn = MTAttention(config, heads, layer_idx=layer_idx) if self.is_decoder else None
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.layer_norm = nn.LayerNorm(config.d_model)
+        self._fused = None
+
+    # --------------------------------------------------------------- fused projections (§3.3.1)
+    def _input_linears(self) -> list[nn.Linear]:
+        cross = [self.encoder_attn.q_proj] if self.is_decoder else []
+        return self.self_attn.input_projections + cross + [self.fc1]
+
+    def _output_linears(self) -> list[nn.Linear]:
+        cross = [self.encoder_attn.out_proj] if self.is_decoder else []
+        return [self.self_attn.out_proj] + cross + [self.fc2]
+
+    def fused_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+        """W^Enc (all input projections stacked) and W^Dec (all output projections side by side), §3.3.1.
+        Rebuilt whenever a parameter changed (optimizer step, `load_state_dict`, `.to()`)."""
+        inputs, outputs = self._input_linears(), self._output_linears()
+        params = [p for linear in inputs + outputs for p in linear.parameters()]
+        key = tuple((p.data_ptr(), p._version) for p in params)
+        if self._fused is None or self._fused[0] != key:
+            with torch.no_grad():
+                w_in = torch.cat([linear.weight for linear in inputs], dim=0)
+                b_in = torch.cat([linear.bias for linear in inputs], dim=0)
+                w_out = torch.cat([linear.weight for linear in outputs], dim=1)
+                b_out = torch.stack([linear.bias for linear in outputs]).sum(0)
+            self._fused = (key, w_in, b_in, w_out, b_out, [linear.out_features for linear in inputs])
+        return self._fused[1:]
+
+    def use_fused(self) -> bool:
+        return self.config.fuse_projections_for_inference and not self.training and not torch.is_grad_enabled()
+
+    # --------------------------------------------------------------- forward
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        if self.is_decoder and encoder_hidden_states is None:
+            raise ValueError("The Unified Transformer decoder needs `encoder_hidden_states`")
+        fused = self.use_fused()
+        if fused:
+            w_in, b_in, w_out, b_out, sizes = self.fused_weights()
+            projections = nn.functional.linear(hidden_states, w_in, b_in).split(sizes, dim=-1)
+            num_self = len(self.self_attn.input_projections)
+            self_projections, cross_query, ffn_input = projections[:num_self], projections[num_self], projections[-1]
+        else:
+            self_projections, cross_query, ffn_input = None, None, self.fc1(hidden_states)
+
+        mixed, _ = self.self_attn(
+            hidden_states,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            padding_mask=padding_mask,
+            projections=self_projections,
+            **kwargs,
+        )
+        ffn_hidden = self.activation_fn(ffn_input)  # Eq. (3)
+        ffn_hidden = nn.functional.dropout(ffn_hidden, p=self.activation_dropout, training=self.training)
+
+        cross = None
+        if self.is_decoder:
+            cross, _ = self.encoder_attn(
+                hidden_states,
+                key_value_states=encoder_hidden_states,
+                past_key_values=past_key_values,
+                attention_mask=encoder_attention_mask,
+                query_states=cross_query,
+                apply_output_projection=not fused,
+                **kwargs,
+            )
+
+        if fused:
+            branches = [mixed] + ([cross] if cross is not None else []) + [ffn_hidden]
+            update = nn.functional.linear(torch.cat(branches, dim=-1), w_out, b_out)
+        else:
+            update = nn.functional.dropout(self.self_attn.out_proj(mixed), p=self.dropout, training=self.training)
+            update = update + nn.functional.dropout(self.fc2(ffn_hidden), p=self.dropout, training=self.training)
+            if cross is not None:
+                update = update + nn.functional.dropout(cross, p=self.dropout, training=self.training)
+        return self.layer_norm(hidden_states + update)  # Eq. (1)/(4): one post-LayerNorm per layer
+
+
+class UnifiedTransformerEncoderLayer(UnifiedTransformerPrimeLayer):
+    is_decoder = False
+
+
+class UnifiedTransformerDecoderLayer(UnifiedTransformerPrimeLayer):
+    is_decoder = True
+
+
+class UnifiedTransformerPreTrainedModel(MTPreTrainedModel):
+    config: UnifiedTransformerConfig
+    _no_split_modules = ["UnifiedTransformerEncoderLayer", "UnifiedTransformerDecoderLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """The authors' `init_method='km'`: input projections and FFN U(±1/sqrt(fan_in)) (PyTorch default, which the
+        paper prefers for its narrower layers), the Prime output projection kaiming-uniform with a=1 over its 2d
+        inputs, kernel generators and cross-attention Xavier-uniform, zero biases, N(0, d^-1/2) embeddings."""
+        super()._init_weights(module)
+        if isinstance(module, PrimeDynamicConvolution):
+            init.constant_(module.kernel_gate, 0.5)
+            for generator in module.kernel_generators:
+                init.xavier_uniform_(generator.weight)
+        elif isinstance(module, PrimeSelfAttention):
+            bound = math.sqrt(3.0 / module.out_proj.in_features)
+            init.uniform_(module.out_proj.weight, -bound, bound)
+        elif isinstance(module, MTAttention):
+            for linear in (module.q_proj, module.k_proj, module.v_proj, module.out_proj):
+                init.xavier_uniform_(linear.weight)
+
+
+class UnifiedTransformerEncoder(UnifiedTransformerPreTrainedModel, MTEncoder):
+    layer_class = UnifiedTransformerEncoderLayer
+    _can_record_outputs = {"hidden_states": UnifiedTransformerEncoderLayer, "attentions": PrimeSelfAttention}
+
+
+class UnifiedTransformerDecoder(UnifiedTransformerPreTrainedModel, MTDecoder):
+    layer_class = UnifiedTransformerDecoderLayer
+    _can_record_outputs = {
+        "hidden_states": UnifiedTransformerDecoderLayer,
+        "attentions": OutputRecorder(PrimeSelfAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
+    }
+
+
+class UnifiedTransformerModel(UnifiedTransformerPreTrainedModel, MTModel):
+    encoder_class = UnifiedTransformerEncoder
+    decoder_class = UnifiedTransformerDecoder
+
+
+class UnifiedTransformerForConditionalGeneration(UnifiedTransformerPreTrainedModel, MTForConditionalGeneration):
+    base_model_class = UnifiedTransformerModel
+
+
+__all__ = [
+    "UnifiedTransformerPreTrainedModel",
+    "UnifiedTransformerModel",
+    "UnifiedTransformerForConditionalGeneration",
+]

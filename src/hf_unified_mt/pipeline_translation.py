@@ -1,0 +1,97 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""A translation pipeline for encoder-decoder models.
+
+transformers 5 removed the `translation` / `text2text-generation` tasks. This pipeline restores the usual
+interface - `pipeline("translation", model=path, trust_remote_code=True)("Hola")` ->
+`[{"translation_text": "Hello"}]`, with batching - for every model of this package: each config carries
+`custom_pipelines` pointing at this file, and the file is saved with the model code. It depends on nothing but
+transformers, so it works where `hf_unified_mt` is not installed.
+"""
+
+from transformers import GenerationConfig, Pipeline
+from transformers.pipelines import PIPELINE_REGISTRY
+
+
+TASK = "translation"
+# In-process name: registering the removed name "translation" raises in transformers 5, so the task is registered
+# under this alias; checkpoints still expose it as "translation" through `config.custom_pipelines`.
+REGISTERED_TASK = "hf-unified-mt-translation"
+
+CUSTOM_PIPELINES = {
+    TASK: {
+        "impl": "pipeline_translation.TranslationPipeline",
+        "pt": ["AutoModelForSeq2SeqLM"],
+        "tf": [],
+        "type": "text",
+    }
+}
+
+
+class TranslationPipeline(Pipeline):
+    """Translate text with any encoder-decoder model that has a tokenizer.
+
+    Call with a string or a list of strings (`batch_size=` batches them; shorter inputs are padded); generation
+    parameters (`num_beams`, `max_new_tokens`, `do_sample`, ...) can be given at construction or per call.
+    Returns one `{"translation_text": ...}` per input (a list of them per input with `num_return_sequences > 1`).
+    Inputs are never truncated: one longer than the model accepts raises an error naming its length.
+    """
+
+    _pipeline_calls_generate = True
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_tokenizer = True
+    _default_generation_config = GenerationConfig(max_new_tokens=256, num_beams=4)
+
+    def _sanitize_parameters(self, clean_up_tokenization_spaces=None, return_tensors=None, **generate_kwargs):
+        postprocess_params = {}
+        if clean_up_tokenization_spaces is not None:
+            postprocess_params["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
+        if return_tensors is not None:
+            postprocess_params["return_tensors"] = return_tensors
+        return {}, generate_kwargs, postprocess_params
+
+    def preprocess(self, text):
+        if not isinstance(text, str):
+            raise TypeError(f"The translation pipeline takes strings, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError("Cannot translate an empty string")
+        return self.tokenizer(text, return_tensors="pt", truncation=False)
+
+    def _forward(self, model_inputs, **generate_kwargs):
+        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        batch_size = model_inputs["input_ids"].shape[0]
+        output_ids = self.model.generate(**model_inputs, **generate_kwargs)
+        # One row per input, possibly several sequences each (num_return_sequences).
+        return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1])}
+
+    def postprocess(self, model_outputs, clean_up_tokenization_spaces=True, return_tensors=False):
+        records = []
+        for sequence in model_outputs["output_ids"][0]:
+            if return_tensors:
+                records.append({"translation_token_ids": sequence})
+            else:
+                text = self.tokenizer.decode(
+                    sequence, skip_special_tokens=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces
+                )
+                records.append({"translation_text": text})
+        return records
+
+    def __call__(self, inputs, *args, **kwargs):
+        """A string gives `[{"translation_text": ...}]` (one entry per returned sequence); a list of strings gives one
+        such list per input, flattened to one dict per input when each input has a single translation (the
+        transformers 4 behaviour)."""
+        results = super().__call__(inputs, *args, **kwargs)
+        if isinstance(inputs, str):
+            return results
+        if all(len(records) == 1 for records in results):
+            return [records[0] for records in results]
+        return results
+
+
+def register_translation_pipeline() -> None:
+    """Make `pipeline("hf-unified-mt-translation", model=...)` available in this process."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    if REGISTERED_TASK not in PIPELINE_REGISTRY.get_supported_tasks():
+        PIPELINE_REGISTRY.register_pipeline(REGISTERED_TASK, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM)
