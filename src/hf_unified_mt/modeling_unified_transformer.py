@@ -131,6 +131,9 @@ class PrimeSelfAttention(MTAttention):
         if self.conv is None:
             return attention, weights
         conv_input = value if self.conv_proj is None else projections[3]  # Eq. (5)
+        # Deviation (architectures.md §1, item 6): pads are zeroed before the convolution unless the config asks for
+        # the authors' unmasked behaviour.
+        padding_mask = padding_mask if self.config.mask_padding_before_conv else None
         convolution = self.conv(conv_input, padding_mask, cache_layer_for(past_key_values, self.layer_idx))
         return torch.cat([attention, convolution], dim=-1), weights
 
