@@ -351,8 +351,9 @@ class MTDecoder(MTPreTrainedModel):
                 "`EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))`"
             )
         self_attn_cache = past_key_values.self_attention_cache if past_key_values is not None else None
-        if self_attn_cache is not None and not all(
-            isinstance(layer, StatefulDecoderCacheLayer) for layer in self_attn_cache.layers
+        if self_attn_cache is not None and (
+            len(self_attn_cache.layers) != self.config.decoder_layers
+            or not all(isinstance(layer, StatefulDecoderCacheLayer) for layer in self_attn_cache.layers)
         ):
             raise TypeError(
                 "The decoder cache was built without the model config, so it cannot hold the decoder's recurrent "

@@ -1,0 +1,259 @@
+"""The models behave like in-library transformers models: remote code, pipeline, Trainer, errors, common API."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments, pipeline
+from transformers.data.data_collator import DataCollatorForSeq2Seq
+
+import hf_unified_mt
+from conftest import random_batch, tiny_config, tiny_model
+
+
+# ---------------------------------------------------------------------------------------------- remote code
+
+def _run_without_package(script: str, cwd) -> dict:
+    """Runs `script` in a fresh interpreter where `import hf_unified_mt` fails, and returns its JSON output."""
+    prelude = "import sys; sys.modules['hf_unified_mt'] = None  # the package is not importable\n"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_MODULES_CACHE": str(cwd / "modules")}
+    result = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
+    model = tiny_model()
+    checkpoint = tmp_path / "checkpoint"
+    model.save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("UnifiedTransformerForConditionalGeneration")
+    assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_translation.TranslationPipeline"
+
+    sentences = ["hola mundo", "el gato ve al perro en la casa grande"]
+    ids, mask = random_batch(model.config.vocab_size)
+    expected_beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
+    expected_greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
+    translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
+    expected_pipeline = translator(sentences, batch_size=2)
+
+    remote = _run_without_package(f"""
+        import json, torch
+        from transformers import AutoModelForSeq2SeqLM, pipeline
+        try:
+            AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=False)
+            refused = False
+        except ValueError:
+            refused = True
+        model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
+        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
+        beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
+        greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
+        beam_no_cache = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False).tolist()
+        translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
+        print(json.dumps(dict(module=type(model).__module__, refused=refused, beam=beam, greedy=greedy,
+                              beam_no_cache=beam_no_cache, pipeline=translator({sentences!r}, batch_size=2))))
+    """, cwd=tmp_path)
+    assert remote["refused"], "without trust_remote_code the custom code must not run"
+    assert remote["module"].startswith("transformers_modules"), remote["module"]
+    assert remote["beam"] == expected_beam == remote["beam_no_cache"]
+    assert remote["greedy"] == expected_greedy
+    assert remote["pipeline"] == expected_pipeline
+
+
+def test_translation_pipeline_batches_and_matches_generate(tokenizer):
+    model = tiny_model()
+    translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=6, num_beams=2)
+    sentences = ["hola", "el gato ve al perro", "la casa es grande y pequeña"]
+    batched = translator(sentences, batch_size=3)
+    one_by_one = [translator(s)[0] for s in sentences]
+    assert batched == one_by_one
+    assert all(set(r) == {"translation_text"} and isinstance(r["translation_text"], str) for r in batched)
+    direct = model.generate(**tokenizer(sentences[1:2], return_tensors="pt"), max_new_tokens=6, num_beams=2)
+    assert batched[1]["translation_text"] == tokenizer.decode(direct[0], skip_special_tokens=True)
+    several = translator("hola mundo", num_return_sequences=2, num_beams=2)
+    assert len(several) == 2
+    in_process = pipeline("hf-unified-mt-translation", model=model, tokenizer=tokenizer, max_new_tokens=6, num_beams=2)
+    assert in_process(sentences) == batched
+    with pytest.raises(ValueError, match="empty"):
+        translator("   ")
+
+
+# ---------------------------------------------------------------------------------------------- training
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    ids, mask = random_batch(tiny_config().vocab_size)
+    labels = ids.masked_fill(mask == 0, -100)
+    grads = []
+    for checkpointing in (False, True):
+        model = tiny_model().train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert model.is_activation_checkpointing
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert grads[0].abs().sum() > 0
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+class _ListDataset(torch.utils.data.Dataset):
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def _trainer_update(tmp_path, batch_size, accumulation, tokenizer):
+    model = tiny_model().train()
+    before = [p.detach().clone() for p in model.parameters()]
+    generator = torch.Generator().manual_seed(5)
+    rows = []
+    for i in range(8):  # different lengths, so that token counts per micro-batch differ
+        src = torch.randint(4, model.config.vocab_size, (3 + i,), generator=generator).tolist() + [2]
+        tgt = torch.randint(4, model.config.vocab_size, (2 + (i * 3) % 7,), generator=generator).tolist() + [2]
+        rows.append({"input_ids": src, "attention_mask": [1] * len(src), "labels": tgt})
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path / f"run{batch_size}"), per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=accumulation, max_steps=1, learning_rate=1.0, optim="sgd",
+        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=0.0,
+        report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True, dataloader_drop_last=False,
+        disable_tqdm=True, seed=0, data_seed=0,
+    )
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=_ListDataset(rows),
+                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
+    trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
+    trainer.train()
+    return torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
+
+
+def test_trainer_gradient_accumulation_matches_the_doubled_batch(tmp_path, tokenizer):
+    accumulated = _trainer_update(tmp_path, batch_size=4, accumulation=2, tokenizer=tokenizer)
+    doubled = _trainer_update(tmp_path, batch_size=8, accumulation=1, tokenizer=tokenizer)
+    assert doubled.norm() > 0
+    ratio = (accumulated.norm() / doubled.norm()).item()
+    assert abs(ratio - 1.0) < 1e-3, ratio
+    assert torch.allclose(accumulated, doubled, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(d_model=30), "d_model"),
+        (dict(conv_kernel_sizes=[4]), "conv_kernel_sizes"),
+        (dict(conv_kernel_sizes=[0, 3]), "conv_kernel_sizes"),
+        (dict(conv_kernel_sizes=[-3]), "conv_kernel_sizes"),
+        (dict(conv_kernel_sizes=[]), "conv_kernel_sizes"),
+        (dict(encoder_layers=0), "encoder_layers"),
+        (dict(decoder_layers=0), "decoder_layers"),
+        (dict(dropout=1.5), "dropout"),
+        (dict(activation_function="swishy"), "activation_function"),
+        (dict(conv_kernel_size=[3]), "conv_kernel_sizes"),  # a misspelled option
+        (dict(share_encoder_decoder_embeddings=True, decoder_vocab_size=20), "share_encoder_decoder_embeddings"),
+    ],
+)
+def test_bad_config_raises_value_error_naming_the_field(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        tiny_config(**overrides)
+
+
+def test_unknown_preset_and_architecture_are_refused():
+    with pytest.raises(ValueError, match="preset"):
+        hf_unified_mt.get_config("unified_transformer", "huge")
+    with pytest.raises(ValueError, match="architecture"):
+        hf_unified_mt.get_config("no_such_model", "base")
+
+
+def test_over_long_and_empty_inputs_raise():
+    model = tiny_model(max_position_embeddings=16)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        model.generate(torch.randint(4, 30, (1, 17)), max_new_tokens=2)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        model.generate(torch.randint(4, 30, (1, 5)), max_new_tokens=20, min_new_tokens=20)
+    with pytest.raises(ValueError, match="empty"):
+        model(input_ids=torch.zeros(1, 0, dtype=torch.long), decoder_input_ids=torch.ones(1, 1, dtype=torch.long))
+
+
+def test_assisted_decoding_is_refused():
+    model = tiny_model()
+    assistant = tiny_model(seed=1)
+    ids, mask = random_batch(model.config.vocab_size)
+    with pytest.raises(ValueError, match="stateful"):
+        model.generate(ids[:1], assistant_model=assistant, max_new_tokens=4)
+    with pytest.raises(ValueError, match="stateful"):
+        model.generate(ids[:1], prompt_lookup_num_tokens=2, max_new_tokens=4)
+
+
+def test_cache_built_without_config_is_refused():
+    from transformers import DynamicCache, EncoderDecoderCache
+
+    model = tiny_model()
+    ids, _ = random_batch(model.config.vocab_size)
+    with pytest.raises(TypeError, match="config"):
+        model(input_ids=ids, decoder_input_ids=ids[:, :1], past_key_values=EncoderDecoderCache(DynamicCache(), DynamicCache()))
+
+
+# ---------------------------------------------------------------------------------------------- common API
+
+def test_output_attentions_and_hidden_states():
+    model = tiny_model()
+    model.set_attn_implementation("eager")
+    ids, mask = random_batch(model.config.vocab_size)
+    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
+                output_hidden_states=True)
+    cfg = model.config
+    assert len(out.encoder_hidden_states) == cfg.encoder_layers + 1
+    assert len(out.decoder_hidden_states) == cfg.decoder_layers + 1
+    assert len(out.encoder_attentions) == cfg.encoder_layers
+    assert out.encoder_attentions[0].shape == (3, cfg.encoder_attention_heads, ids.shape[1], ids.shape[1])
+    assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
+    assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, ids.shape[1])
+    # attention weights respect masks: no weight on source padding, none on future target positions
+    assert out.encoder_attentions[0][-1, :, :, -3:].abs().max() == 0
+    assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
+    gen = model.generate(ids, attention_mask=mask, max_new_tokens=3, output_scores=True, return_dict_in_generate=True,
+                         output_attentions=True)
+    assert len(gen.scores) == 3 and gen.cross_attentions is not None
+
+
+def test_resize_token_embeddings_and_embedding_accessors():
+    model = tiny_model()
+    assert model.get_input_embeddings() is model.model.encoder.embed_tokens
+    assert model.get_output_embeddings() is model.lm_head
+    old = model.config.vocab_size
+    model.resize_token_embeddings(old + 5)
+    assert model.config.vocab_size == old + 5
+    assert model.model.decoder.embed_tokens.weight.shape[0] == old + 5
+    assert model.lm_head.weight is model.model.encoder.embed_tokens.weight
+    ids, _ = random_batch(old + 5)
+    ids[0, 0] = old + 4
+    assert model(input_ids=ids, decoder_input_ids=ids).logits.shape[-1] == old + 5
+
+
+def test_auto_classes_and_base_model(tmp_path):
+    config = tiny_config()
+    assert isinstance(AutoConfig.for_model("unified_transformer"), hf_unified_mt.UnifiedTransformerConfig)
+    base = AutoModel.from_config(config)
+    assert isinstance(base, hf_unified_mt.UnifiedTransformerModel)
+    ids, mask = random_batch(config.vocab_size)
+    out = base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
+    assert out.last_hidden_state.shape == (3, 4, config.d_model)
+    base.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["auto_map"]["AutoModel"].endswith("UnifiedTransformerModel")
+    assert isinstance(AutoModel.from_pretrained(tmp_path), hf_unified_mt.UnifiedTransformerModel)
+    assert model_can_generate()
+
+
+def model_can_generate():
+    return tiny_model().can_generate()
