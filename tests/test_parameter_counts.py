@@ -1,0 +1,55 @@
+"""Parameter counts against the figures architectures.md §1 derives from the authors' logs (paper 000)."""
+
+import hf_unified_mt
+
+
+# IWSLT14 De-En setting of the authors' run: fairseq dictionaries of 8,848 (de) and 6,632 (en) types, separate
+# source/target embeddings and an untied output matrix.
+IWSLT = dict(vocab_size=8848, decoder_vocab_size=6632, share_encoder_decoder_embeddings=False,
+             tie_word_embeddings=False, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+# The released code allocates a decoder LayerNorm (`encoder_attn_layer_norm`, 2d parameters per decoder layer)
+# that it never uses; we do not allocate it, so our counts are the logged ones minus 12 * 2d.
+UNUSED_LAYER_NORM = 12 * 2 * 384
+
+
+def count(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def prime_layer_formula(d, heads, ffn, kernels, decoder):
+    """architectures.md §1: 3d²+3d (in) + 2d²+d (out) + Σ_k d·H·k (generators) + 2 (gate) + 2d (LN) + FFN,
+    plus 4d²+4d for the decoder's cross-attention."""
+    total = 3 * d * d + 3 * d + 2 * d * d + d + sum(d * heads * k for k in kernels) + len(kernels) + 2 * d
+    total += 2 * d * ffn + ffn + d
+    return total + (4 * d * d + 4 * d if decoder else 0)
+
+
+def test_base_prime_matches_the_authors_logged_count():
+    model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(hf_unified_mt.get_config("unified_transformer", "base", **IWSLT))
+    assert count(model) == 48_193_584 - UNUSED_LAYER_NORM  # log: 48,193,584 (paper: 49M)
+
+
+def test_base_prime_simple_matches_the_derived_count():
+    model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(
+        hf_unified_mt.get_config("unified_transformer", "base-simple", **IWSLT)
+    )
+    assert count(model) == 43_991_040 - UNUSED_LAYER_NORM  # architectures.md: 43,991,040 (paper: 44M)
+
+
+def test_count_follows_the_per_layer_formula_for_a_joint_vocabulary():
+    vocab = 10_000
+    config = hf_unified_mt.get_config("unified_transformer", "base", vocab_size=vocab)  # shared + tied embeddings
+    model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(config)
+    d, h, ffn, kernels = 384, 4, 768, [3, 15]
+    expected = 12 * prime_layer_formula(d, h, ffn, kernels, False) + 12 * prime_layer_formula(d, h, ffn, kernels, True)
+    assert count(model) == expected + vocab * d
+
+
+def test_separate_projection_adds_one_value_projection_per_layer():
+    shared = hf_unified_mt.get_config("unified_transformer", "tiny", vocab_size=100)
+    separate = hf_unified_mt.get_config("unified_transformer", "tiny", vocab_size=100, shared_projection=False)
+    d, layers = shared.d_model, shared.encoder_layers + shared.decoder_layers
+    difference = count(hf_unified_mt.UnifiedTransformerForConditionalGeneration(separate)) - count(
+        hf_unified_mt.UnifiedTransformerForConditionalGeneration(shared)
+    )
+    assert difference == layers * (d * d + d)
