@@ -1,0 +1,130 @@
+#!/usr/bin/env python
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Generation throughput of the Unified Transformer (fused and unfused projections, paper 000 §3.3.1 / Table 3)
+and of a MarianMTModel with the same parameter count, measured side by side in one run.
+
+Prints a table and writes JSON. Tokens/s counts generated target tokens per input sentence (not per beam).
+Every configuration decodes exactly `--new-tokens` tokens (min = max), so the work is identical across models.
+
+    python benchmarks/generation_throughput.py --preset base --output benchmarks/results/generation_throughput.json
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from transformers import MarianConfig, MarianMTModel
+
+import hf_unified_mt
+
+
+def count_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def matched_marian(target_params: int, vocab_size: int, d_model: int, layers: int, heads: int) -> MarianMTModel:
+    """A Marian (post-norm Transformer) of the given width and depth whose FFN width is solved so that its parameter
+    count matches `target_params` as closely as an integer FFN width allows."""
+
+    def build(ffn: int) -> MarianMTModel:
+        config = MarianConfig(
+            vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=d_model, encoder_layers=layers,
+            decoder_layers=layers, encoder_attention_heads=heads, decoder_attention_heads=heads,
+            encoder_ffn_dim=ffn, decoder_ffn_dim=ffn, max_position_embeddings=1024, pad_token_id=0,
+            eos_token_id=2, decoder_start_token_id=1, forced_eos_token_id=None, share_encoder_decoder_embeddings=True,
+        )
+        return MarianMTModel(config)
+
+    low, high = build(d_model), build(2 * d_model)
+    per_unit = (count_parameters(high) - count_parameters(low)) / d_model
+    ffn = max(1, round(d_model + (target_params - count_parameters(low)) / per_unit))
+    return build(ffn)
+
+
+def time_generation(model, input_ids, attention_mask, new_tokens: int, num_beams: int, repeats: int) -> float:
+    """Median seconds of `repeats` timed generate() calls after one warm-up call."""
+    kwargs = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=num_beams, do_sample=False,
+                  early_stopping=False)
+    with torch.inference_mode():
+        model.generate(input_ids, attention_mask=attention_mask, **kwargs)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            model.generate(input_ids, attention_mask=attention_mask, **kwargs)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="base", help="Unified Transformer preset (default: the paper's base)")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--source-length", type=int, default=30)
+    parser.add_argument("--new-tokens", type=int, default=30)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--beams", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--marian-d-model", type=int, default=512)
+    parser.add_argument("--marian-layers", type=int, default=6)
+    parser.add_argument("--marian-heads", type=int, default=8)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--output", type=Path, default=Path("benchmarks/results/generation_throughput.json"))
+    args = parser.parse_args(argv)
+
+    torch.manual_seed(0)
+    unified = hf_unified_mt.UnifiedTransformerForConditionalGeneration(
+        hf_unified_mt.get_config("unified_transformer", args.preset, vocab_size=args.vocab_size)
+    )
+    marian = matched_marian(count_parameters(unified), args.vocab_size, args.marian_d_model, args.marian_layers,
+                            args.marian_heads)
+    models = {"unified (unfused)": unified, "unified (fused)": unified, "marian (matched)": marian}
+    for model in (unified, marian):
+        model.to(args.device).eval()
+        model.generation_config.forced_eos_token_id = None
+
+    rows = []
+    for batch_size in args.batch_sizes:
+        generator = torch.Generator().manual_seed(batch_size)
+        input_ids = torch.randint(4, args.vocab_size, (batch_size, args.source_length), generator=generator)
+        input_ids[:, -1] = 2
+        input_ids, attention_mask = input_ids.to(args.device), torch.ones_like(input_ids).to(args.device)
+        for num_beams in args.beams:
+            for name, model in models.items():
+                if model is unified:
+                    unified.config.fuse_projections_for_inference = name == "unified (fused)"
+                seconds = time_generation(model, input_ids, attention_mask, args.new_tokens, num_beams, args.repeats)
+                rows.append(dict(model=name, parameters=count_parameters(model), batch_size=batch_size,
+                                 num_beams=num_beams, seconds=seconds,
+                                 tokens_per_second=batch_size * args.new_tokens / seconds))
+    # Ratios to the unfused Unified Transformer of the same batch/beam setting, measured in this run.
+    for row in rows:
+        reference = next(r for r in rows if r["model"] == "unified (unfused)" and r["batch_size"] == row["batch_size"]
+                         and r["num_beams"] == row["num_beams"])
+        row["speed_vs_unfused"] = row["tokens_per_second"] / reference["tokens_per_second"]
+
+    header = f"{'model':<18} {'params':>11} {'batch':>5} {'beams':>5} {'tokens/s':>10} {'vs unfused':>10}"
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print(f"{row['model']:<18} {row['parameters']:>11,} {row['batch_size']:>5} {row['num_beams']:>5} "
+              f"{row['tokens_per_second']:>10.1f} {row['speed_vs_unfused']:>10.2f}")
+
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    result = dict(
+        benchmark="generation_throughput", preset=args.preset, vocab_size=args.vocab_size,
+        source_length=args.source_length, new_tokens=args.new_tokens, repeats=args.repeats, device=args.device,
+        hardware=dict(platform=platform.platform(), processor=platform.processor(), torch=torch.__version__,
+                      threads=torch.get_num_threads(),
+                      gpu=torch.cuda.get_device_name() if args.device.startswith("cuda") else None),
+        rows=rows,
+    )
+    args.output.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
