@@ -59,6 +59,7 @@ def test_generate_with_and_without_cache_is_identical(variant):
         dict(num_beams=4, num_return_sequences=2),
         dict(num_beams=4, num_return_sequences=2, length_penalty=0.7),
         dict(do_sample=True, top_k=10),
+        dict(do_sample=True, num_beams=3, temperature=1.5),
     ]
     for kwargs in settings:
         outputs = []
