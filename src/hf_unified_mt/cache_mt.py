@@ -63,22 +63,30 @@ class StatefulDecoderCacheLayer(DynamicLayer):
 
     # ------------------------------------------------------------------ bookkeeping used by generate()
     def get_seq_length(self) -> int:
-        keys_length = super().get_seq_length()
+        keys_length = self._keys_length()
         return keys_length if keys_length > 0 else self.tokens_seen
+
+    def _keys_length(self) -> int:
+        return super().get_seq_length()
 
     def _map_states(self, fn) -> None:
         self.states = {name: fn(state) for name, state in self.states.items()}
 
+    # The parent methods touch keys/values only when there are some (`get_seq_length() > 0` in the parent, which
+    # here may also count positions of a layer without keys), hence the explicit checks.
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        super().reorder_cache(beam_idx)
+        if self._keys_length() > 0:
+            super().reorder_cache(beam_idx)
         self._map_states(lambda t: t.index_select(0, beam_idx.to(t.device)))
 
     def batch_repeat_interleave(self, repeats: int) -> None:
-        super().batch_repeat_interleave(repeats)
+        if self._keys_length() > 0:
+            super().batch_repeat_interleave(repeats)
         self._map_states(lambda t: t.repeat_interleave(repeats, dim=0))
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        super().batch_select_indices(indices)
+        if self._keys_length() > 0:
+            super().batch_select_indices(indices)
         self._map_states(lambda t: t[indices, ...])
 
     def offload(self):

@@ -38,6 +38,8 @@ class MTConfig(PreTrainedConfig):
         encoder_attention_heads / decoder_attention_heads (`int`): Attention heads per layer.
         encoder_ffn_dim / decoder_ffn_dim (`int`): Inner width of the position-wise feed-forward network.
         activation_function (`str`): FFN non-linearity.
+        normalize_before (`bool`): Pre-norm layers (LayerNorm on each sublayer's input, plus a final LayerNorm per
+            stack) instead of post-norm; for the architectures that offer both.
         dropout (`float`): Residual / embedding dropout.
         attention_dropout (`float`): Dropout on attention weights.
         activation_dropout (`float`): Dropout after the FFN non-linearity.
@@ -68,6 +70,7 @@ class MTConfig(PreTrainedConfig):
     encoder_ffn_dim: int = 2048
     decoder_ffn_dim: int = 2048
     activation_function: str = "relu"
+    normalize_before: bool = False
     dropout: float | int = 0.1
     attention_dropout: float | int = 0.0
     activation_dropout: float | int = 0.0

@@ -58,6 +58,8 @@ class UnifiedTransformerConfig(MTConfig):
 
     def validate_architecture_options(self):
         super().validate_architecture_options()
+        if self.normalize_before:
+            raise ValueError("`normalize_before` must be False: Prime layers are post-norm (one LayerNorm per layer)")
         for name in ("conv_weight_dropout", "input_dropout"):
             _check_probability(self, name)
         if self.use_convolution:

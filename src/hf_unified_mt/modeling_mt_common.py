@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from transformers import initialization as init
+from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
 from transformers.masking_utils import (
@@ -27,6 +28,7 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
@@ -198,6 +200,100 @@ class MTAttention(nn.Module):
         return (self.out_proj(output) if apply_output_projection else output), weights
 
 
+class MTFeedForward(nn.Module):
+    """Position-wise feed-forward network: fc2(dropout(act(fc1(x))))."""
+
+    def __init__(self, config: MTConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        hidden_states = self.activation_fn(self.fc1(hidden_states))
+        hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        return self.fc2(hidden_states)
+
+
+class ResidualSublayer(nn.Module):
+    """Residual connection around a sublayer with post-norm, x <- LN(x + Drop(f(x))), or, with
+    `config.normalize_before`, pre-norm, x <- x + Drop(f(LN(x)))."""
+
+    def __init__(self, config: MTConfig):
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(config.d_model)
+        self.pre_norm = config.normalize_before
+        self.dropout = config.dropout
+
+    def forward(self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        inputs = self.layer_norm(hidden_states) if self.pre_norm else hidden_states
+        output = hidden_states + nn.functional.dropout(sublayer(inputs), p=self.dropout, training=self.training)
+        return output if self.pre_norm else self.layer_norm(output)
+
+
+class MTEncoderLayer(GradientCheckpointingLayer):
+    """Standard Transformer encoder layer (Vaswani et al. 2017): self-attention and FFN sublayers, post- or
+    pre-norm. Architectures reuse it as is (MPT, the baselines) or as a branch (multi-encoder)."""
+
+    def __init__(self, config: MTConfig, layer_idx: int | None = None):
+        super().__init__()
+        self.self_attn = MTAttention(config, config.encoder_attention_heads, layer_idx=layer_idx)
+        self.self_attn_sublayer = ResidualSublayer(config)
+        self.ffn = MTFeedForward(config, config.encoder_ffn_dim)
+        self.ffn_sublayer = ResidualSublayer(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        hidden_states = self.self_attn_sublayer(
+            hidden_states, lambda x: self.self_attn(x, attention_mask=attention_mask, **kwargs)[0]
+        )
+        return self.ffn_sublayer(hidden_states, self.ffn)
+
+
+class MTDecoderLayer(GradientCheckpointingLayer):
+    """Standard Transformer decoder layer: causal self-attention, cross-attention and FFN sublayers, post- or
+    pre-norm. Self-attention keys/values live in the layer's `StatefulDecoderCacheLayer`."""
+
+    def __init__(self, config: MTConfig, layer_idx: int | None = None):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = MTAttention(config, heads, is_causal=True, layer_idx=layer_idx)
+        self.self_attn_sublayer = ResidualSublayer(config)
+        self.encoder_attn = MTAttention(config, heads, layer_idx=layer_idx)
+        self.encoder_attn_sublayer = ResidualSublayer(config)
+        self.ffn = MTFeedForward(config, config.decoder_ffn_dim)
+        self.ffn_sublayer = ResidualSublayer(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        hidden_states = self.self_attn_sublayer(
+            hidden_states,
+            lambda x: self.self_attn(x, past_key_values=past_key_values, attention_mask=attention_mask, **kwargs)[0],
+        )
+        hidden_states = self.encoder_attn_sublayer(
+            hidden_states,
+            lambda x: self.encoder_attn(
+                x, key_value_states=encoder_hidden_states, past_key_values=past_key_values,
+                attention_mask=encoder_attention_mask, **kwargs,
+            )[0],
+        )
+        return self.ffn_sublayer(hidden_states, self.ffn)
+
+
 def check_sequence_length(length: int, config: MTConfig, what: str) -> None:
     """Inputs are never truncated silently: an empty or over-long sequence is an error."""
     if length == 0:
@@ -265,6 +361,7 @@ class MTEncoder(MTPreTrainedModel):
         self.embed_tokens = ScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale)
         self.embed_positions = SinusoidalPositionalEmbedding(config.d_model)
         self.layers = nn.ModuleList([self.layer_class(config, layer_idx=i) for i in range(config.encoder_layers)])
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.gradient_checkpointing = False
         self.post_init()
 
@@ -297,8 +394,8 @@ class MTEncoder(MTPreTrainedModel):
         return BaseModelOutput(last_hidden_state=self.finalize(hidden_states))
 
     def finalize(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """Hook for a final LayerNorm (pre-norm architectures). Post-norm stacks return the states as they are."""
-        return hidden_states
+        """Final LayerNorm of pre-norm stacks; post-norm stacks return the states as they are."""
+        return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
 
 
 class MTDecoder(MTPreTrainedModel):
@@ -319,6 +416,7 @@ class MTDecoder(MTPreTrainedModel):
         )
         self.embed_positions = SinusoidalPositionalEmbedding(config.d_model)
         self.layers = nn.ModuleList([self.layer_class(config, layer_idx=i) for i in range(config.decoder_layers)])
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.gradient_checkpointing = False
         self.post_init()
 
@@ -393,7 +491,8 @@ class MTDecoder(MTPreTrainedModel):
         )
 
     def finalize(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return hidden_states
+        """Final LayerNorm of pre-norm stacks; post-norm stacks return the states as they are."""
+        return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
 
 
 def cache_layer_for(past_key_values: Cache | None, layer_idx: int) -> StatefulDecoderCacheLayer | None:

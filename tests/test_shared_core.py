@@ -1,0 +1,107 @@
+"""The shared core on its own: a plain Transformer built only from `modeling_mt_common` layers (the building
+blocks the other architectures reuse), the stateful cache layer, and positions."""
+
+import pytest
+import torch
+from huggingface_hub.dataclasses import strict
+from transformers import DynamicCache, EncoderDecoderCache
+
+from hf_unified_mt.cache_mt import StatefulDecoderCacheLayer
+from hf_unified_mt.configuration_mt_common import MTConfig
+from hf_unified_mt.modeling_mt_common import (
+    MTDecoder,
+    MTDecoderLayer,
+    MTEncoder,
+    MTEncoderLayer,
+    MTForConditionalGeneration,
+    MTModel,
+    SinusoidalPositionalEmbedding,
+    shift_tokens_right,
+)
+from conftest import random_batch
+
+
+@strict
+class PlainTransformerConfig(MTConfig):
+    model_type = "test_plain_transformer"
+
+
+class PlainEncoder(MTEncoder):
+    layer_class = MTEncoderLayer
+    _can_record_outputs = {"hidden_states": MTEncoderLayer}
+
+
+class PlainDecoder(MTDecoder):
+    layer_class = MTDecoderLayer
+    _can_record_outputs = {"hidden_states": MTDecoderLayer}
+
+
+class PlainModel(MTModel):
+    config_class = PlainTransformerConfig
+    encoder_class, decoder_class = PlainEncoder, PlainDecoder
+
+
+class PlainForConditionalGeneration(MTForConditionalGeneration):
+    config_class = PlainTransformerConfig
+    base_model_class = PlainModel
+
+
+def plain_model(**overrides):
+    torch.manual_seed(0)
+    settings = dict(vocab_size=40, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                    decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0,
+                    max_position_embeddings=64)
+    return PlainForConditionalGeneration(PlainTransformerConfig(**{**settings, **overrides})).eval()
+
+
+@pytest.mark.parametrize("normalize_before", [False, True])
+def test_plain_transformer_incremental_decoding_and_generate(normalize_before):
+    model = plain_model(normalize_before=normalize_before)
+    assert (model.model.encoder.layer_norm is not None) == normalize_before
+    ids, mask = random_batch(40)
+    target = torch.randint(4, 40, (3, 7), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        cache, steps = None, []
+        for t in range(target.shape[1]):
+            out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=target[:, t : t + 1],
+                        past_key_values=cache, use_cache=True)
+            cache, steps = out.past_key_values, steps + [out.logits]
+    assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
+    for kwargs in (dict(), dict(num_beams=4, num_return_sequences=2)):
+        a = model.generate(ids, attention_mask=mask, max_new_tokens=8, min_new_tokens=8, **kwargs)
+        b = model.generate(ids, attention_mask=mask, max_new_tokens=8, min_new_tokens=8, use_cache=False, **kwargs)
+        assert torch.equal(a, b)
+
+
+def test_cache_layer_window_running_sum_and_beam_reorder():
+    config = MTConfig(decoder_layers=1)
+    cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+    layer = cache.self_attention_cache.layers[0]
+    assert isinstance(layer, StatefulDecoderCacheLayer)
+    x = torch.arange(2 * 4 * 3, dtype=torch.float32).view(2, 4, 3)
+    window = layer.update_window("conv", x[:, :3], size=3)  # context (2 zero rows) + 3 inputs
+    assert torch.equal(window[:, :2], torch.zeros(2, 2, 3)) and torch.equal(window[:, 2:], x[:, :3])
+    window = layer.update_window("conv", x[:, 3:], size=3)
+    assert torch.equal(window, x[:, 1:4])
+    valid = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]]).unsqueeze(-1)
+    sums, counts = layer.update_running_sum("avg", x[:, :2] * valid[:, :2], valid[:, :2])
+    sums, counts = layer.update_running_sum("avg", x[:, 2:] * valid[:, 2:], valid[:, 2:])
+    assert torch.equal(counts[:, -1, 0], torch.tensor([2.0, 4.0]))
+    assert torch.equal(sums[:, -1], (x * valid).sum(1))
+    layer.advance(4)
+    assert cache.get_seq_length() == 4  # no keys: the layer counts positions itself
+    cache.reorder_cache(torch.tensor([1, 1]))
+    assert torch.equal(layer.states["conv"][0], layer.states["conv"][1])
+    assert torch.equal(layer.states["avg.count"][:, 0, 0], torch.tensor([4.0, 4.0]))
+    with pytest.raises(NotImplementedError, match="rolled back"):
+        layer.crop(-1)
+
+
+def test_sinusoidal_positions_and_shift_tokens_right():
+    positions = SinusoidalPositionalEmbedding(8)(torch.arange(3), torch.float32)
+    assert torch.allclose(positions[0], torch.tensor([0.0] * 4 + [1.0] * 4))
+    assert torch.allclose(positions[1, 0], torch.sin(torch.tensor(1.0)))
+    labels = torch.tensor([[5, 6, 2, -100]])
+    assert shift_tokens_right(labels, pad_token_id=0, decoder_start_token_id=1).tolist() == [[1, 5, 6, 2]]
