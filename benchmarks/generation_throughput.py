@@ -51,18 +51,22 @@ def matched_marian(target_params: int, vocab_size: int, d_model: int, layers: in
     return build(ffn)
 
 
-def time_generation(model, input_ids, attention_mask, new_tokens: int, num_beams: int, repeats: int) -> float:
-    """Median seconds of `repeats` timed generate() calls after one warm-up call."""
+def time_generations(models: dict, input_ids, attention_mask, new_tokens: int, num_beams: int, repeats: int,
+                     select) -> dict[str, float]:
+    """Median seconds per model of `repeats` timed generate() calls, after one warm-up call each. The models are
+    timed in turn within every repeat, so that load changes on a shared machine hit them alike."""
     kwargs = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=num_beams, do_sample=False,
                   early_stopping=False)
+    times = {name: [] for name in models}
     with torch.inference_mode():
-        model.generate(input_ids, attention_mask=attention_mask, **kwargs)
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            model.generate(input_ids, attention_mask=attention_mask, **kwargs)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for round_index in range(repeats + 1):
+            for name, model in models.items():
+                select(name)
+                start = time.perf_counter()
+                model.generate(input_ids, attention_mask=attention_mask, **kwargs)
+                if round_index > 0:  # round 0 warms up
+                    times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main(argv=None):
@@ -95,6 +99,9 @@ def main(argv=None):
         model.to(args.device).eval()
         model.generation_config.forced_eos_token_id = None
 
+    def select_variant(name: str) -> None:
+        unified.config.fuse_projections_for_inference = name == "unified (fused)"
+
     rows = []
     for batch_size in args.batch_sizes:
         generator = torch.Generator().manual_seed(batch_size)
@@ -102,13 +109,12 @@ def main(argv=None):
         input_ids[:, -1] = 2
         input_ids, attention_mask = input_ids.to(args.device), torch.ones_like(input_ids).to(args.device)
         for num_beams in args.beams:
+            seconds = time_generations(models, input_ids, attention_mask, args.new_tokens, num_beams, args.repeats,
+                                       select=select_variant)
             for name, model in models.items():
-                if model is unified:
-                    unified.config.fuse_projections_for_inference = name == "unified (fused)"
-                seconds = time_generation(model, input_ids, attention_mask, args.new_tokens, num_beams, args.repeats)
                 rows.append(dict(model=name, parameters=count_parameters(model), batch_size=batch_size,
-                                 num_beams=num_beams, seconds=seconds,
-                                 tokens_per_second=batch_size * args.new_tokens / seconds))
+                                 num_beams=num_beams, seconds=seconds[name],
+                                 tokens_per_second=batch_size * args.new_tokens / seconds[name]))
     # Ratios to the unfused Unified Transformer of the same batch/beam setting, measured in this run.
     for row in rows:
         reference = next(r for r in rows if r["model"] == "unified (unfused)" and r["batch_size"] == row["batch_size"]
