@@ -185,7 +185,7 @@ def test_over_long_and_empty_inputs_raise():
         model(input_ids=torch.zeros(1, 0, dtype=torch.long), decoder_input_ids=torch.ones(1, 1, dtype=torch.long))
 
 
-def test_assisted_decoding_is_refused():
+def test_decoding_modes_the_state_cannot_support_are_refused():
     model = tiny_model()
     assistant = tiny_model(seed=1)
     ids, mask = random_batch(model.config.vocab_size)
@@ -193,6 +193,9 @@ def test_assisted_decoding_is_refused():
         model.generate(ids[:1], assistant_model=assistant, max_new_tokens=4)
     with pytest.raises(ValueError, match="stateful"):
         model.generate(ids[:1], prompt_lookup_num_tokens=2, max_new_tokens=4)
+    for cache_implementation in ("static", "quantized"):
+        with pytest.raises(ValueError, match="cache_implementation"):
+            model.generate(ids[:1], cache_implementation=cache_implementation, max_new_tokens=4)
 
 
 def test_cache_built_without_config_is_refused():

@@ -659,6 +659,16 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
             encoder_attentions=outputs.encoder_attentions,
         )
 
+    def _prepare_cache_for_generation(self, generation_config, *args, **kwargs):
+        # Only the dynamic cache can hold the decoder's recurrent state (convolution windows, running sums): the
+        # static/quantized caches would fail deep inside transformers with an unrelated-looking error.
+        if generation_config.cache_implementation not in (None, "dynamic", "offloaded"):
+            raise ValueError(
+                f"cache_implementation={generation_config.cache_implementation!r} is not supported by "
+                f"{type(self).__name__}: its decoder keeps recurrent state in a dynamic cache (use the default cache)"
+            )
+        return super()._prepare_cache_for_generation(generation_config, *args, **kwargs)
+
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """Used by `DataCollatorForSeq2Seq(model=...)`."""
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
