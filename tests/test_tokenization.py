@@ -1,0 +1,88 @@
+"""Shared subword tokenizers: special tokens, </s> appending, round trip, saving/reloading, determinism."""
+
+import json
+
+import pytest
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from hf_unified_mt.data import load_parallel_data
+from hf_unified_mt.tokenization import (
+    SPECIAL_TOKENS,
+    load_tokenizer,
+    train_tokenizer,
+    train_tokenizer_on_corpus,
+)
+
+
+@pytest.fixture(scope="module")
+def train_slice():
+    return load_parallel_data()["train"].select(range(1500))
+
+
+@pytest.fixture(scope="module")
+def bpe(train_slice):
+    return train_tokenizer_on_corpus(train_slice, vocab_size=1000, tokenizer_type="bpe")
+
+
+def test_special_tokens_and_vocab_size(bpe):
+    assert isinstance(bpe, PreTrainedTokenizerFast)
+    assert [bpe.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3]
+    assert (bpe.pad_token_id, bpe.bos_token_id, bpe.eos_token_id, bpe.unk_token_id) == (0, 1, 2, 3)
+    assert len(bpe) == 1000
+    assert bpe.model_input_names == ["input_ids", "attention_mask"]
+
+
+def test_eos_is_appended_to_sources_and_targets(bpe):
+    source = bpe("Y dijo Dios: Sea la luz.")
+    target = bpe(text_target="And God said, Let there be light.")
+    assert source["input_ids"][-1] == bpe.eos_token_id and source["input_ids"].count(bpe.eos_token_id) == 1
+    assert target["input_ids"][-1] == bpe.eos_token_id
+    assert "token_type_ids" not in source
+    batch = bpe(["uno", "uno dos tres"], padding=True)
+    assert batch["input_ids"][0][-1] == bpe.pad_token_id  # right padding with <pad>=0
+
+
+@pytest.mark.parametrize("text", ["Y dijo Dios: Sea la luz.", "Jehová es mi pastor; nada me faltará.", "¿Quién?  Él."])
+def test_round_trip(bpe, text):
+    ids = bpe(text)["input_ids"]
+    assert bpe.decode(ids, skip_special_tokens=True) == text
+
+
+def test_save_and_reload_with_auto_tokenizer(bpe, tmp_path):
+    bpe.save_pretrained(tmp_path)
+    assert (tmp_path / "tokenizer.json").is_file()
+    for reloaded in (AutoTokenizer.from_pretrained(tmp_path, local_files_only=True), load_tokenizer(str(tmp_path))):
+        assert isinstance(reloaded, PreTrainedTokenizerFast)
+        text = "Y la tierra estaba desordenada y vacía."
+        assert reloaded(text)["input_ids"] == bpe(text)["input_ids"]
+        assert reloaded(text_target=text)["input_ids"][-1] == 2
+        assert reloaded.pad_token == "<pad>" and reloaded.eos_token == "</s>"
+        assert reloaded.model_input_names == ["input_ids", "attention_mask"]
+
+
+def test_bpe_training_is_deterministic(train_slice, bpe):
+    again = train_tokenizer_on_corpus(train_slice, vocab_size=1000, tokenizer_type="bpe")
+    assert again.backend_tokenizer.to_str() == bpe.backend_tokenizer.to_str()
+
+
+def test_unigram_tokenizer(train_slice, tmp_path):
+    small = train_slice.select(range(400))
+    unigram = train_tokenizer_on_corpus(small, vocab_size=600, tokenizer_type="unigram")
+    assert [unigram.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3]
+    text = "Y dijo Dios: Sea la luz."
+    ids = unigram(text)["input_ids"]
+    assert ids[-1] == unigram.eos_token_id
+    assert unigram.decode(ids, skip_special_tokens=True) == text
+    unigram.save_pretrained(tmp_path)
+    assert load_tokenizer(str(tmp_path))(text)["input_ids"] == ids
+    # tokenizers' UnigramTrainer is reproducible in its pieces (its scores may differ in the 3rd decimal).
+    again = train_tokenizer_on_corpus(small, vocab_size=600, tokenizer_type="unigram")
+    pieces = {piece for piece, _ in json.loads(unigram.backend_tokenizer.to_str())["model"]["vocab"]}
+    assert pieces == {piece for piece, _ in json.loads(again.backend_tokenizer.to_str())["model"]["vocab"]}
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="bpe' or 'unigram"):
+        train_tokenizer(["a b c"], vocab_size=100, tokenizer_type="wordpiece")
+    with pytest.raises(ValueError, match="larger than the 4 special tokens"):
+        train_tokenizer(["a b c"], vocab_size=4)

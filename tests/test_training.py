@@ -1,0 +1,452 @@
+"""End to end: train.py on a slice of the real corpus, resuming, 2-process distributed training, and the scripts."""
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINING = ROOT / "training"
+
+# A tiny Marian on a slice of the embedded corpus: seconds per run on 2 CPU cores.
+TINY_RUN = [
+    "--arch",
+    "marian",
+    "--preset",
+    "tiny",
+    "--max_train_samples",
+    "400",
+    "--tokenizer_vocab_size",
+    "500",
+    "--max_source_length",
+    "200",
+    "--max_target_length",
+    "200",
+    "--overlong",
+    "skip",
+    "--max_tokens",
+    "1500",
+    "--warmup_steps",
+    "5",
+    "--learning_rate",
+    "2e-3",
+    "--use_cpu",
+    "--disable_tqdm",
+    "True",
+    "--report_to",
+    "none",
+    "--dataloader_num_workers",
+    "0",
+]
+
+
+def load_script(name):
+    """Import a training/ script as a module (under another name: `evaluate` is a library)."""
+    spec = importlib.util.spec_from_file_location(f"mt_script_{name}", TRAINING / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the script runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_env(**extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}, **extra)
+    return env
+
+
+def run(command, **env):
+    result = subprocess.run(command, cwd=ROOT, env=run_env(**env), capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, command))} failed:\n{result.stdout[-4000:]}\n{result.stderr[-6000:]}")
+    return result
+
+
+def train(output_dir, *arguments, **env):
+    return run(
+        [sys.executable, str(TRAINING / "train.py"), *TINY_RUN, "--output_dir", str(output_dir), *arguments], **env
+    )
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def losses(run_dir):
+    history = json.loads((Path(run_dir) / "trainer_state.json").read_text())["log_history"]
+    return {entry["step"]: entry["loss"] for entry in history if "loss" in entry}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One run with evaluation, best-checkpoint selection and test scoring; options from a YAML file + CLI."""
+    output_dir = tmp_path_factory.mktemp("run") / "out"
+    config = output_dir.parent / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "max_steps": 20,
+                "eval_steps": 10,
+                "save_steps": 10,
+                "logging_steps": 5,
+                "max_eval_samples": 8,
+                "max_test_samples": 8,
+                "generation_max_length": 40,
+                "config_overrides": {"dropout": 0.0},
+            }
+        )
+    )
+    result = train(output_dir, "--generation_num_beams", "2", "--config", str(config))
+    return output_dir, result.stdout
+
+
+def test_end_to_end_run_writes_a_reloadable_checkpoint(trained):
+    output_dir, stdout = trained
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "test_results.json",
+        "test_translations.txt",
+        "results.json",
+    ):
+        assert (output_dir / name).is_file(), name
+    assert sorted(p.name for p in output_dir.glob("checkpoint-*")) == ["checkpoint-10", "checkpoint-20"]
+    assert "BLEU = " in stdout and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in stdout
+    assert "chrF = " in stdout and "Sample translations:" in stdout
+
+    config = json.loads((output_dir / "config.json").read_text())
+    assert config["model_type"] == "marian" and config["d_model"] == 64 and config["dropout"] == 0.0
+    assert config["use_cache"] is True
+    generation = json.loads((output_dir / "generation_config.json").read_text())
+    assert generation["num_beams"] == 2 and generation["max_new_tokens"] == 200
+    assert "max_length" not in generation and "top_k" not in generation  # legacy defaults trimmed
+
+    test = json.loads((output_dir / "test_results.json").read_text())
+    assert test["num_sentences"] == 8 and 0 <= test["bleu"] <= 100 and 0 <= test["chrf"] <= 100
+    assert test["bleu_signature"].startswith("nrefs:1|") and test["chrf_signature"].startswith("nrefs:1|")
+    assert sum(bucket["num_sentences"] for bucket in test["bleu_by_source_length"]) == 8
+    assert len((output_dir / "test_translations.txt").read_text().splitlines()) == 8
+
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    assert state["best_model_checkpoint"].endswith(("checkpoint-10", "checkpoint-20"))
+    assert any("eval_bleu" in entry and "eval_chrf" in entry for entry in state["log_history"])
+
+    # The saved model reloads offline and translates the same way as at the end of the run.
+    from hf_unified_mt.inference import translate
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    results = json.loads((output_dir / "results.json").read_text())
+    samples = results["samples"]
+    assert len(samples) == 3 and all("reference" in sample for sample in samples)
+    outputs = translate(model, tokenizer, [s["source"] for s in samples], num_beams=2, max_source_length=200)
+    assert outputs == [s["translation"] for s in samples]
+    assert results["arch"] == "marian" and results["vocab_size"] == len(tokenizer) == 500
+
+
+def test_resumed_run_continues_the_same_loss_curve(tmp_path):
+    """Train 12 steps (8 batches per epoch) saving at step 9; resume a copy of checkpoint-9 to step 12."""
+    common = [
+        "--max_train_samples",
+        "100",
+        "--max_steps",
+        "12",
+        "--save_steps",
+        "9",
+        "--logging_steps",
+        "1",
+        "--eval_strategy",
+        "no",
+        "--do_predict",
+        "False",
+        "--num_sample_translations",
+        "0",
+    ]
+    uninterrupted, resumed = tmp_path / "a", tmp_path / "b"
+    train(uninterrupted, *common)
+    resumed.mkdir()
+    shutil.copytree(uninterrupted / "checkpoint-9", resumed / "checkpoint-9")
+    result = train(resumed, *common, "--resume_from_checkpoint", "last")
+    assert "Resuming training from checkpoint with epoch 1 and global step 9" in result.stdout + result.stderr
+
+    expected, actual = losses(uninterrupted), losses(resumed)
+    assert sorted(expected) == list(range(1, 13))
+    for step in (10, 11, 12):
+        assert actual[step] == pytest.approx(expected[step], rel=1e-5, abs=1e-6), step
+    # Dropout (0.1 in the tiny preset) is on, so this also checks that the RNG state was restored.
+    final_a = load_file(uninterrupted / "model.safetensors")
+    final_b = load_file(resumed / "model.safetensors")
+    assert all(torch.allclose(final_a[k], final_b[k], atol=1e-6) for k in final_a)
+
+
+RECORDER = '''
+import json, os, sys
+import torch
+from transformers import TrainerCallback
+
+sys.path.insert(0, sys.argv[1])
+import train
+
+record_dir = sys.argv[2]
+
+
+class Recorder(TrainerCallback):
+    """Writes each rank's training batches (epoch 0) and final weights."""
+
+    def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
+        self.batches = [list(map(int, b)) for b in train_dataloader.batch_sampler.batch_sampler]
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        rank = args.process_index
+        torch.save({k: v.detach().clone() for k, v in model.state_dict().items()},
+                   os.path.join(record_dir, f"weights_rank{rank}.pt"))
+        with open(os.path.join(record_dir, f"rank{rank}.json"), "w") as handle:
+            json.dump({"batches": self.batches, "world_size": args.world_size, "step": state.global_step}, handle)
+
+
+train.main(sys.argv[3:], callbacks=[Recorder()])
+'''
+
+
+def test_two_process_distributed_training_keeps_ranks_identical(tmp_path):
+    script = tmp_path / "launch_train.py"
+    script.write_text(RECORDER)
+    records = tmp_path / "records"
+    records.mkdir()
+    output_dir = tmp_path / "out"
+    result = run(
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            str(free_port()),
+            str(script),
+            str(TRAINING),
+            str(records),
+            *TINY_RUN,
+            "--output_dir",
+            str(output_dir),
+            "--max_steps",
+            "6",
+            "--logging_steps",
+            "2",
+            "--eval_steps",
+            "3",
+            "--save_steps",
+            "3",
+            "--max_eval_samples",
+            "6",
+            "--max_test_samples",
+            "6",
+            "--generation_num_beams",
+            "1",
+            "--generation_max_length",
+            "20",
+            "--num_sample_translations",
+            "1",
+        ],
+        OMP_NUM_THREADS="1",
+    )
+    ranks = [json.loads((records / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["world_size"] for r in ranks] == [2, 2] and [r["step"] for r in ranks] == [6, 6]
+    indices = [{i for batch in r["batches"] for i in batch} for r in ranks]
+    assert len(ranks[0]["batches"]) == len(ranks[1]["batches"])
+    assert not indices[0] & indices[1]  # disjoint
+    assert len(indices[0] | indices[1]) == 400  # every training pair, once
+
+    weights = [torch.load(records / f"weights_rank{r}.pt") for r in (0, 1)]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    initial = AutoModelForSeq2SeqLM.from_pretrained(output_dir / "checkpoint-3").state_dict()
+    assert any(not torch.equal(initial[k], weights[0][k]) for k in initial)  # training did change them
+
+    test = json.loads((output_dir / "test_results.json").read_text())
+    assert test["num_sentences"] == 6  # one prediction per test pair, no padding duplicates
+    assert len((output_dir / "test_translations.txt").read_text().splitlines()) == 6
+    assert "BLEU = " in result.stdout
+
+
+def test_average_checkpoints(trained, tmp_path):
+    output_dir, _ = trained
+    average_checkpoints = load_script("average_checkpoints")
+    averaged_dir = average_checkpoints.main([str(output_dir), "--num_checkpoints", "2", "--output_dir", str(tmp_path)])
+    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json"):
+        assert (averaged_dir / name).is_file(), name
+
+    first = load_file(output_dir / "checkpoint-10" / "model.safetensors")
+    second = load_file(output_dir / "checkpoint-20" / "model.safetensors")
+    model = AutoModelForSeq2SeqLM.from_pretrained(averaged_dir)
+    state = model.state_dict()
+    for name in first:
+        assert torch.allclose(state[name], (first[name] + second[name]) / 2, atol=1e-6), name
+    assert model.lm_head.weight.data_ptr() == model.model.shared.weight.data_ptr()  # still tied
+
+    from hf_unified_mt.inference import translate
+
+    tokenizer = AutoTokenizer.from_pretrained(averaged_dir)
+    assert len(translate(model, tokenizer, ["Y dijo Dios.", ""], max_new_tokens=5)) == 2
+
+
+def test_translate_and_evaluate_scripts(trained, tmp_path, monkeypatch, capsys):
+    import io
+
+    output_dir, _ = trained
+    translate_script = load_script("translate")
+    source = tmp_path / "input.es"
+    source.write_text("Y dijo Dios: Sea la luz.\n\nEn el principio.\n", encoding="utf-8")
+    translate_script.main(
+        [
+            str(output_dir),
+            "--input",
+            str(source),
+            "--output",
+            str(tmp_path / "out.en"),
+            "--num_beams",
+            "2",
+            "--max_new_tokens",
+            "8",
+            "--batch_size",
+            "2",
+            "--no_progress",
+        ]
+    )
+    lines = (tmp_path / "out.en").read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # order kept, empty line kept, final newline
+    assert lines[0] and lines[2]
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("En el principio.\n"))
+    translate_script.main([str(output_dir), "--max_new_tokens", "8", "--no_progress"])
+    assert capsys.readouterr().out.strip() == lines[2]
+
+    evaluate_script = load_script("evaluate")
+    results = evaluate_script.main(
+        [
+            str(output_dir),
+            "--max_samples",
+            "6",
+            "--max_new_tokens",
+            "10",
+            "--output_dir",
+            str(tmp_path / "eval"),
+            "--no_progress",
+        ]
+    )
+    assert results["num_sentences"] == 6 and results["bleu_signature"].startswith("nrefs:1|")
+    saved = json.loads((tmp_path / "eval" / "eval_test.json").read_text())
+    assert saved["bleu"] == results["bleu"] and saved["bleu_by_source_length"]
+    assert len((tmp_path / "eval" / "hypotheses_test.txt").read_text().splitlines()) == 6
+    printed = capsys.readouterr().out
+    assert "BLEU = " in printed and "chrF = " in printed and "BLEU by source length" in printed
+
+
+def test_bad_data_stops_train_py_with_file_and_line(tmp_path):
+    train_script = load_script("train")
+    bad = tmp_path / "train.tsv"
+    bad.write_text("es\ten\nhola\thello\nsolo\t\n", encoding="utf-8")
+    from hf_unified_mt.data import DataValidationError
+
+    with pytest.raises(DataValidationError, match=rf"{bad}, line 3: empty target \(column 'en'\)"):
+        train_script.main(
+            [
+                *TINY_RUN,
+                "--output_dir",
+                str(tmp_path / "out"),
+                "--train_file",
+                str(bad),
+                "--source_field",
+                "es",
+                "--target_field",
+                "en",
+                "--max_steps",
+                "1",
+            ]
+        )
+
+
+def test_arguments_from_yaml_and_command_line(tmp_path):
+    train_script = load_script("train")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "arch": "marian",
+                "learning_rate": 1e-3,
+                "max_tokens": 2048,
+                "config_overrides": {"d_model": 32},
+                "report_to": ["none"],
+            }
+        )
+    )
+    model_args, data_args, training_args = train_script.parse_arguments(
+        [str(config), "--learning_rate", "3e-4", "--output_dir", str(tmp_path / "o"), "--use_cpu"]
+    )
+    assert model_args.arch == "marian" and json.loads(model_args.config_overrides) == {"d_model": 32}
+    assert data_args.max_tokens == 2048
+    assert training_args.learning_rate == 3e-4  # the command line wins
+    # MT defaults
+    assert training_args.label_smoothing_factor == 0.1
+    assert training_args.lr_scheduler_type == "inverse_sqrt"
+    assert training_args.predict_with_generate and training_args.metric_for_best_model == "bleu"
+    assert training_args.load_best_model_at_end and training_args.greater_is_better
+    _, _, no_eval = train_script.parse_arguments(["--eval_strategy", "no", "--output_dir", str(tmp_path), "--use_cpu"])
+    assert not no_eval.load_best_model_at_end
+    config.write_text(yaml.safe_dump({"learning_rat": 1.0}))
+    with pytest.raises(ValueError, match="unknown option"):
+        train_script.parse_arguments(["--config", str(config)])
+
+
+def test_other_architectures_go_through_the_package():
+    train_script = load_script("train")
+    from hf_unified_mt.tokenization import train_tokenizer
+
+    tokenizer = train_tokenizer(["uno dos tres", "one two three"], vocab_size=30)
+    model_args = train_script.ModelArguments(arch="unified_transformer", preset="tiny")
+    data_args = train_script.DataArguments()
+    try:
+        from hf_unified_mt import get_config  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match="use --arch marian"):
+            train_script.build_model(model_args, data_args, tokenizer)
+    else:
+        model = train_script.build_model(model_args, data_args, tokenizer)
+        assert model.config.vocab_size == len(tokenizer) and model.can_generate()
+    marian = train_script.build_model(train_script.ModelArguments(arch="marian", preset="tiny"), data_args, tokenizer)
+    assert marian.config.vocab_size == len(tokenizer) and marian.config.decoder_start_token_id == tokenizer.bos_token_id
+
+
+def test_accelerate_configs_are_valid():
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    expected = {"single_gpu": "NO", "multi_gpu_ddp": "MULTI_GPU", "fsdp": "FSDP"}
+    for name, distributed_type in expected.items():
+        config = load_config_from_file(str(TRAINING / "accelerate_configs" / f"{name}.yaml"))
+        assert str(config.distributed_type).endswith(distributed_type)
+    fsdp = load_config_from_file(str(TRAINING / "accelerate_configs" / "fsdp.yaml"))
+    assert fsdp.fsdp_config["fsdp_state_dict_type"] == "FULL_STATE_DICT"

@@ -1,0 +1,624 @@
+#!/usr/bin/env python
+# Copyright 2025 The hf-unified-mt authors.
+# Licensed under the Apache License, Version 2.0.
+"""Train a translation model with `Seq2SeqTrainer`: any architecture of `hf_unified_mt`, or `MarianMTModel`.
+
+Every `Seq2SeqTrainingArguments` option works on the command line, with defaults that machine-translation
+practitioners expect (label smoothing 0.1, inverse-square-root schedule with warmup, Adam betas (0.9, 0.98), beam
+search evaluation with sacreBLEU BLEU/chrF, best checkpoint by BLEU). Options can also come from a JSON/YAML file
+(`train.py config.yaml --max_steps 100`: the command line wins).
+
+    python training/train.py --arch marian --preset small --output_dir outputs/marian
+    accelerate launch --config_file training/accelerate_configs/multi_gpu_ddp.yaml training/train.py --max_tokens 4096
+
+Steps: load and validate the data (the embedded Bible corpus by default), train a shared subword tokenizer (or load
+one), tokenize and apply the length limits, build the model, train (or resume), save model + tokenizer + generation
+config to `output_dir`, score the test split (BLEU and chrF with sacreBLEU signatures, BLEU by source length) into
+`test_results.json` (hypotheses in `test_translations.txt`), translate a few sentences, and write everything to
+`results.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+# `training/evaluate.py` would shadow the `evaluate` library for any module importing it from this process.
+_SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _SCRIPT_DIR]
+
+import datasets
+import transformers
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    DataCollatorForSeq2Seq,
+    HfArgumentParser,
+    MarianConfig,
+    MarianMTModel,
+    Seq2SeqTrainingArguments,
+    set_seed,
+)
+from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
+
+
+try:
+    import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
+except ImportError:  # running from a source checkout that is not installed
+    sys.path.insert(0, os.path.join(os.path.dirname(_SCRIPT_DIR), "src"))
+
+from hf_unified_mt.batching import TokenBatchSeq2SeqTrainer  # noqa: E402
+from hf_unified_mt.data import (  # noqa: E402
+    DEFAULT_CORPUS,
+    handle_overlong,
+    load_parallel_data,
+    tokenize_corpus,
+)
+from hf_unified_mt.inference import clean_generation_config, make_generation_config, translate  # noqa: E402
+from hf_unified_mt.metrics import (  # noqa: E402
+    bleu_by_source_length,
+    build_compute_metrics,
+    compute_translation_scores,
+    decode_predictions,
+    format_scores,
+)
+from hf_unified_mt.tokenization import load_tokenizer, train_tokenizer_on_corpus  # noqa: E402
+
+
+logger = logging.getLogger("train")
+
+# MarianMTModel sizes for the Transformer baseline. "base" is Transformer-base (Vaswani et al., 2017).
+MARIAN_PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "d_model": 64,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4,
+        "encoder_ffn_dim": 256,
+        "decoder_ffn_dim": 256,
+    },
+    "small": {
+        "d_model": 256,
+        "encoder_layers": 3,
+        "decoder_layers": 3,
+        "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4,
+        "encoder_ffn_dim": 1024,
+        "decoder_ffn_dim": 1024,
+    },
+    "base": {
+        "d_model": 512,
+        "encoder_layers": 6,
+        "decoder_layers": 6,
+        "encoder_attention_heads": 8,
+        "decoder_attention_heads": 8,
+        "encoder_ffn_dim": 2048,
+        "decoder_ffn_dim": 2048,
+    },
+}
+MARIAN_COMMON = {
+    "activation_function": "relu",
+    "dropout": 0.1,
+    "attention_dropout": 0.0,
+    "activation_dropout": 0.0,
+    "scale_embedding": True,
+    "share_encoder_decoder_embeddings": True,
+    "tie_word_embeddings": True,
+}
+
+DEFAULT_SAMPLE_COUNT = 3
+
+
+@dataclass
+class ModelArguments:
+    """Which model to train, and its tokenizer."""
+
+    arch: str = field(
+        default="unified_transformer",
+        metadata={
+            "help": "'marian' for MarianMTModel, or an architecture of hf_unified_mt (e.g. unified_transformer)."
+        },
+    )
+    preset: str = field(default="small", metadata={"help": "Model size preset, e.g. tiny, small, base."})
+    config_overrides: str | None = field(
+        default=None,
+        metadata={
+            "help": 'JSON object of config values overriding the preset, e.g. \'{"d_model": 128, "dropout": 0.2}\'.'
+        },
+    )
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Start from this saved model (fine-tuning) instead of a new one."}
+    )
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow custom code saved with the model."})
+    tokenizer_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Use this saved tokenizer instead of training one (e.g. to share a vocabulary)."},
+    )
+    tokenizer_type: str = field(default="bpe", metadata={"help": "Subword model to train: bpe or unigram."})
+    tokenizer_vocab_size: int = field(default=8000, metadata={"help": "Shared source+target vocabulary size."})
+    tokenizer_min_frequency: int = field(default=2, metadata={"help": "BPE: minimum pair count for a merge."})
+
+    def __post_init__(self):
+        if self.tokenizer_type not in ("bpe", "unigram"):
+            raise ValueError(f"--tokenizer_type must be bpe or unigram, not {self.tokenizer_type!r}")
+
+
+@dataclass
+class DataArguments:
+    """What to train and evaluate on, and the length limits."""
+
+    corpus: str = field(
+        default=DEFAULT_CORPUS, metadata={"help": "Corpus shipped with the package (if no files/dataset)."}
+    )
+    dataset_name: str | None = field(default=None, metadata={"help": "Dataset on the Hugging Face Hub."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration, e.g. de-en."})
+    train_file: str | None = field(default=None, metadata={"help": "Local .tsv/.csv/.json/.jsonl file (maybe .gz)."})
+    validation_file: str | None = field(default=None, metadata={"help": "Local validation file."})
+    test_file: str | None = field(default=None, metadata={"help": "Local test file."})
+    source_field: str | None = field(default=None, metadata={"help": "Source column/key (corpus default: es)."})
+    target_field: str | None = field(default=None, metadata={"help": "Target column/key (corpus default: en)."})
+    encoding: str = field(default="utf-8", metadata={"help": "Text encoding of local files."})
+    max_source_length: int = field(default=256, metadata={"help": "Longest source in tokens (</s> included)."})
+    max_target_length: int = field(default=256, metadata={"help": "Longest target in tokens (</s> included)."})
+    overlong: str = field(
+        default="error",
+        metadata={
+            "help": "Pairs over the limits: 'error' stops with their locations, 'skip' leaves them out (counted)."
+        },
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training pairs."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation pairs."})
+    max_test_samples: int | None = field(default=None, metadata={"help": "Use only the first N test pairs."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+    max_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Token-based batching: at most this many padded source+target tokens per batch and device "
+            "(replaces per_device_train_batch_size for training)."
+        },
+    )
+    max_sentences: int | None = field(
+        default=None, metadata={"help": "With --max_tokens: also cap sentences per batch."}
+    )
+    pad_to_multiple_of: int | None = field(default=None, metadata={"help": "Pad batches to a multiple (8 for fp16)."})
+    num_sample_translations: int = field(
+        default=DEFAULT_SAMPLE_COUNT, metadata={"help": "Test sentences to translate and print at the end."}
+    )
+    sample_sentences: list[str] | None = field(
+        default=None, metadata={"help": "Sentences to translate at the end instead of test sentences."}
+    )
+
+    def __post_init__(self):
+        if self.overlong not in ("skip", "error"):
+            raise ValueError(f"--overlong must be skip or error, not {self.overlong!r}")
+
+
+@dataclass
+class MTTrainingArguments(Seq2SeqTrainingArguments):
+    """`Seq2SeqTrainingArguments` with machine-translation defaults; every option can still be set."""
+
+    output_dir: str | None = field(default="outputs/mt", metadata={"help": "Where checkpoints and results go."})
+    do_train: bool = field(default=True, metadata={"help": "Train (pass --do_train False to only test a model)."})
+    do_predict: bool = field(default=True, metadata={"help": "Score the test split at the end."})
+    learning_rate: float = field(default=5e-4, metadata={"help": "Peak learning rate (after warmup)."})
+    lr_scheduler_type: str = field(default="inverse_sqrt", metadata={"help": "Learning-rate schedule."})
+    warmup_steps: float = field(default=1000, metadata={"help": "Linear warmup steps (or a ratio if < 1)."})
+    adam_beta2: float = field(default=0.98, metadata={"help": "Adam beta2 (0.98 as in Vaswani et al.)."})
+    label_smoothing_factor: float = field(default=0.1, metadata={"help": "Label smoothing epsilon."})
+    per_device_train_batch_size: int = field(
+        default=32, metadata={"help": "Sentences per batch (without --max_tokens)."}
+    )
+    per_device_eval_batch_size: int = field(default=32, metadata={"help": "Sentences per evaluation batch."})
+    eval_strategy: str = field(default="steps", metadata={"help": "When to evaluate: no, steps, epoch."})
+    eval_steps: float | None = field(default=1000, metadata={"help": "Evaluate every N steps."})
+    save_steps: float = field(default=1000, metadata={"help": "Save a checkpoint every N steps."})
+    save_total_limit: int | None = field(default=5, metadata={"help": "Checkpoints to keep (plus the best one)."})
+    logging_steps: float = field(default=50, metadata={"help": "Log every N steps."})
+    load_best_model_at_end: bool = field(default=True, metadata={"help": "Keep the best checkpoint by BLEU."})
+    metric_for_best_model: str | None = field(
+        default="bleu", metadata={"help": "Metric selecting the best checkpoint."}
+    )
+    greater_is_better: bool | None = field(default=True, metadata={"help": "Whether higher metric is better."})
+    predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate by generating translations."})
+    generation_num_beams: int | None = field(default=4, metadata={"help": "Beam size for evaluation and test."})
+
+    def __post_init__(self):
+        if str(self.eval_strategy) in ("no", str(IntervalStrategy.NO)) and self.load_best_model_at_end:
+            logger.info("eval_strategy is 'no': best-checkpoint selection (load_best_model_at_end) is turned off")
+            self.load_best_model_at_end = False
+        super().__post_init__()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Arguments
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _read_config_file(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        if path.endswith((".yaml", ".yml")):
+            import yaml
+
+            values = yaml.safe_load(handle)
+        else:
+            values = json.load(handle)
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a mapping of option names to values")
+    return values
+
+
+def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, MTTrainingArguments]:
+    """Parse the command line; a leading `config.{json,yaml}` (or `--config FILE`) supplies defaults."""
+    parser = HfArgumentParser((ModelArguments, DataArguments, MTTrainingArguments))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    config_path = None
+    if argv and not argv[0].startswith("-") and argv[0].endswith((".json", ".yaml", ".yml")):
+        config_path = argv.pop(0)
+    for position, argument in enumerate(argv):
+        if argument == "--config":
+            config_path = argv[position + 1]
+            del argv[position : position + 2]
+            break
+        if argument.startswith("--config="):
+            config_path = argument.split("=", 1)[1]
+            del argv[position]
+            break
+    if config_path is not None:
+        values = _read_config_file(config_path)
+        known = {action.dest for action in parser._actions}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"{config_path}: unknown option(s) {unknown}")
+        if isinstance(values.get("config_overrides"), dict):
+            values["config_overrides"] = json.dumps(values["config_overrides"])
+        parser.set_defaults(**values)
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    return model_args, data_args, training_args
+
+
+def setup_logging(training_args: MTTrainingArguments) -> None:
+    logging.basicConfig(
+        format="%(asctime)s - %(levelname)s - %(name)s - %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        handlers=[logging.StreamHandler(sys.stdout)],
+    )
+    if training_args.should_log:
+        transformers.utils.logging.set_verbosity_info()  # "passive" log_level then means info on the main process
+    log_level = training_args.get_process_log_level()
+    for name in ("train", "hf_unified_mt"):
+        logging.getLogger(name).setLevel(log_level)
+    datasets.utils.logging.set_verbosity(log_level)
+    transformers.utils.logging.set_verbosity(log_level)
+    transformers.utils.logging.enable_default_handler()
+    transformers.utils.logging.enable_explicit_format()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Model and tokenizer
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def get_tokenizer(model_args: ModelArguments, training_args: MTTrainingArguments, train_split, checkpoint: str | None):
+    """Load the tokenizer to use, or train one on the training split (local main process first, others load it)."""
+    for path in (model_args.tokenizer_name_or_path, model_args.model_name_or_path, checkpoint):
+        if path is not None and os.path.isfile(os.path.join(path, "tokenizer.json")):
+            logger.info("Loading the tokenizer from %s", path)
+            return load_tokenizer(path)
+    if model_args.tokenizer_name_or_path is not None:
+        return load_tokenizer(model_args.tokenizer_name_or_path)
+    if train_split is None:
+        raise ValueError("No tokenizer to load and no training data to train one: pass --tokenizer_name_or_path.")
+    with training_args.main_process_first(local=True, desc="training the tokenizer"):
+        if training_args.local_process_index == 0:
+            logger.info(
+                "Training a shared %s tokenizer (vocabulary %d) on %d training pairs",
+                model_args.tokenizer_type,
+                model_args.tokenizer_vocab_size,
+                len(train_split),
+            )
+            tokenizer = train_tokenizer_on_corpus(
+                train_split,
+                vocab_size=model_args.tokenizer_vocab_size,
+                tokenizer_type=model_args.tokenizer_type,
+                min_frequency=model_args.tokenizer_min_frequency,
+            )
+            os.makedirs(training_args.output_dir, exist_ok=True)
+            tokenizer.save_pretrained(training_args.output_dir)
+        else:
+            tokenizer = load_tokenizer(training_args.output_dir)
+    return tokenizer
+
+
+def _config_overrides(model_args: ModelArguments) -> dict[str, Any]:
+    if not model_args.config_overrides:
+        return {}
+    overrides = model_args.config_overrides
+    if isinstance(overrides, str):
+        try:
+            overrides = json.loads(overrides)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"--config_overrides is not valid JSON: {error}") from error
+    if not isinstance(overrides, dict):
+        raise ValueError("--config_overrides must be a JSON object")
+    return overrides
+
+
+def build_model(model_args: ModelArguments, data_args: DataArguments, tokenizer):
+    """A new model of `--arch`/`--preset` sized for the tokenizer, or the model at `--model_name_or_path`."""
+    if model_args.model_name_or_path is not None:
+        return AutoModelForSeq2SeqLM.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
+        )
+    token_ids = {
+        "vocab_size": len(tokenizer),
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "decoder_start_token_id": tokenizer.bos_token_id,
+    }
+    overrides = _config_overrides(model_args)
+    if model_args.arch == "marian":
+        if model_args.preset not in MARIAN_PRESETS:
+            raise ValueError(f"Unknown Marian preset {model_args.preset!r}; choose from {sorted(MARIAN_PRESETS)}")
+        longest = max(data_args.max_source_length, data_args.max_target_length + 1)
+        values = {
+            **MARIAN_COMMON,
+            **MARIAN_PRESETS[model_args.preset],
+            **token_ids,
+            "forced_eos_token_id": tokenizer.eos_token_id,
+            "max_position_embeddings": max(512, longest),
+            **overrides,
+        }
+        return MarianMTModel(MarianConfig(**values))
+    try:
+        from hf_unified_mt import get_config
+    except ImportError as error:
+        raise ValueError(
+            f"--arch {model_args.arch!r} needs hf_unified_mt.get_config, which is not available ({error}); "
+            "use --arch marian for the MarianMT baseline."
+        ) from error
+    config = get_config(model_args.arch, model_args.preset, **{**token_ids, **overrides})
+    return AutoModelForSeq2SeqLM.from_config(config)
+
+
+def apply_model_length_limit(model, data_args: DataArguments) -> None:
+    """Lower the length limits to what the model's position embeddings allow (a source or target of n tokens uses
+    positions 0..n-1), so that over-long pairs are reported and handled by --overlong instead of crashing."""
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is None:
+        return
+    for name in ("max_source_length", "max_target_length"):
+        value = getattr(data_args, name)
+        if value > limit:
+            logger.warning(
+                "--%s %d exceeds the model's max_position_embeddings (%d); using %d", name, value, limit, limit
+            )
+            setattr(data_args, name, limit)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _resolve_checkpoint(training_args: MTTrainingArguments) -> str | None:
+    """`--resume_from_checkpoint` as a path: `last`/`true`/`auto` mean the newest checkpoint in `output_dir`."""
+    value = training_args.resume_from_checkpoint
+    if value is None or str(value).lower() in ("false", "no", "none", ""):
+        if training_args.do_train and os.path.isdir(training_args.output_dir):
+            existing = get_last_checkpoint(training_args.output_dir)
+            if existing is not None:
+                logger.warning(
+                    "%s already has checkpoints (%s); training starts from scratch and will overwrite them. Pass "
+                    "--resume_from_checkpoint last to continue instead.",
+                    training_args.output_dir,
+                    existing,
+                )
+        return None
+    if str(value).lower() in ("last", "true", "auto", "latest"):
+        last = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+        if last is None:
+            logger.warning("No checkpoint in %s to resume from; starting from scratch.", training_args.output_dir)
+        return last
+    if not os.path.isdir(value):
+        raise ValueError(f"--resume_from_checkpoint {value}: no such directory")
+    return value
+
+
+def _limit(dataset, count: int | None):
+    return dataset if count is None else dataset.select(range(min(count, len(dataset))))
+
+
+def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[str, Any]:
+    """Run training and testing; returns the results written to `output_dir` (`callbacks` go to the Trainer)."""
+    model_args, data_args, training_args = parse_arguments(argv)
+    setup_logging(training_args)
+    logger.info("Training arguments: %s", training_args)
+    checkpoint = _resolve_checkpoint(training_args) if training_args.do_train else None
+
+    # -- Data -----------------------------------------------------------------------------------------------------
+    with training_args.main_process_first(desc="loading the data"):
+        corpus = load_parallel_data(
+            corpus=data_args.corpus,
+            train_file=data_args.train_file,
+            validation_file=data_args.validation_file,
+            test_file=data_args.test_file,
+            dataset_name=data_args.dataset_name,
+            dataset_config_name=data_args.dataset_config_name,
+            source_field=data_args.source_field,
+            target_field=data_args.target_field,
+            encoding=data_args.encoding,
+        )
+    limits = {
+        "train": data_args.max_train_samples,
+        "validation": data_args.max_eval_samples,
+        "test": data_args.max_test_samples,
+    }
+    needed = {
+        "train": training_args.do_train,
+        "validation": training_args.do_train or training_args.do_eval,
+        "test": training_args.do_predict or training_args.do_eval,
+    }
+    raw = {split: _limit(corpus[split], limits[split]) for split in corpus.splits if needed[split]}
+    logger.info("Data: %s", {split: len(dataset) for split, dataset in raw.items()})
+    if training_args.do_train and "train" not in raw:
+        raise ValueError("Training needs a train split (--train_file, --dataset_name or the default corpus).")
+
+    # -- Tokenizer and model ------------------------------------------------------------------------------------
+    tokenizer = get_tokenizer(model_args, training_args, raw.get("train"), checkpoint)
+    set_seed(training_args.seed)
+    model = build_model(model_args, data_args, tokenizer)
+    model.generation_config = make_generation_config(
+        model.generation_config,
+        num_beams=training_args.generation_num_beams,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        decoder_start_token_id=getattr(model.config, "decoder_start_token_id", None),
+    )
+    num_parameters = sum(p.numel() for p in model.parameters())
+    logger.info("Model: %s (%s), %.2fM parameters", type(model).__name__, model_args.arch, num_parameters / 1e6)
+    apply_model_length_limit(model, data_args)
+    if training_args.generation_max_length is None:
+        training_args.generation_max_length = data_args.max_target_length + 1  # + decoder start token
+
+    # -- Tokenization and length limits ---------------------------------------------------------------------------
+    with training_args.main_process_first(desc="tokenizing"):
+        tokenized = tokenize_corpus(
+            datasets.DatasetDict(raw),
+            tokenizer,
+            num_proc=data_args.preprocessing_num_workers,
+            keep_columns=("line", "source", "target"),
+        )
+    splits, texts, skipped = {}, {}, {}
+    for split, dataset in tokenized.items():
+        dataset, report = handle_overlong(
+            dataset, split, data_args.max_source_length, data_args.max_target_length, data_args.overlong, corpus
+        )
+        skipped[split] = report.overlong
+        texts[split] = {"source": dataset["source"], "target": dataset["target"]}
+        splits[split] = dataset.remove_columns(["line", "source", "target"])
+
+    has_validation = "validation" in splits
+    if not has_validation and training_args.eval_strategy != IntervalStrategy.NO:
+        logger.warning("No validation split: evaluation during training and best-checkpoint selection are off.")
+        training_args.eval_strategy = IntervalStrategy.NO
+        training_args.load_best_model_at_end = False
+
+    data_collator = DataCollatorForSeq2Seq(
+        tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=data_args.pad_to_multiple_of
+    )
+    trainer = TokenBatchSeq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=splits.get("train") if training_args.do_train else None,
+        eval_dataset=splits.get("validation"),
+        processing_class=tokenizer,
+        data_collator=data_collator,
+        compute_metrics=(
+            build_compute_metrics(tokenizer, references=texts["validation"]["target"])
+            if has_validation and training_args.predict_with_generate
+            else None
+        ),
+        callbacks=callbacks,
+        max_tokens=data_args.max_tokens,
+        max_sentences=data_args.max_sentences,
+    )
+
+    results: dict[str, Any] = {
+        "arch": model_args.arch,
+        "preset": model_args.preset,
+        "num_parameters": num_parameters,
+        "vocab_size": len(tokenizer),
+        "skipped_overlong": skipped,
+    }
+
+    # -- Train ----------------------------------------------------------------------------------------------------
+    if training_args.do_train:
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        if hasattr(model.config, "use_cache"):
+            model.config.use_cache = True  # Trainer turned it off for training (pitfall 10)
+        clean_generation_config(
+            trainer.model, num_beams=training_args.generation_num_beams, max_new_tokens=data_args.max_target_length
+        )
+        trainer.save_model()  # model, config, generation config and tokenizer, to output_dir
+        metrics = dict(train_result.metrics)
+        metrics["train_samples"] = len(splits["train"])
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+        results["train"] = metrics
+        if trainer.state.best_metric is not None:
+            results["best_checkpoint"] = trainer.state.best_model_checkpoint
+            results[f"best_eval_{training_args.metric_for_best_model}"] = trainer.state.best_metric
+
+    # -- Test -----------------------------------------------------------------------------------------------------
+    if training_args.do_predict and "test" in splits:
+        clean_generation_config(trainer.model, max_new_tokens=data_args.max_target_length)
+        trainer.compute_metrics = None  # scored below against the raw test references
+        prediction = trainer.predict(
+            splits["test"],
+            metric_key_prefix="test",
+            max_new_tokens=data_args.max_target_length,
+            num_beams=training_args.generation_num_beams,
+        )
+        if trainer.is_world_process_zero():
+            hypotheses = decode_predictions(prediction.predictions, tokenizer)
+            sources, references = texts["test"]["source"], texts["test"]["target"]
+            scores = compute_translation_scores(hypotheses, references)
+            results["test"] = {
+                **scores,
+                "num_beams": training_args.generation_num_beams,
+                "skipped_overlong": skipped.get("test", 0),
+                **{key: value for key, value in prediction.metrics.items() if key.startswith("test_")},
+                "bleu_by_source_length": bleu_by_source_length(sources, hypotheses, references),
+            }
+            print(f"\nTest set ({len(hypotheses)} pairs, beam {training_args.generation_num_beams}):")
+            print(format_scores(scores))
+            os.makedirs(training_args.output_dir, exist_ok=True)
+            with open(os.path.join(training_args.output_dir, "test_results.json"), "w", encoding="utf-8") as handle:
+                json.dump(results["test"], handle, indent=2)
+            with open(os.path.join(training_args.output_dir, "test_translations.txt"), "w", encoding="utf-8") as f:
+                f.write("\n".join(hypotheses) + "\n")
+
+    # -- Samples --------------------------------------------------------------------------------------------------
+    if trainer.is_world_process_zero():
+        samples = data_args.sample_sentences
+        references = None
+        if not samples:
+            source_split = "test" if "test" in texts else "validation" if "validation" in texts else None
+            if source_split is not None and data_args.num_sample_translations > 0:
+                samples = texts[source_split]["source"][: data_args.num_sample_translations]
+                references = texts[source_split]["target"][: data_args.num_sample_translations]
+        if samples:
+            unwrapped = trainer.accelerator.unwrap_model(trainer.model)
+            clean_generation_config(unwrapped, max_new_tokens=data_args.max_target_length)
+            outputs = translate(
+                unwrapped,
+                tokenizer,
+                samples,
+                num_beams=training_args.generation_num_beams,
+                max_source_length=data_args.max_source_length,
+            )
+            results["samples"] = []
+            print("\nSample translations:")
+            for index, (source, output) in enumerate(zip(samples, outputs)):
+                print(f"  SRC: {source}\n  OUT: {output}")
+                entry = {"source": source, "translation": output}
+                if references is not None:
+                    print(f"  REF: {references[index]}")
+                    entry["reference"] = references[index]
+                results["samples"].append(entry)
+                print()
+        with open(os.path.join(training_args.output_dir, "results.json"), "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2, ensure_ascii=False, default=str)
+        logger.info("Wrote %s", os.path.join(training_args.output_dir, "results.json"))
+    return results
+
+
+if __name__ == "__main__":
+    main()
