@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,7 @@ from transformers import (
     MarianConfig,
     MarianMTModel,
     Seq2SeqTrainingArguments,
+    TrainerCallback,
     set_seed,
 )
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
@@ -202,6 +204,10 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
     """`Seq2SeqTrainingArguments` with machine-translation defaults; every option can still be set."""
 
     output_dir: str | None = field(default="outputs/mt", metadata={"help": "Where checkpoints and results go."})
+    max_train_minutes: float | None = field(
+        default=None,
+        metadata={"help": "Stop training after this many minutes of wall time (then save, evaluate and test)."},
+    )
     do_train: bool = field(default=True, metadata={"help": "Train (pass --do_train False to only test a model)."})
     do_predict: bool = field(default=True, metadata={"help": "Score the test split at the end."})
     learning_rate: float = field(default=5e-4, metadata={"help": "Peak learning rate (after warmup)."})
@@ -433,6 +439,27 @@ def _limit(dataset, count: int | None):
     return dataset if count is None else dataset.select(range(min(count, len(dataset))))
 
 
+class TimeBudgetCallback(TrainerCallback):
+    """Ends training once `minutes` of wall time have passed since the first step, with a final checkpoint and
+    evaluation so that best-checkpoint selection sees the last weights (a fixed compute budget, e.g. on a CPU)."""
+
+    def __init__(self, minutes: float):
+        self.seconds = 60.0 * minutes
+        self.start = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if time.monotonic() - self.start >= self.seconds:
+            logger.info("Time budget of %.1f minutes reached at step %d: stopping", self.seconds / 60, state.global_step)
+            control.should_training_stop = True
+            control.should_save = True
+            if args.eval_strategy != IntervalStrategy.NO:
+                control.should_evaluate = True
+        return control
+
+
 def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[str, Any]:
     """Run training and testing; returns the results written to `output_dir` (`callbacks` go to the Trainer)."""
     model_args, data_args, training_args = parse_arguments(argv)
@@ -524,7 +551,8 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
             if has_validation and training_args.predict_with_generate
             else None
         ),
-        callbacks=callbacks,
+        callbacks=list(callbacks or [])
+        + ([TimeBudgetCallback(training_args.max_train_minutes)] if training_args.max_train_minutes else []),
         max_tokens=data_args.max_tokens,
         max_sentences=data_args.max_sentences,
     )
