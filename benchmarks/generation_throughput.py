@@ -23,32 +23,10 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import MarianConfig, MarianMTModel
+from transformers import MarianMTModel
 
 import hf_unified_mt
-
-
-def count_parameters(model) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-def matched_marian(target_params: int, vocab_size: int, d_model: int, layers: int, heads: int) -> MarianMTModel:
-    """A Marian (post-norm Transformer) of the given width and depth whose FFN width is solved so that its parameter
-    count matches `target_params` as closely as an integer FFN width allows."""
-
-    def build(ffn: int) -> MarianMTModel:
-        config = MarianConfig(
-            vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=d_model, encoder_layers=layers,
-            decoder_layers=layers, encoder_attention_heads=heads, decoder_attention_heads=heads,
-            encoder_ffn_dim=ffn, decoder_ffn_dim=ffn, max_position_embeddings=1024, pad_token_id=0,
-            eos_token_id=2, decoder_start_token_id=1, forced_eos_token_id=None, share_encoder_decoder_embeddings=True,
-        )
-        return MarianMTModel(config)
-
-    low, high = build(d_model), build(2 * d_model)
-    per_unit = (count_parameters(high) - count_parameters(low)) / d_model
-    ffn = max(1, round(d_model + (target_params - count_parameters(low)) / per_unit))
-    return build(ffn)
+from hf_unified_mt.baselines import count_parameters, marian_config_matching
 
 
 def time_generations(models: dict, input_ids, attention_mask, new_tokens: int, num_beams: int, repeats: int,
@@ -92,8 +70,8 @@ def main(argv=None):
         hf_unified_mt.get_config("unified_transformer", args.preset, vocab_size=args.vocab_size,
                                  **args.config_overrides)
     )
-    marian = matched_marian(count_parameters(unified), args.vocab_size, args.marian_d_model, args.marian_layers,
-                            args.marian_heads)
+    marian = MarianMTModel(marian_config_matching(count_parameters(unified), args.vocab_size, args.marian_d_model,
+                                                  args.marian_layers, args.marian_heads))
     models = {"unified (unfused)": unified, "unified (fused)": unified, "marian (matched)": marian}
     for model in (unified, marian):
         model.to(args.device).eval()
