@@ -1,0 +1,507 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Multi-Encoder Transformer (paper 003: "Heterogeneous Encoders Scaling in the Transformer for Neural Machine
+Translation").
+
+The encoder is made of up to five heterogeneous *branches* reading one shared source embedding: self-attention
+(the Transformer encoder), Static Expansion, LSTM, ConvS2S and FNet. Their outputs are summed (§3.2) into the memory
+of one standard Transformer decoder. The paper text lost its formulas; they follow `shared/docs/architectures.md` §4
+(the ExpansionNet, fairseq ConvS2S and FNet originals). Deliberate deviations are marked "Deviation".
+
+Every branch is independent of the padding of its batch: the LSTM runs on packed sequences, the convolution and the
+Fourier transform see zeros at padded positions (the transform over a fixed length), and the Static Expansion
+distributes only real tokens over its expansion vectors.
+"""
+
+import math
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
+from .modeling_mt_common import (
+    MTAttention,
+    MTDecoder,
+    MTDecoderLayer,
+    MTEncoder,
+    MTEncoderLayer,
+    MTFeedForward,
+    MTForConditionalGeneration,
+    MTModel,
+    MTPreTrainedModel,
+    ScaledWordEmbedding,
+    SinusoidalPositionalEmbedding,
+)
+
+
+def mask_padding(hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+    """Zeroes padded positions; `padding_mask` is `[B, T]`, True for real tokens, or None when nothing is padded."""
+    if padding_mask is None:
+        return hidden_states
+    return hidden_states * padding_mask.unsqueeze(-1).to(hidden_states.dtype)
+
+
+# ================================================================================================ Static Expansion
+
+
+class StaticExpansion(nn.Module):
+    """Static Expansion (paper 003 Eq. 1-4; ExpansionNet v1 as implemented, architectures.md §4).
+
+    The sequence X (length L) is distributed over N learned expansion vectors (forward step, L -> N) and brought back
+    to length L (backward step) through the same length-transformation matrix Z, once with its positive and once with
+    its negative part; a sigmoid selector mixes the two results. The normalisation Ψ is a ReLU followed by an L1
+    normalisation (not a softmax). With several `group_sizes` (ExpansionNet v2 "block" expansion) the N = Σ N_g
+    vectors share the forward step and the backward step is normalised per group and averaged over the groups.
+    """
+
+    def __init__(self, d_model: int, group_sizes: list[int], dropout: float, sequence_aware: bool):
+        super().__init__()
+        self.group_sizes = list(group_sizes)
+        num_vectors = sum(self.group_sizes)
+        self.dropout = dropout
+        self.scaling = d_model**-0.5
+        self.eps = 1e-9
+        self.query_vectors = nn.Parameter(torch.empty(num_vectors, d_model))  # E_q
+        self.bias_vectors = nn.Parameter(torch.empty(num_vectors, d_model))  # E_b
+        self.key_proj = nn.Linear(d_model, d_model)  # W_k
+        self.positive_proj = nn.Linear(d_model, d_model)  # W_a
+        self.negative_proj = nn.Linear(d_model, d_model)  # W_b
+        self.selector_proj = nn.Linear(d_model, d_model)  # W_s
+        # Eq. (5), whose formula is lost: our guess (architectures.md §4, ambiguity 2), off by default. Each expansion
+        # vector is modulated by the sentence, E'_n = E_n ⊙ (1 + x̄ ⊙ w) with x̄ the mean over real tokens: bilinear in
+        # E and x̄, d parameters (Table 8 leaves room for no d×d matrix), zero-initialised so training starts at v1.
+        self.sequence_gain = nn.Parameter(torch.empty(d_model)) if sequence_aware else None
+
+    def expansion_queries(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+        """E_q, `[N, d]`, or with the sequence-aware option E'_q, `[B, N, d]`."""
+        if self.sequence_gain is None:
+            return self.query_vectors
+        if padding_mask is None:
+            mean = hidden_states.mean(dim=1)
+        else:
+            valid = padding_mask.unsqueeze(-1).to(hidden_states.dtype)
+            mean = (hidden_states * valid).sum(dim=1) / valid.sum(dim=1).clamp(min=1.0)
+        return self.query_vectors * (1.0 + mean * self.sequence_gain).unsqueeze(1)
+
+    def normalize(self, weights: torch.Tensor) -> torch.Tensor:
+        """Ψ: L1 normalisation of non-negative weights over the last axis."""
+        return weights / (weights.sum(dim=-1, keepdim=True) + self.eps)
+
+    def normalize_per_group(self, weights: torch.Tensor) -> torch.Tensor:
+        """Ψ over each group of expansion vectors separately (a single group: plain Ψ over N)."""
+        if len(self.group_sizes) == 1:
+            return self.normalize(weights)
+        return torch.cat([self.normalize(group) for group in weights.split(self.group_sizes, dim=-1)], dim=-1)
+
+    def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        queries = self.expansion_queries(hidden_states, padding_mask)
+        keys = self.key_proj(hidden_states)
+        # Eq. (1): length-transformation matrix Z = E_q K^T / sqrt(d), [B, N, L].
+        scores = torch.matmul(queries, keys.transpose(1, 2)) * self.scaling
+        scores = nn.functional.dropout(scores, p=self.dropout, training=self.training)
+        # Padded columns get no weight: only real tokens are distributed over the expansion vectors.
+        real_columns = padding_mask.unsqueeze(1).to(scores.dtype) if padding_mask is not None else 1.0
+
+        directions = []
+        for sign, value_proj in ((1.0, self.positive_proj), (-1.0, self.negative_proj)):
+            weights = nn.functional.relu(sign * scores)
+            # Eq. (2), forward step L -> N: C± = Ψ(ReLU(±Z)) (X W_a|b) + E_b.
+            expanded = torch.matmul(self.normalize(weights * real_columns), value_proj(hidden_states))
+            expanded = nn.functional.dropout(expanded + self.bias_vectors, p=self.dropout, training=self.training)
+            # Eq. (3), backward step N -> L with the same Z: Y± = Ψ(ReLU(±Z)^T) C± (normalised over the vectors).
+            restored = torch.matmul(self.normalize_per_group(weights.transpose(1, 2)), expanded)
+            restored = restored / len(self.group_sizes)
+            directions.append(nn.functional.dropout(restored, p=self.dropout, training=self.training))
+        # Eq. (4): sigmoid selector between the positive and the negative expansion.
+        selector = torch.sigmoid(self.selector_proj(hidden_states))
+        return selector * directions[0] + (1.0 - selector) * directions[1]
+
+
+class StaticExpansionLayer(GradientCheckpointingLayer):
+    """ExpansionNet's pre-norm layer x <- x + Drop(SE(LN(x))), without its FFN (paper 003 §3.2 removes the FFN from
+    every encoder but the self-attention and FNet ones)."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig, group_sizes: list[int], spec: dict):
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(config.d_model)
+        self.expansion = StaticExpansion(config.d_model, group_sizes, spec["dropout"], spec["sequence_aware_expansion"])
+        self.dropout = spec["dropout"]
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        update = self.expansion(self.layer_norm(hidden_states), padding_mask)
+        return hidden_states + nn.functional.dropout(update, p=self.dropout, training=self.training)
+
+
+# ================================================================================================ LSTM
+
+
+class LSTMStack(GradientCheckpointingLayer):
+    """Uni-directional stacked LSTM (paper 003 §3.1), hidden size d, dropout between layers, no residual.
+
+    Padded batches run as packed sequences, so a sentence's states never see its padding (the sequences must be
+    right-padded, as everywhere in this package: positions are absolute)."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
+        super().__init__()
+        num_layers = spec["layers"]
+        self.lstm = nn.LSTM(
+            config.d_model, config.d_model, num_layers=num_layers, batch_first=True,
+            dropout=spec["dropout"] if num_layers > 1 else 0.0,
+        )
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        if padding_mask is None:
+            return self.lstm(hidden_states)[0]
+        lengths = padding_mask.sum(dim=1).cpu()
+        packed = pack_padded_sequence(hidden_states, lengths, batch_first=True, enforce_sorted=False)
+        output, _ = self.lstm(packed)
+        return pad_packed_sequence(output, batch_first=True, total_length=hidden_states.shape[1])[0]
+
+
+# ================================================================================================ ConvS2S
+
+
+class WeightNormConv1d(nn.Module):
+    """Centred 1-D convolution with weight normalisation, w = g · v / ‖v‖ per output channel (fairseq ConvS2S applies
+    `weight_norm` to its convolutions). Written out rather than with `torch.nn.utils.parametrizations` so that the
+    checkpoint holds plain `weight_v` / `weight_g` tensors."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, init_std: float):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.init_std = init_std
+        self.weight_v = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size))
+        self.weight_g = nn.Parameter(torch.empty(out_channels, 1, 1))
+        self.bias = nn.Parameter(torch.empty(out_channels))
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        """`[B, C_in, T]` -> `[B, C_out, T]`."""
+        weight = self.weight_g * self.weight_v / self.weight_v.norm(dim=(1, 2), keepdim=True)
+        return nn.functional.conv1d(inputs, weight, self.bias, padding=self.kernel_size // 2)
+
+
+class ConvS2SLayer(GradientCheckpointingLayer):
+    """ConvS2S encoder layer (paper 003 §3.1; fairseq FConvEncoder): h <- (GLU(Conv(Drop(h))) + h) · sqrt(0.5), with
+    padded positions zeroed before the convolution; no normalisation."""
+
+    def __init__(self, spec: dict):
+        super().__init__()
+        channels, kernel_size, dropout = spec["conv_dim"], spec["kernel_size"], spec["dropout"]
+        self.dropout = dropout
+        # fairseq's initialisation N(0, sqrt(4 (1 - p) / (k · C))), which keeps the GLU output variance.
+        self.conv = WeightNormConv1d(
+            channels, 2 * channels, kernel_size, init_std=math.sqrt(4.0 * (1.0 - dropout) / (kernel_size * channels))
+        )
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        residual = hidden_states
+        hidden_states = mask_padding(hidden_states, padding_mask)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = self.conv(hidden_states.transpose(1, 2))
+        hidden_states = nn.functional.glu(hidden_states, dim=1).transpose(1, 2)  # GLU(A, B) = A ⊙ σ(B)
+        return (hidden_states + residual) * math.sqrt(0.5)
+
+
+# ================================================================================================ FNet
+
+
+class FourierMixing(nn.Module):
+    """FNet token mixing (paper 003 §3.1): Re(FFT_seq(FFT_hidden(X))), parameter-free.
+
+    Deviation (architectures.md §4 recommendation): the official FNet transforms whatever padding the batch has. Here
+    padded positions are zeroed and the sequence axis is zero-padded to a fixed `fft_length` before the transform
+    (the official model also always pads to its maximum length), then padded positions are zeroed again; a sentence's
+    mixing is then the same whatever the padding of its batch. The transform runs in float32."""
+
+    def __init__(self, fft_length: int):
+        super().__init__()
+        self.fft_length = fft_length
+
+    def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        length, channels = hidden_states.shape[1:]
+        if length > self.fft_length:
+            raise ValueError(
+                f"The source has {length} positions but the FNet branch transforms at most {self.fft_length} "
+                "(`fft_length`)"
+            )
+        inputs = mask_padding(hidden_states, padding_mask).float()
+        mixed = torch.fft.fft2(inputs, s=(self.fft_length, channels), dim=(1, 2)).real[:, :length]
+        return mask_padding(mixed.to(hidden_states.dtype), padding_mask)
+
+
+class FNetLayer(GradientCheckpointingLayer):
+    """FNet encoder layer, post-norm as the official code: x <- LN(x + Mix(x)); x <- LN(x + Drop(FFN(x)))."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
+        super().__init__()
+        self.mixing = FourierMixing(spec["fft_length"])
+        self.mixing_layer_norm = nn.LayerNorm(config.d_model, eps=1e-12)
+        self.ffn = MTFeedForward(config, spec["ffn_dim"])
+        self.ffn.activation_fn = ACT2FN[spec["activation"]]  # GELU in FNet, whatever the decoder uses
+        self.output_layer_norm = nn.LayerNorm(config.d_model, eps=1e-12)
+        self.dropout = spec["dropout"]
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        hidden_states = self.mixing_layer_norm(hidden_states + self.mixing(hidden_states, padding_mask))
+        update = nn.functional.dropout(self.ffn(hidden_states), p=self.dropout, training=self.training)
+        return self.output_layer_norm(hidden_states + update)
+
+
+# ================================================================================================ branches
+
+
+class EncoderBranch(nn.Module):
+    """One encoder of the Multi-Encoder Transformer: a stack of layers over the shared source embedding, optionally
+    closed by a LayerNorm. Every layer is called as `layer(hidden_states, attention_mask=<4D mask or None>,
+    padding_mask=<[B, T] bool or None>)`."""
+
+    def __init__(self, layers: list[nn.Module], final_layer_norm: nn.LayerNorm | None = None):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.layer_norm = final_layer_norm
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs)
+        return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
+
+
+class SelfAttentionBranch(EncoderBranch):
+    """B: the Transformer encoder (the shared `MTEncoderLayer`, with its FFN); a final LayerNorm when pre-norm."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
+        layers = [MTEncoderLayer(config, layer_idx=i) for i in range(spec["layers"])]
+        super().__init__(layers, nn.LayerNorm(config.d_model) if config.normalize_before else None)
+
+
+class StaticExpansionBranch(EncoderBranch):
+    """S: Static Expansion layers and a final LayerNorm (their pre-norm residual stream is not normalised)."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
+        sizes = spec["expansion_sizes"]
+        if spec["expansion_mode"] == "block":
+            groups = [list(sizes)] * spec["layers"]  # every layer: all sizes as groups of one block (v2)
+        else:
+            groups = [[sizes[i % len(sizes)]] for i in range(spec["layers"])]  # layer i: N_i vectors (v1)
+        layers = [StaticExpansionLayer(config, group_sizes, spec) for group_sizes in groups]
+        super().__init__(layers, nn.LayerNorm(config.d_model))
+
+
+class LSTMBranch(EncoderBranch):
+    """L: the stacked LSTM and a final LayerNorm."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
+        super().__init__([LSTMStack(config, spec)], nn.LayerNorm(config.d_model))
+
+
+class ConvS2SBranch(EncoderBranch):
+    """C: ConvS2S layers between a d -> C input and a C -> d output projection; no normalisation. Padded positions
+    of the output are zero (fairseq)."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
+        super().__init__([ConvS2SLayer(spec) for _ in range(spec["layers"])])
+        self.dropout = spec["dropout"]
+        self.input_proj = nn.Linear(config.d_model, spec["conv_dim"])
+        self.output_proj = nn.Linear(spec["conv_dim"], config.d_model)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        hidden_states = super().forward(self.input_proj(hidden_states), attention_mask, padding_mask, **kwargs)
+        return mask_padding(self.output_proj(hidden_states), padding_mask)
+
+
+class FNetBranch(EncoderBranch):
+    """F: FNet layers (post-norm, so the output is already normalised)."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
+        super().__init__([FNetLayer(config, spec) for _ in range(spec["layers"])])
+
+
+BRANCH_CLASSES: dict[str, type[EncoderBranch]] = {
+    "self_attention": SelfAttentionBranch,
+    "static_expansion": StaticExpansionBranch,
+    "lstm": LSTMBranch,
+    "convs2s": ConvS2SBranch,
+    "fnet": FNetBranch,
+}
+
+
+class BranchCombination(nn.Module):
+    """The encoder memory from the branch outputs: their sum (paper 003 §3.2) or, with
+    `branch_combination="concat"`, a linear projection of their concatenation."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig):
+        super().__init__()
+        num_branches = len(config.encoder_branches)
+        self.projection = (
+            nn.Linear(num_branches * config.d_model, config.d_model) if config.branch_combination == "concat" else None
+        )
+
+    def forward(self, branch_outputs: list[torch.Tensor]) -> torch.Tensor:
+        if self.projection is None:
+            return sum(branch_outputs[1:], branch_outputs[0])
+        return self.projection(torch.cat(branch_outputs, dim=-1))
+
+
+# ================================================================================================ models
+
+
+class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
+    config: MultiEncoderTransformerConfig
+    # A branch is one sequential stack: keep each on one device.
+    _no_split_modules = [
+        "SelfAttentionBranch", "StaticExpansionBranch", "LSTMBranch", "ConvS2SBranch", "FNetBranch", "MTDecoderLayer",
+    ]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Xavier-uniform linear layers and zero biases (the initialisation of Vaswani et al. that paper 003 adopts,
+        and ExpansionNet's for every ≥2-D parameter), PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws
+        for ConvS2S, N(0, d^-1/2) embeddings."""
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, StaticExpansion):
+            init.xavier_uniform_(module.query_vectors)
+            init.xavier_uniform_(module.bias_vectors)
+            if module.sequence_gain is not None:
+                init.zeros_(module.sequence_gain)
+        elif isinstance(module, nn.LSTM):
+            bound = module.hidden_size**-0.5
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
+        elif isinstance(module, WeightNormConv1d):
+            init.normal_(module.weight_v, std=module.init_std)
+            init.copy_(module.weight_g, module.weight_v.norm(dim=(1, 2), keepdim=True))  # starts at w = v
+            init.zeros_(module.bias)
+        elif isinstance(module, ConvS2SBranch):  # after its children: overrides the Xavier law of its projections
+            for linear in (module.input_proj, module.output_proj):
+                init.normal_(linear.weight, std=math.sqrt((1.0 - module.dropout) / linear.in_features))
+        else:
+            super()._init_weights(module)
+
+
+class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
+    """The shared source embedding, the encoder branches side by side, and their combination.
+
+    `output_hidden_states` gives (shared embedding, output of each branch in config order, combined memory);
+    `output_attentions` gives the self-attention branch's attention weights."""
+
+    _can_record_outputs = {
+        "hidden_states": [
+            OutputRecorder(EncoderBranch),
+            OutputRecorder(BranchCombination, capture_initial_hidden_state=False),
+        ],
+        "attentions": MTAttention,
+    }
+
+    def __init__(self, config: MultiEncoderTransformerConfig):
+        super().__init__(config)
+        self.dropout = config.dropout
+        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_tokens = ScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale)
+        self.embed_positions = SinusoidalPositionalEmbedding(config.d_model)
+        self.branches = nn.ModuleList([BRANCH_CLASSES[spec["type"]](config, spec) for spec in config.encoder_branches])
+        self.combination = BranchCombination(config)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    # The same token + position embedding as the single-stack encoder.
+    embed = MTEncoder.embed
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutput:
+        hidden_states = self.embed(input_ids, inputs_embeds)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
+        if padding_mask is not None and bool(padding_mask.all()):
+            padding_mask = None  # nothing padded: the LSTM need not pack
+        attention_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        )
+        branch_outputs = [
+            branch(hidden_states, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs)
+            for branch in self.branches
+        ]
+        return BaseModelOutput(last_hidden_state=self.combination(branch_outputs))
+
+
+class MultiEncoderTransformerDecoder(MultiEncoderTransformerPreTrainedModel, MTDecoder):
+    """The standard Transformer decoder (paper 003 keeps it unchanged)."""
+
+    layer_class = MTDecoderLayer
+    _can_record_outputs = {
+        "hidden_states": MTDecoderLayer,
+        "attentions": OutputRecorder(MTAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
+    }
+
+
+class MultiEncoderTransformerModel(MultiEncoderTransformerPreTrainedModel, MTModel):
+    encoder_class = MultiEncoderTransformerEncoder
+    decoder_class = MultiEncoderTransformerDecoder
+
+
+class MultiEncoderTransformerForConditionalGeneration(
+    MultiEncoderTransformerPreTrainedModel, MTForConditionalGeneration
+):
+    base_model_class = MultiEncoderTransformerModel
+
+
+__all__ = [
+    "MultiEncoderTransformerPreTrainedModel",
+    "MultiEncoderTransformerModel",
+    "MultiEncoderTransformerForConditionalGeneration",
+]
