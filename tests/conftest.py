@@ -8,6 +8,9 @@ from transformers import PreTrainedTokenizerFast
 import hf_unified_mt
 
 
+# Tiny models run faster on one thread, and a busy machine makes several threads spin (tests only).
+torch.set_num_threads(1)
+
 VOCAB_WORDS = (
     "hola mundo el gato ve al perro la casa es grande y pequeña hello world the cat sees dog house is big and small "
     "un una a an en in de of por for con with no not"
@@ -39,6 +42,35 @@ def tiny_config(**overrides):
 def tiny_model(seed: int = 0, **overrides):
     torch.manual_seed(seed)
     model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(tiny_config(**overrides))
+    return model.eval()
+
+
+_TRAINED = {}
+
+
+def trained_tiny_model(**overrides):
+    """A tiny model trained for a few dozen steps to reverse its input (targets = source reversed). An untrained
+    model with tied embeddings echoes its input token forever, which would make output comparisons (cache vs no
+    cache, batch vs alone, remote vs local) compare constant sequences; this one produces varied outputs.
+    Cached per configuration; returns a fresh copy in eval mode."""
+    key = tuple(sorted((k, str(v)) for k, v in overrides.items()))
+    if key not in _TRAINED:
+        model = tiny_model(**overrides).train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+        generator = torch.Generator().manual_seed(0)
+        target_vocab = model.config.decoder_vocab_size
+        for _ in range(50):
+            length = int(torch.randint(3, 8, (1,), generator=generator))
+            source = torch.randint(4, min(model.config.vocab_size, target_vocab), (16, length), generator=generator)
+            labels = torch.cat([source.flip(1), torch.full((16, 1), 2)], dim=1)
+            source = torch.cat([source, torch.full((16, 1), 2)], dim=1)
+            loss = model(input_ids=source, labels=labels).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        _TRAINED[key] = model.eval().state_dict()
+    model = tiny_model(**overrides)
+    model.load_state_dict(_TRAINED[key])
     return model.eval()
 
 

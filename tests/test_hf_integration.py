@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, Seq2SeqTr
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
-from conftest import random_batch, tiny_config, tiny_model
+from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
 
 
 # ---------------------------------------------------------------------------------------------- remote code
@@ -28,7 +28,7 @@ def _run_without_package(script: str, cwd) -> dict:
 
 
 def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
-    model = tiny_model()
+    model = trained_tiny_model()
     checkpoint = tmp_path / "checkpoint"
     model.save_pretrained(checkpoint)
     tokenizer.save_pretrained(checkpoint)
@@ -40,6 +40,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
     ids, mask = random_batch(model.config.vocab_size)
     expected_beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
     expected_greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
+    assert len({token for row in expected_beam for token in row}) > 4
     translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
     expected_pipeline = translator(sentences, batch_size=2)
 
@@ -68,7 +69,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
 
 
 def test_translation_pipeline_batches_and_matches_generate(tokenizer):
-    model = tiny_model()
+    model = trained_tiny_model()
     translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=6, num_beams=2)
     sentences = ["hola", "el gato ve al perro", "la casa es grande y pequeña"]
     batched = translator(sentences, batch_size=3)

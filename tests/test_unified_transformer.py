@@ -5,7 +5,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 import hf_unified_mt
-from conftest import random_batch, tiny_config, tiny_model
+from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
 
 
 VARIANTS = {
@@ -52,7 +52,7 @@ def test_incremental_decoding_matches_full_forward(variant, attn_implementation,
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_generate_with_and_without_cache_is_identical(variant):
-    model = tiny_model(**VARIANTS[variant])
+    model = trained_tiny_model(**VARIANTS[variant])
     ids, mask = random_batch(model.config.vocab_size)
     settings = [
         dict(),
@@ -69,10 +69,11 @@ def test_generate_with_and_without_cache_is_identical(variant):
                                           min_new_tokens=12, **kwargs))
         assert torch.equal(outputs[0], outputs[1]), kwargs
         assert outputs[0].shape[1] == 13  # start token + 12 tokens: the test really decoded a long output
+        assert len(set(outputs[0][:, 1:].flatten().tolist())) > 3, "varied outputs, not one repeated token"
 
 
 def test_translation_does_not_depend_on_batch_or_padding():
-    model = tiny_model()
+    model = trained_tiny_model()
     ids, mask = random_batch(model.config.vocab_size, batch=3, pad_last=4)
     alone_ids = ids[-1:, : ids.shape[1] - 4]
     with torch.no_grad():
@@ -83,6 +84,7 @@ def test_translation_does_not_depend_on_batch_or_padding():
         batched = model.generate(ids, attention_mask=mask, max_new_tokens=10, min_new_tokens=10, **kwargs)
         alone = model.generate(alone_ids, max_new_tokens=10, min_new_tokens=10, **kwargs)
         assert torch.equal(batched[-1], alone[0])
+        assert len(set(alone[0].tolist())) > 2
 
 
 @pytest.mark.parametrize("variant", ["prime", "untied-separate-vocab"])
@@ -148,3 +150,19 @@ def test_padding_is_zeroed_before_the_convolution():
     with torch.no_grad():
         c = model.get_encoder()(input_ids=other, attention_mask=mask).last_hidden_state
     assert not torch.allclose(a[-1, :-3], c[-1, :-3], atol=1e-4)
+
+
+def test_initialisation_follows_the_authors_code():
+    import math
+
+    model = tiny_model()
+    d = model.config.d_model
+    layer = model.model.decoder.layers[0]
+    out_proj = layer.self_attn.out_proj.weight  # kaiming-uniform, a=1, fan_in 2d
+    assert math.sqrt(3 / (2 * d)) * 0.9 < out_proj.abs().max() <= math.sqrt(3 / (2 * d))
+    cross = layer.encoder_attn.q_proj.weight  # Xavier-uniform
+    assert math.sqrt(6 / (2 * d)) * 0.9 < cross.abs().max() <= math.sqrt(6 / (2 * d))
+    query = layer.self_attn.q_proj.weight  # PyTorch default U(±1/sqrt(d))
+    assert 0.9 / math.sqrt(d) < query.abs().max() <= 1 / math.sqrt(d)
+    assert torch.equal(layer.self_attn.conv.kernel_gate, torch.full_like(layer.self_attn.conv.kernel_gate, 0.5))
+    assert layer.self_attn.q_proj.bias.abs().max() == 0

@@ -332,10 +332,19 @@ class MTPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module):
         """Default initialisation (architectures refine it): PyTorch's default for linear layers, which paper 000
         uses for its 384-wide models (U(±1/sqrt(fan_in)), zero bias), N(0, d^-1/2) embeddings with a zero padding row
-        (fairseq), unit LayerNorms."""
+        (fairseq), unit LayerNorms.
+
+        A linear layer can ask for another law with an attribute set where it is built: `xavier_gain` (Xavier-uniform
+        with that gain) or `kaiming_uniform_a` (kaiming-uniform with that negative slope). The tag sits on the
+        linear layer itself because transformers never calls `_init_weights` on a custom-code module without
+        parameters of its own (an attention module holding only linear layers)."""
         if isinstance(module, nn.Linear):
-            bound = 1.0 / math.sqrt(module.in_features)
-            init.uniform_(module.weight, -bound, bound)
+            if hasattr(module, "xavier_gain"):
+                init.xavier_uniform_(module.weight, gain=module.xavier_gain)
+            else:
+                slope = getattr(module, "kaiming_uniform_a", math.sqrt(5.0))  # sqrt(5): PyTorch's default
+                bound = math.sqrt(6.0 / ((1.0 + slope**2) * module.in_features))
+                init.uniform_(module.weight, -bound, bound)
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):

@@ -7,8 +7,6 @@ single post-LayerNorm. Equations follow the authors' released code as summarised
 `shared/docs/architectures.md` §0-1; deliberate deviations are marked "Deviation".
 """
 
-import math
-
 import torch
 from torch import nn
 from transformers import initialization as init
@@ -108,6 +106,7 @@ class PrimeSelfAttention(MTAttention):
         )
         width = 2 * config.d_model if config.use_convolution else config.d_model
         self.out_proj = nn.Linear(width, config.d_model)
+        self.out_proj.kaiming_uniform_a = 1.0  # the authors' 'km' init: U(±sqrt(3 / fan_in)) over [A ; C]
 
     @property
     def input_projections(self) -> list[nn.Linear]:
@@ -153,6 +152,10 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         ffn_dim = config.decoder_ffn_dim if self.is_decoder else config.encoder_ffn_dim
         self.self_attn = PrimeSelfAttention(config, heads, is_causal=self.is_decoder, layer_idx=layer_idx)
         self.encoder_attn = MTAttention(config, heads, layer_idx=layer_idx) if self.is_decoder else None
+        if self.encoder_attn is not None:  # fairseq's MultiheadAttention: Xavier-uniform projections
+            for linear in (self.encoder_attn.q_proj, self.encoder_attn.k_proj, self.encoder_attn.v_proj,
+                           self.encoder_attn.out_proj):
+                linear.xavier_gain = 1.0
         self.fc1 = nn.Linear(config.d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, config.d_model)
         self.activation_fn = ACT2FN[config.activation_function]
@@ -258,18 +261,13 @@ class UnifiedTransformerPreTrainedModel(MTPreTrainedModel):
     def _init_weights(self, module):
         """The authors' `init_method='km'`: input projections and FFN U(±1/sqrt(fan_in)) (PyTorch default, which the
         paper prefers for its narrower layers), the Prime output projection kaiming-uniform with a=1 over its 2d
-        inputs, kernel generators and cross-attention Xavier-uniform, zero biases, N(0, d^-1/2) embeddings."""
+        inputs and the cross-attention Xavier-uniform (both tagged where built, see `MTPreTrainedModel`), kernel
+        generators Xavier-uniform, zero biases, N(0, d^-1/2) embeddings."""
         super()._init_weights(module)
         if isinstance(module, PrimeDynamicConvolution):
             init.constant_(module.kernel_gate, 0.5)
             for generator in module.kernel_generators:
                 init.xavier_uniform_(generator.weight)
-        elif isinstance(module, PrimeSelfAttention):
-            bound = math.sqrt(3.0 / module.out_proj.in_features)
-            init.uniform_(module.out_proj.weight, -bound, bound)
-        elif isinstance(module, MTAttention):
-            for linear in (module.q_proj, module.k_proj, module.v_proj, module.out_proj):
-                init.xavier_uniform_(linear.weight)
 
 
 class UnifiedTransformerEncoder(UnifiedTransformerPreTrainedModel, MTEncoder):
