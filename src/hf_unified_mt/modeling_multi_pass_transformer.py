@@ -1,0 +1,393 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Multi-Pass Transformer (paper 004: Gao et al., "Multi-Pass Transformer for Machine Translation", MPT).
+
+A standard Transformer whose encoder stack L_0..L_{N-1} is run for P passes with tied weights. Every pass starts
+again from the source embeddings X, and the input of layer k of a pass (the "outer" layer) also receives a
+connection c_k built from the layer outputs of the previous pass (the "inner" layers):
+
+    inner pass:  S_{-1} = X,   S_k = L_k(S_{k-1})
+    outer pass:  S~_{-1} = X,  S~_k = L_k(S~_{k-1} + c_k)                           Eq. (6), routing pattern (a)
+    soft:        c_k = sum_j alpha_kj S_j,  alpha_kj = softmax_j(w_kj)               Eq. (6)
+    hard:        c_k = S_{tau_k} for a permutation tau of 0..N-1                     §3.2
+
+The decoder is a standard Transformer decoder reading the last pass, or any earlier pass the caller chooses
+(`encoder_pass=`), which then costs only that many passes. No code was released; the equations follow the paper
+text as summarised in `shared/docs/architectures.md` §5. The layers are the shared `MTEncoderLayer` /
+`MTDecoderLayer`; only the passes, the connections and the training objectives are defined here.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.cache_utils import Cache
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple, logging
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_multi_pass_transformer import MultiPassTransformerConfig, check_pass
+from .modeling_mt_common import (
+    MTAttention,
+    MTDecoder,
+    MTDecoderLayer,
+    MTEncoder,
+    MTEncoderLayer,
+    MTForConditionalGeneration,
+    MTModel,
+    MTPreTrainedModel,
+)
+
+
+logger = logging.get_logger(__name__)
+
+@dataclass
+class MultiPassEncoderOutput(BaseModelOutput):
+    r"""
+    last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`):
+        Output of the pass the decoder reads.
+    hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_hidden_states=True`):
+        The embeddings, then the output of every layer call in order: pass 1 layers 0..N-1, pass 2 layers 0..N-1, ...
+    attentions (`tuple(torch.FloatTensor)`, *optional*, returned when `output_attentions=True`):
+        Self-attention weights of every layer call, in the same order.
+    pass_hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_pass_hidden_states=True`):
+        The output of each pass that ran (first to last), i.e. what the decoder would read for each choice of pass.
+    """
+
+    pass_hidden_states: tuple[torch.FloatTensor, ...] | None = None
+
+
+class MultiPassEncoderLayer(MTEncoderLayer):
+    """The shared Transformer encoder layer, taking the connection c_k from the previous pass as a second input.
+
+    Returns `(output, mid)`, where `mid` is the state after the self-attention sublayer (S^mid, Eq. 2), which routing
+    patterns (c)/(d) pass on to the next pass. Without a connection (the first pass) it is `MTEncoderLayer`."""
+
+    def __init__(self, config: MultiPassTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config, layer_idx=layer_idx)
+        # Figure 4: (a)/(c) add c_k before the residual branch point, (b)/(d) after it.
+        self.connect_before_residual = config.routing_pattern in ("a", "c")
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        connection: torch.Tensor | None = None,  # positional, so that gradient checkpointing carries its gradient
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        branch_connection = None
+        if connection is not None and self.connect_before_residual:
+            # Patterns (a)/(c), Eq. (6): S~_k = AttModule(S~_{k-1} + c_k); c_k also travels on the residual stream.
+            hidden_states = hidden_states + connection
+        elif connection is not None:
+            # Patterns (b)/(d) [inferred, architectures.md §5]: c_k enters the self-attention branch only, and the
+            # identity path carries S~_{k-1} alone: mid = LN(S~_{k-1} + Drop(SA(S~_{k-1} + c_k))) in post-norm.
+            branch_connection = connection
+
+        def self_attention(inputs: torch.Tensor) -> torch.Tensor:
+            if branch_connection is not None:
+                inputs = inputs + branch_connection
+            return self.self_attn(inputs, attention_mask=attention_mask, **kwargs)[0]
+
+        mid = self.self_attn_sublayer(hidden_states, self_attention)  # Eq. (2)
+        return self.ffn_sublayer(mid, self.ffn), mid  # Eq. (3)
+
+
+class MultiPassConnections(nn.Module):
+    """The connections c_0..c_{N-1} into the layers of a pass, from the features S_0..S_{N-1} of the previous pass.
+
+    Soft (Eq. 6): c_k = sum_j alpha_kj S_j with alpha_kj = softmax_j(w_kj), one row of N learned logits per outer layer
+    (N² parameters, shared by all pass transitions). Hard (§3.2): c_k = S_{tau_k} for the permutation tau in
+    `config.hard_connections`; no parameters."""
+
+    def __init__(self, config: MultiPassTransformerConfig):
+        super().__init__()
+        self.num_layers = config.encoder_layers
+        self.soft = config.connection_type == "soft"
+        self.soft_init = config.soft_connection_init
+        if self.soft:
+            self.logits = nn.Parameter(torch.zeros(self.num_layers, self.num_layers))  # w_kj
+        else:
+            self.permutation = list(config.hard_connections)  # tau_k
+
+    def weights(self) -> torch.Tensor:
+        """alpha, `[N outer, N inner]`; every row sums to 1 (one-hot rows for hard connections)."""
+        if self.soft:
+            return torch.softmax(self.logits, dim=-1)
+        return nn.functional.one_hot(torch.tensor(self.permutation), self.num_layers).float()
+
+    def forward(self, inner_features: list[torch.Tensor]) -> list[torch.Tensor]:
+        if not self.soft:
+            return [inner_features[j] for j in self.permutation]
+        alpha = self.weights().to(inner_features[0].dtype)
+        return list(torch.einsum("kj,j...->k...", alpha, torch.stack(inner_features)).unbind(0))
+
+
+class MultiPassTransformerPreTrainedModel(MTPreTrainedModel):
+    config: MultiPassTransformerConfig
+    _no_split_modules = ["MultiPassEncoderLayer", "MTDecoderLayer"]
+
+    def post_init(self):
+        # transformers never calls `_init_weights` on a custom-code module without parameters of its own (it marks
+        # it initialised, `PreTrainedModel._initialize_weights`), so an `MTAttention` branch there would not run: the
+        # attention projections are tagged here and initialised in the `nn.Linear` branch instead.
+        for module in self.modules():
+            if isinstance(module, MTAttention):
+                for projection in (module.q_proj, module.k_proj, module.v_proj):
+                    projection.xavier_gain = 1 / math.sqrt(2)
+                module.out_proj.xavier_gain = 1.0
+        super().post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """fairseq's Transformer initialisation (the paper trained with fairseq): attention query/key/value
+        projections Xavier-uniform with gain 1/sqrt(2), attention output projections Xavier-uniform, FFN
+        U(±1/sqrt(fan_in)), zero biases, N(0, d^-1/2) embeddings. Soft connection logits: zero (uniform alpha; the paper
+        does not say), or alpha_kk = 0.99 for `soft_connection_init="identity"`."""
+        super()._init_weights(module)
+        if isinstance(module, nn.Linear) and hasattr(module, "xavier_gain"):
+            init.xavier_uniform_(module.weight, gain=module.xavier_gain)
+        elif isinstance(module, MultiPassConnections) and module.soft:
+            n = module.num_layers
+            if module.soft_init == "identity" and n > 1:
+                init.copy_(module.logits, torch.eye(n) * math.log(99.0 * (n - 1)))  # softmax gives 0.99 on the diagonal
+            else:
+                init.zeros_(module.logits)
+
+
+class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder):
+    """Embeddings, then the shared stack of `encoder_layers` layers run for up to `num_passes` passes."""
+
+    layer_class = MultiPassEncoderLayer
+    _can_record_outputs = {"hidden_states": MultiPassEncoderLayer, "attentions": MTAttention}
+
+    def __init__(self, config: MultiPassTransformerConfig):
+        super().__init__(config)
+        # With a single pass there is nothing to connect: the encoder is exactly a plain Transformer encoder.
+        self.connections = MultiPassConnections(config) if config.num_passes > 1 else None
+        self.connect_from_mid = config.routing_pattern in ("c", "d")  # Figure 4: S^mid instead of S^out
+        self.post_init()
+
+    @property
+    def connection_weights(self) -> torch.Tensor | None:
+        """alpha `[N outer, N inner]` (the paper's Figure 5), or None with a single pass."""
+        return self.connections.weights().detach() if self.connections is not None else None
+
+    def pass_to_read(self, encoder_pass: int | None) -> int:
+        """The pass whose output the decoder reads: the caller's choice; else, in training, the last pass (objectives
+        "last" and "sum") or a uniformly drawn one (objective "random", §3.2); else `config.inference_pass`, else the
+        last pass."""
+        num_passes = self.config.num_passes
+        if encoder_pass is not None:
+            check_pass(encoder_pass, num_passes, "encoder_pass")
+            return encoder_pass
+        if self.training:
+            if self.config.training_objective == "random":
+                # Note: under DistributedDataParallel ranks may draw different passes; a pass-1 draw leaves soft
+                # connection logits unused, so use `find_unused_parameters=True` there.
+                return int(torch.randint(1, num_passes + 1, ()).item())
+            return num_passes
+        return self.config.inference_pass or num_passes
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_pass: int | None = None,
+        output_pass_hidden_states: bool = False,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MultiPassEncoderOutput:
+        r"""
+        encoder_pass (`int`, *optional*):
+            Pass (1-based) whose output is returned for the decoder; only that many passes are computed. Defaults as
+            described in `pass_to_read`.
+        output_pass_hidden_states (`bool`, *optional*, defaults to `False`):
+            Also return the output of every pass that ran, as `pass_hidden_states`.
+        """
+        num_passes = self.pass_to_read(encoder_pass)
+        embeddings = self.embed(input_ids, inputs_embeds)
+        # X: the same embeddings (and dropout mask) start every pass
+        embeddings = nn.functional.dropout(embeddings, p=self.dropout, training=self.training)
+        padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
+        attention_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=embeddings, attention_mask=attention_mask
+        )
+
+        pass_outputs = []
+        inner_features = None  # S_0..S_{N-1} of the previous pass (S^mid for patterns (c)/(d))
+        for _ in range(num_passes):
+            if inner_features is None:
+                connections = [None] * len(self.layers)
+            else:
+                connections = self.connections(inner_features)
+            # Every pass restarts from the original input, S~_{-1} = X (architectures.md §5: the difference from a
+            # plain tied 6+6 stack).
+            hidden_states, inner_features = embeddings, []
+            for layer, connection in zip(self.layers, connections, strict=True):
+                hidden_states, mid = layer(
+                    hidden_states, connection, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs
+                )
+                inner_features.append(mid if self.connect_from_mid else hidden_states)
+            pass_outputs.append(self.finalize(hidden_states))
+        return MultiPassEncoderOutput(
+            last_hidden_state=pass_outputs[-1],
+            pass_hidden_states=tuple(pass_outputs) if output_pass_hidden_states else None,
+        )
+
+
+class MultiPassTransformerDecoder(MultiPassTransformerPreTrainedModel, MTDecoder):
+    """The standard Transformer decoder (the paper changes only the encoder)."""
+
+    layer_class = MTDecoderLayer
+    _can_record_outputs = {
+        "hidden_states": MTDecoderLayer,
+        "attentions": OutputRecorder(MTAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
+    }
+
+
+class MultiPassTransformerModel(MultiPassTransformerPreTrainedModel, MTModel):
+    encoder_class = MultiPassTransformerEncoder
+    decoder_class = MultiPassTransformerDecoder
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        encoder_pass: int | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqModelOutput:
+        r"""
+        encoder_pass (`int`, *optional*):
+            Pass (1-based) of the encoder whose output the decoder reads (see `MultiPassTransformerEncoder`). Ignored
+            when `encoder_outputs` are given: they were computed for one pass already (this is how `generate()` works:
+            `generate(..., encoder_pass=1)` hands the choice to the encoder, which runs once).
+        """
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                encoder_pass=encoder_pass,
+                **kwargs,
+            )
+        return super().forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+
+
+class MultiPassTransformerForConditionalGeneration(MultiPassTransformerPreTrainedModel, MTForConditionalGeneration):
+    base_model_class = MultiPassTransformerModel
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        encoder_pass: int | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqLMOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*):
+            Target token ids; -100 marks positions ignored by the loss. With `training_objective="sum"` in training
+            mode the loss is the sum over passes of the loss of the decoder reading that pass (§3.2); the returned
+            logits are those of the last pass.
+        encoder_pass (`int`, *optional*):
+            Pass (1-based) of the encoder whose output the decoder reads; also a `generate()` argument.
+        """
+        decoder_kwargs = dict(
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            past_key_values=past_key_values,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            labels=labels,
+            use_cache=use_cache,
+            logits_to_keep=logits_to_keep,
+        )
+        sum_over_passes = (
+            self.training
+            and labels is not None
+            and encoder_outputs is None
+            and encoder_pass is None
+            and self.config.training_objective == "sum"
+            and self.config.num_passes > 1
+        )
+        if self.training and labels is None and self.config.training_objective == "sum":
+            logger.warning_once(
+                "training_objective='sum' needs `labels` in the model call to sum the losses of all passes; without "
+                "them (the Trainer's label smoothing, or `TokenBatchSeq2SeqTrainer`, computes the loss from the logits "
+                "itself) only the last pass is trained. Use training_objective='random' to train every pass there."
+            )
+        if not sum_over_passes:
+            return super().forward(
+                input_ids,
+                encoder_outputs=encoder_outputs,
+                inputs_embeds=inputs_embeds,
+                encoder_pass=encoder_pass,
+                **decoder_kwargs,
+                **kwargs,
+            )
+
+        # Objective "sum" (§3.2): L(S_{N-1}, T) + L(S~_{N-1}, T) [+ ... for P > 2]; the encoder runs once, the decoder
+        # once per pass.
+        encoder_kwargs = {key: value for key, value in kwargs.items() if key != "num_items_in_batch"}
+        encoder_outputs = self.model.encoder(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            output_pass_hidden_states=True,
+            **encoder_kwargs,
+        )
+        total_loss, outputs = 0.0, None
+        for pass_output in encoder_outputs.pass_hidden_states:
+            pass_encoder_outputs = BaseModelOutput(
+                last_hidden_state=pass_output,
+                hidden_states=encoder_outputs.hidden_states,
+                attentions=encoder_outputs.attentions,
+            )
+            outputs = super().forward(encoder_outputs=pass_encoder_outputs, **decoder_kwargs, **kwargs)
+            total_loss = total_loss + outputs.loss
+        outputs.loss = total_loss
+        return outputs
+
+
+__all__ = [
+    "MultiPassTransformerPreTrainedModel",
+    "MultiPassTransformerModel",
+    "MultiPassTransformerForConditionalGeneration",
+]

@@ -1,0 +1,586 @@
+"""Behaviour of the Multi-Pass Transformer (paper 004) on tiny CPU models.
+
+Most generation checks use models briefly trained on a toy word-mapping task: the untrained tiny models (tied
+embeddings) repeat the start token, which would let a cache or padding bug go unnoticed."""
+
+import copy
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForSeq2SeqLM
+from transformers.testing_utils import CaptureLogger
+
+import hf_unified_mt
+from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from hf_unified_mt.configuration_multi_pass_transformer import MultiPassTransformerConfig
+from hf_unified_mt.modeling_mt_common import (
+    MTDecoder,
+    MTDecoderLayer,
+    MTEncoder,
+    MTEncoderLayer,
+    MTForConditionalGeneration,
+    MTModel,
+)
+from hf_unified_mt import modeling_multi_pass_transformer
+from hf_unified_mt.modeling_multi_pass_transformer import (
+    MultiPassTransformerForConditionalGeneration,
+    MultiPassTransformerModel,
+)
+from test_hf_integration import _run_without_package
+
+
+VOCAB = len(SPECIALS) + len(VOCAB_WORDS)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """Tiny models run several times faster on one thread than on two busy cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_config(**overrides) -> MultiPassTransformerConfig:
+    settings = {"vocab_size": VOCAB, "dropout": 0.0, **overrides}
+    return hf_unified_mt.get_config("multi_pass_transformer", "tiny", **settings)
+
+
+def tiny_model(seed: int = 0, **overrides) -> MultiPassTransformerForConditionalGeneration:
+    torch.manual_seed(seed)
+    return MultiPassTransformerForConditionalGeneration(tiny_config(**overrides)).eval()
+
+
+# ------------------------------------------------------------------------------------------ toy-trained models
+
+def toy_task(num_pairs: int = 8, length: int = 6):
+    """Word-by-word 'translation' through a fixed vocabulary permutation, with the first three words reversed."""
+    generator = torch.Generator().manual_seed(0)
+    mapping = torch.randperm(VOCAB - 4, generator=generator) + 4
+    source = torch.randint(4, VOCAB, (num_pairs, length), generator=generator)
+    source[:, -1] = 2
+    target = mapping[source - 4]
+    target[:, -1] = 2
+    target = torch.cat([target[:, :3].flip(1), target[:, 3:]], dim=1)
+    return source, target
+
+
+VARIANTS = {
+    # the sum objective trains both passes, so that pass 1 translates too
+    "hard": dict(hard_connections=[2, 0, 1], training_objective="sum"),
+    "soft-c": dict(connection_type="soft", routing_pattern="c", training_objective="random"),
+    "pre-norm-b-3-passes": dict(normalize_before=True, routing_pattern="b", num_passes=3, hard_connections=[1, 2, 0]),
+}
+_TRAINED = {}
+
+
+def trained_model(variant: str) -> MultiPassTransformerForConditionalGeneration:
+    if variant not in _TRAINED:
+        model = tiny_model(**VARIANTS[variant]).train()
+        source, target = toy_task()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+        for _ in range(80):
+            loss = model(input_ids=source, labels=target).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        _TRAINED[variant] = model.eval()
+    return _TRAINED[variant]
+
+
+# ------------------------------------------------------------------------------------------ reference forward
+
+def reference_encoder(model, input_ids, num_passes):
+    """The multi-pass encoder written out from the paper (§3.2-3.3, Eq. 2, 3, 6), post-norm, no padding, no dropout."""
+    encoder, config = model.model.encoder, model.config
+    if config.connection_type == "soft":
+        alpha = torch.softmax(encoder.connections.logits, dim=-1)  # Eq. (6)
+    else:
+        alpha = torch.eye(config.encoder_layers)[config.hard_connections]  # alpha_kj = 1 iff j = tau_k
+    x = encoder.embed(input_ids, None)
+    previous = None
+    for _ in range(num_passes):
+        hidden, features = x, []  # each pass starts from the original input X
+        for k, layer in enumerate(encoder.layers):
+            connection = None if previous is None else sum(alpha[k, j] * previous[j] for j in range(len(previous)))
+            branch = 0.0
+            if connection is not None and config.routing_pattern in "ac":
+                hidden = hidden + connection  # before the residual branch point
+            elif connection is not None:
+                branch = connection  # on the self-attention branch only
+            mid = layer.self_attn_sublayer.layer_norm(hidden + layer.self_attn(hidden + branch)[0])
+            out = layer.ffn_sublayer.layer_norm(mid + layer.ffn(mid))
+            features.append(mid if config.routing_pattern in "cd" else out)
+            hidden = out
+        previous = features
+    return hidden
+
+
+@pytest.mark.parametrize("pattern", ["a", "b", "c", "d"])
+@pytest.mark.parametrize("connection_type", ["hard", "soft"])
+def test_encoder_matches_the_paper_equations(pattern, connection_type):
+    extra = dict(hard_connections=[2, 0, 1]) if connection_type == "hard" else {}
+    model = tiny_model(connection_type=connection_type, routing_pattern=pattern, num_passes=3, **extra)
+    if connection_type == "soft":
+        with torch.no_grad():
+            model.model.encoder.connections.logits.normal_(0, 2.0)
+    ids, _ = random_batch(VOCAB, pad_last=0)
+    with torch.no_grad():
+        for num_passes in (1, 2, 3):
+            expected = reference_encoder(model, ids, num_passes)
+            actual = model.get_encoder()(input_ids=ids, encoder_pass=num_passes).last_hidden_state
+            assert torch.allclose(actual, expected, atol=1e-5), (num_passes, (actual - expected).abs().max())
+        # the connections matter: another permutation / other weights give another second pass
+        before = model.get_encoder()(input_ids=ids, encoder_pass=2).last_hidden_state
+        if connection_type == "hard":
+            model.model.encoder.connections.permutation = [0, 1, 2]
+        else:
+            model.model.encoder.connections.logits.zero_()
+        after = model.get_encoder()(input_ids=ids, encoder_pass=2).last_hidden_state
+        assert not torch.allclose(before, after, atol=1e-3)
+
+
+def test_hard_connections_are_one_hot_and_soft_weights_sum_to_one():
+    hard = tiny_model(hard_connections=[2, 0, 1]).model.encoder.connection_weights
+    assert torch.equal(hard, torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    soft_model = tiny_model(connection_type="soft")
+    assert torch.allclose(soft_model.model.encoder.connection_weights, torch.full((3, 3), 1 / 3))  # zero logits
+    with torch.no_grad():
+        soft_model.model.encoder.connections.logits.normal_(0, 3.0)
+    alpha = soft_model.model.encoder.connection_weights
+    assert torch.allclose(alpha.sum(-1), torch.ones(3), atol=1e-6) and (alpha >= 0).all()
+    identity = tiny_model(connection_type="soft", soft_connection_init="identity").model.encoder.connection_weights
+    assert torch.allclose(identity.diagonal(), torch.full((3,), 0.99))
+    assert tiny_model(num_passes=1, connection_type="soft").model.encoder.connection_weights is None
+
+
+def test_initialisation_follows_fairseq():
+    model = tiny_model()
+    d = model.config.d_model
+    default_bound, xavier_qkv, xavier_out = d**-0.5, 2**-0.5 * (6 / (2 * d)) ** 0.5, (6 / (2 * d)) ** 0.5
+    for layer in list(model.model.encoder.layers) + [layer.encoder_attn for layer in model.model.decoder.layers]:
+        attention = getattr(layer, "self_attn", layer)
+        for projection, bound in ((attention.q_proj, xavier_qkv), (attention.v_proj, xavier_qkv),
+                                  (attention.out_proj, xavier_out)):
+            assert default_bound < projection.weight.abs().max() <= bound  # Xavier-uniform, not PyTorch's default
+            assert projection.bias.abs().max() == 0
+    assert model.model.encoder.layers[0].ffn.fc1.weight.abs().max() <= default_bound
+
+
+# ------------------------------------------------------------------------------------------ plain Transformer
+
+class PlainEncoder(MTEncoder):
+    layer_class = MTEncoderLayer
+
+
+class PlainDecoder(MTDecoder):
+    layer_class = MTDecoderLayer
+
+
+class PlainModel(MTModel):
+    encoder_class, decoder_class = PlainEncoder, PlainDecoder
+
+
+class PlainForConditionalGeneration(MTForConditionalGeneration):
+    base_model_class = PlainModel
+
+
+def count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("normalize_before", [False, True])
+def test_one_pass_is_exactly_a_plain_transformer(normalize_before):
+    model = tiny_model(num_passes=1, connection_type="soft", normalize_before=normalize_before)
+    plain = PlainForConditionalGeneration(model.config).eval()
+    plain.load_state_dict(model.state_dict(), strict=True)  # same parameters, same names
+    ids, mask = random_batch(VOCAB)
+    with torch.no_grad():
+        expected = plain(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+        assert torch.equal(model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits, expected)
+        # the first pass of a two-pass model is the same plain encoder
+        two_pass = tiny_model(num_passes=2, normalize_before=normalize_before)
+        plain.load_state_dict(two_pass.state_dict(), strict=True)
+        first = two_pass.get_encoder()(input_ids=ids, attention_mask=mask, encoder_pass=1).last_hidden_state
+        assert torch.equal(first, plain.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state)
+
+
+def test_parameter_count_is_a_plain_transformer_plus_n_squared_for_soft():
+    plain = count(PlainForConditionalGeneration(tiny_config()))
+    n = tiny_config().encoder_layers
+    for passes in (1, 2, 3):
+        assert count(tiny_model(num_passes=passes)) == plain
+        assert count(tiny_model(num_passes=passes, connection_type="soft")) == plain + (n * n if passes > 1 else 0)
+    # Transformer base (6+6, d 512, FFN 2048, shared and tied embeddings): 44,138,496 + 512 V (architectures.md §5)
+    for preset, extra in (("base", 0), ("base-searched", 0), ("base-soft", 36)):
+        config = hf_unified_mt.get_config("multi_pass_transformer", preset, vocab_size=1000)
+        with torch.device("meta"):  # shapes only: no memory, no initialisation
+            assert count(MultiPassTransformerForConditionalGeneration(config)) == 44_138_496 + 512 * 1000 + extra
+
+
+# ------------------------------------------------------------------------------------------ objectives
+
+def _loss(model, ids, labels, **kwargs):
+    return model(input_ids=ids, labels=labels, **kwargs).loss
+
+
+def test_training_objectives():
+    ids, _ = random_batch(VOCAB, pad_last=0)
+    labels = torch.roll(ids, 1, dims=1)
+    model = tiny_model(num_passes=2).train()  # dropout 0: train and eval compute the same function
+    per_pass = [_loss(model, ids, labels, encoder_pass=p) for p in (1, 2)]
+    assert not torch.allclose(per_pass[0], per_pass[1])
+    assert torch.equal(_loss(model, ids, labels), per_pass[1])  # "last"
+
+    model.config.training_objective = "sum"
+    total = _loss(model, ids, labels)
+    assert torch.allclose(total, per_pass[0] + per_pass[1], atol=1e-6)
+    total.backward()
+    assert all(p.grad is not None for p in model.parameters())
+    with torch.no_grad():  # evaluation reads one pass
+        assert torch.allclose(_loss(model.eval(), ids, labels), per_pass[1].detach())
+    # A Trainer that computes the loss from the logits cannot sum over passes: that is said, not silently dropped.
+    logging.Logger.warning_once.cache_clear()  # shown once per process: make sure this call shows it
+    with CaptureLogger(modeling_multi_pass_transformer.logger) as captured:
+        model.train()(input_ids=ids, decoder_input_ids=labels)
+    assert "only the last pass is trained" in captured.out
+
+    model.train().config.training_objective = "random"
+    torch.manual_seed(0)
+    draws = [_loss(model, ids, labels).item() for _ in range(12)]
+    matches = [min(range(2), key=lambda p: abs(loss - per_pass[p].item())) for loss in draws]
+    assert all(abs(loss - per_pass[p].item()) < 1e-5 for loss, p in zip(draws, matches, strict=True))
+    assert set(matches) == {0, 1}, "both passes are drawn"
+
+
+def test_forward_with_labels_returns_loss_and_every_parameter_trains():
+    model = tiny_model(connection_type="soft", routing_pattern="c").train()
+    ids, mask = random_batch(VOCAB)
+    labels = ids.masked_fill(mask == 0, -100)
+    output = model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert output.loss.ndim == 0 and torch.isfinite(output.loss)
+    assert output.logits.shape == (*labels.shape, VOCAB)
+    output.loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    ids, mask = random_batch(VOCAB)
+    labels = ids.masked_fill(mask == 0, -100)
+    grads = []
+    for checkpointing in (False, True):
+        model = tiny_model(connection_type="soft", routing_pattern="c", training_objective="sum").train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        assert model.model.encoder.connections.logits.grad.abs().sum() > 0
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ choosing the pass
+
+def _count_layer_calls(model):
+    calls = []
+    handles = [layer.register_forward_hook(lambda *_: calls.append(1)) for layer in model.model.encoder.layers]
+    return calls, handles
+
+
+def test_choosing_the_pass_changes_the_encoder_cost_and_translates():
+    model = trained_model("hard")
+    source, target = toy_task()
+    calls, handles = _count_layer_calls(model)
+    outputs = {}
+    for encoder_pass in (1, 2):
+        calls.clear()
+        outputs[encoder_pass] = model.generate(source, encoder_pass=encoder_pass, max_new_tokens=8, num_beams=2)
+        assert len(calls) == encoder_pass * model.config.encoder_layers  # the encoder ran once, that many passes
+    for handle in handles:
+        handle.remove()
+    for encoder_pass, generated in outputs.items():
+        # a valid translation from either pass: the toy targets, then </s>
+        assert torch.equal(generated[:, 1 : target.shape[1] + 1], target), encoder_pass
+    with torch.no_grad():
+        full = model.get_encoder()(input_ids=source, output_pass_hidden_states=True)
+        first = model.get_encoder()(input_ids=source, encoder_pass=1).last_hidden_state
+    assert len(full.pass_hidden_states) == 2 and torch.equal(full.pass_hidden_states[-1], full.last_hidden_state)
+    assert torch.equal(full.pass_hidden_states[0], first) and not torch.allclose(first, full.last_hidden_state)
+
+    # the config default, and the same choice through the translation pipeline
+    chosen = copy.deepcopy(model)
+    chosen.config.inference_pass = 1
+    assert torch.equal(chosen.generate(source, max_new_tokens=8, num_beams=2), outputs[1])
+    with pytest.raises(ValueError, match="encoder_pass"):
+        model.generate(source, encoder_pass=3, max_new_tokens=2)
+
+
+def test_pipeline_reads_the_chosen_pass(tokenizer):
+    model = trained_model("hard")
+    translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=6, num_beams=2)
+    sentences = ["hola mundo", "el gato ve al perro"]
+    for encoder_pass in (1, 2):
+        direct = model.generate(**tokenizer(sentences, return_tensors="pt", padding=True), max_new_tokens=6,
+                                num_beams=2, encoder_pass=encoder_pass)
+        expected = [{"translation_text": t} for t in tokenizer.batch_decode(direct, skip_special_tokens=True)]
+        assert translator(sentences, batch_size=2, encoder_pass=encoder_pass) == expected
+
+
+# ------------------------------------------------------------------------------------------ decoding
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_incremental_decoding_matches_full_forward(variant, attn_implementation):
+    model = copy.deepcopy(trained_model(variant))
+    model.set_attn_implementation(attn_implementation)
+    ids, mask = random_batch(VOCAB)
+    target = torch.randint(4, VOCAB, (ids.shape[0], 8), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=False).logits
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        cache, steps = None, []
+        for t in range(target.shape[1]):
+            out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=target[:, t : t + 1],
+                        past_key_values=cache, use_cache=True)
+            cache, steps = out.past_key_values, steps + [out.logits]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5), (torch.cat(steps, 1) - full).abs().max()
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_generate_with_and_without_cache_is_identical(variant):
+    model = trained_model(variant)
+    source, _ = toy_task()
+    settings = [
+        dict(),
+        dict(encoder_pass=1),
+        dict(num_beams=4, num_return_sequences=2),
+        dict(num_beams=4, num_return_sequences=2, encoder_pass=1),
+        dict(do_sample=True, top_k=10),
+    ]
+    for kwargs in settings:
+        outputs = []
+        for use_cache in (True, False):
+            torch.manual_seed(0)
+            outputs.append(model.generate(source[:4], max_new_tokens=10, min_new_tokens=10, use_cache=use_cache,
+                                          **kwargs))
+        assert torch.equal(outputs[0], outputs[1]), kwargs
+        assert outputs[0].shape[1] == 11
+        assert len(outputs[0][:, 1:].unique()) > 3, "the model decodes real sequences, not a repeated token"
+
+
+@pytest.mark.parametrize("variant", ["hard", "pre-norm-b-3-passes"])
+def test_translation_does_not_depend_on_batch_or_padding(variant):
+    model = trained_model(variant)
+    ids, mask = random_batch(VOCAB, batch=3, pad_last=4)
+    alone_ids = ids[-1:, : ids.shape[1] - 4]
+    with torch.no_grad():
+        for encoder_pass in range(1, model.config.num_passes + 1):
+            batched = model.get_encoder()(input_ids=ids, attention_mask=mask, encoder_pass=encoder_pass)
+            alone = model.get_encoder()(input_ids=alone_ids, encoder_pass=encoder_pass)
+            assert torch.allclose(batched.last_hidden_state[-1, : alone_ids.shape[1]], alone.last_hidden_state[0],
+                                  atol=1e-5)
+    for kwargs in (dict(), dict(num_beams=4), dict(num_beams=4, encoder_pass=1)):
+        batched = model.generate(ids, attention_mask=mask, max_new_tokens=10, min_new_tokens=10, **kwargs)
+        alone = model.generate(alone_ids, max_new_tokens=10, min_new_tokens=10, **kwargs)
+        assert torch.equal(batched[-1], alone[0]), kwargs
+
+
+# ------------------------------------------------------------------------------------------ save / load / remote
+
+def test_save_and_load_round_trip(tmp_path):
+    model = tiny_model(connection_type="soft", routing_pattern="c")
+    with torch.no_grad():
+        model.model.encoder.connections.logits.normal_(0, 2.0)
+    model.save_pretrained(tmp_path)
+    for code_file in ("modeling_multi_pass_transformer.py", "configuration_multi_pass_transformer.py",
+                      "modeling_mt_common.py", "configuration_mt_common.py", "cache_mt.py", "pipeline_translation.py"):
+        assert (tmp_path / code_file).exists(), code_file
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is type(model)
+    assert torch.equal(reloaded.model.encoder.connection_weights, model.model.encoder.connection_weights)
+    ids, mask = random_batch(VOCAB)
+    with torch.no_grad():
+        for encoder_pass in (1, 2):
+            a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, encoder_pass=encoder_pass).logits
+            b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, encoder_pass=encoder_pass).logits
+            assert torch.equal(a, b)
+    embeddings = [reloaded.model.encoder.embed_tokens.weight, reloaded.model.decoder.embed_tokens.weight,
+                  reloaded.lm_head.weight]
+    assert all(e is embeddings[0] for e in embeddings), "shared and tied embeddings stay one parameter"
+
+    hard = tiny_model(hard_connections=[2, 0, 1], num_passes=3, inference_pass=2)
+    hard.save_pretrained(tmp_path / "hard")
+    saved = json.loads((tmp_path / "hard" / "config.json").read_text())
+    assert (saved["hard_connections"], saved["num_passes"], saved["inference_pass"]) == ([2, 0, 1], 3, 2)
+    assert AutoConfig.from_pretrained(tmp_path / "hard").hard_connections == [2, 0, 1]
+
+
+def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
+    model = trained_model("hard")
+    checkpoint = tmp_path / "checkpoint"
+    model.save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("MultiPassTransformerForConditionalGeneration")
+    source, _ = toy_task()
+    ids = source[:3].tolist()
+    expected_beam = model.generate(source[:3], num_beams=4, max_new_tokens=8).tolist()
+    expected_first = model.generate(source[:3], max_new_tokens=8, encoder_pass=1).tolist()
+    sentences = ["hola mundo", "el gato ve al perro"]
+    expected_pipeline = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=6)(sentences)
+
+    remote = _run_without_package(f"""
+        import json, torch
+        from transformers import AutoModelForSeq2SeqLM, pipeline
+        model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
+        ids = torch.tensor({ids})
+        beam = model.generate(ids, num_beams=4, max_new_tokens=8).tolist()
+        beam_no_cache = model.generate(ids, num_beams=4, max_new_tokens=8, use_cache=False).tolist()
+        first = model.generate(ids, max_new_tokens=8, encoder_pass=1).tolist()
+        translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=6)
+        print(json.dumps(dict(module=type(model).__module__, beam=beam, beam_no_cache=beam_no_cache, first=first,
+                              pipeline=translator({sentences!r}))))
+    """, cwd=tmp_path)
+    assert remote["module"].startswith("transformers_modules"), remote["module"]
+    assert remote["beam"] == expected_beam == remote["beam_no_cache"]
+    assert remote["first"] == expected_first
+    assert remote["pipeline"] == expected_pipeline
+
+
+# ------------------------------------------------------------------------------------------ outputs and errors
+
+def test_output_attentions_and_hidden_states_cover_every_pass():
+    model = tiny_model(num_passes=2)
+    model.set_attn_implementation("eager")
+    ids, mask = random_batch(VOCAB)
+    n = model.config.encoder_layers
+    for encoder_pass in (1, 2):
+        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
+                    output_hidden_states=True, encoder_pass=encoder_pass)
+        assert len(out.encoder_hidden_states) == 1 + encoder_pass * n  # embeddings, then every layer call
+        assert len(out.encoder_attentions) == encoder_pass * n
+        assert torch.equal(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
+        assert out.encoder_attentions[-1][-1, :, :, -3:].abs().max() == 0  # padding gets no attention
+        assert len(out.decoder_hidden_states) == model.config.decoder_layers + 1
+        assert out.cross_attentions[0].shape == (3, model.config.decoder_attention_heads, 5, ids.shape[1])
+    encoder = model.get_encoder()(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                                  output_pass_hidden_states=True)
+    assert torch.equal(encoder.hidden_states[n], encoder.pass_hidden_states[0])  # end of the first pass
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(hard_connections=[0, 0, 1]), "hard_connections"),  # not a permutation
+        (dict(hard_connections=[0, 1, 3]), "hard_connections"),
+        (dict(hard_connections=[0, 1]), "hard_connections"),  # wrong length
+        (dict(hard_connections=[1, 0, 2, 3]), "hard_connections"),
+        (dict(connection_type="soft", hard_connections=[0, 1, 2]), "hard_connections"),
+        (dict(connection_type="dense"), "connection_type"),
+        (dict(routing_pattern="e"), "routing_pattern"),
+        (dict(training_objective="mean"), "training_objective"),
+        (dict(soft_connection_init="delta"), "soft_connection_init"),
+        (dict(num_passes=0), "num_passes"),
+        (dict(inference_pass=3), "inference_pass"),
+        (dict(inference_pass=0), "inference_pass"),
+        (dict(num_pass=2), "num_passes"),  # a misspelled option
+        (dict(d_model=30), "d_model"),
+    ],
+)
+def test_bad_config_raises_value_error_naming_the_field(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        tiny_config(**overrides)
+
+
+def test_registration_presets_and_base_model():
+    assert isinstance(AutoConfig.for_model("multi_pass_transformer"), MultiPassTransformerConfig)
+    assert hf_unified_mt.ARCHITECTURES["multi_pass_transformer"][2] is MultiPassTransformerForConditionalGeneration
+    assert hf_unified_mt.get_config("multi_pass_transformer", "base-searched").hard_connections == [0, 4, 1, 5, 2, 3]
+    base = MultiPassTransformerModel(tiny_config())
+    ids, mask = random_batch(VOCAB)
+    out = base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4], encoder_pass=1)
+    assert out.last_hidden_state.shape == (3, 4, base.config.d_model)
+    assert tiny_model().can_generate()
+
+
+# ------------------------------------------------------------------------------------------ connection search tool
+
+def _load_search_tool():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "training" / "search_connections.py"
+    spec = importlib.util.spec_from_file_location("mt_script_search_connections", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_connection_search_is_coarse_to_fine_and_resumable(tmp_path):
+    """The search logic with a stand-in for train.py whose validation loss is the number of swaps to a hidden best
+    permutation: refining around the best candidates must walk to it, and a rerun must train nothing again."""
+    search = _load_search_tool()
+    best = [3, 1, 4, 0, 2]
+
+    def swaps_to_best(permutation):
+        relative, seen, cycles = [best.index(j) for j in permutation], set(), 0
+        for start in range(len(relative)):
+            cycles += start not in seen
+            while start not in seen:
+                seen.add(start)
+                start = relative[start]
+        return len(relative) - cycles
+
+    trained = []
+
+    def fake_train_main(argv, callbacks):
+        permutation = json.loads(argv[argv.index("--config_overrides") + 1])["hard_connections"]
+        run_dir = tmp_path / "search" / "runs" / search.key_of(permutation)
+        (run_dir / "checkpoint-2").mkdir(parents=True)
+        trained.append((permutation, argv))
+        callbacks[0].on_evaluate(None, None, None, metrics={"eval_loss": float(swaps_to_best(permutation))})
+
+    options = ["--output_dir", str(tmp_path / "search"), "--preset", "tiny", "--config_overrides",
+               '{"encoder_layers": 5}', "--coarse_samples", "3", "--refine_top", "1", "--refine_neighbours", "10",
+               "--max_steps", "7"]
+    ranking = search.main(options + ["--refine_rounds", "1"], train_main=fake_train_main)
+    first_round = len(trained)
+    # identity + 3 random permutations, then the unseen ones of the best candidate's 10 one-swap neighbours
+    assert trained[0][0] == [0, 1, 2, 3, 4] and 4 < first_round <= 4 + 10
+    assert trained[0][1][-2:] != ["--resume_from_checkpoint", "last"] and "--max_steps" in trained[0][1]
+    assert "--tokenizer_name_or_path" in trained[1][1], "later candidates reuse the first run's tokenizer"
+    assert [e["value"] for e in ranking] == sorted(e["value"] for e in ranking)
+    assert not any((tmp_path / "search" / "runs").glob("*/checkpoint-*")), "finished candidates' checkpoints go"
+
+    ranking = search.main(options + ["--refine_rounds", "6"], train_main=fake_train_main)  # resumes, goes on
+    assert ranking[0]["permutation"] == best and ranking[0]["value"] == 0
+    assert len({tuple(p) for p, _ in trained}) == len(trained), "no candidate is trained twice"
+    assert len(trained) < 120, "the fine stage explores neighbourhoods, not the whole space"
+    board = json.loads((tmp_path / "search" / "leaderboard.json").read_text())
+    assert board[0]["hard_connections"] == best and board[0]["rank"] == 1 and len(board) == len(trained)
+    assert "| 1 | [3, 1, 4, 0, 2] | 0.0000 |" in (tmp_path / "search" / "leaderboard.md").read_text()
+
+    count = len(trained)
+    search.main(options + ["--refine_rounds", "6"], train_main=fake_train_main)
+    assert len(trained) == count, "a finished search trains nothing when run again"
+    with pytest.raises(ValueError, match="metric"):
+        search.main(options + ["--metric", "bleu"], train_main=fake_train_main)
+
+
+def test_connection_search_trains_through_train_py(tmp_path):
+    """Two candidates trained for real by training/train.py on a slice of the embedded corpus."""
+    search = _load_search_tool()
+    output = tmp_path / "search"
+    ranking = search.main([
+        "--output_dir", str(output), "--preset", "tiny", "--coarse_samples", "1", "--refine_rounds", "0",
+        "--max_train_samples", "48", "--max_eval_samples", "8", "--tokenizer_vocab_size", "300",
+        "--max_source_length", "64", "--max_target_length", "64", "--overlong", "skip", "--max_tokens", "600",
+        "--max_steps", "2", "--eval_steps", "100", "--save_steps", "100", "--warmup_steps", "1", "--use_cpu",
+        "--disable_tqdm", "True", "--report_to", "none", "--dataloader_num_workers", "0",
+    ])
+    assert len(ranking) == 2 and all(entry["value"] > 0 for entry in ranking)
+    for entry in ranking:
+        saved = json.loads((Path(entry["run_dir"]) / "config.json").read_text())
+        assert saved["model_type"] == "multi_pass_transformer" and saved["hard_connections"] == entry["permutation"]
+    assert (output / "leaderboard.md").exists()
