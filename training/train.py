@@ -20,6 +20,7 @@ config to `output_dir`, score the test split (BLEU and chrF with sacreBLEU signa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -560,6 +561,12 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
     results: dict[str, Any] = {
         "arch": model_args.arch,
         "preset": model_args.preset,
+        # everything needed to reproduce the run (model cards read it)
+        "training_arguments": {
+            **dataclasses.asdict(model_args),
+            **dataclasses.asdict(data_args),
+            **training_args.to_dict(),
+        },
         "num_parameters": num_parameters,
         "vocab_size": len(tokenizer),
         "skipped_overlong": skipped,

@@ -36,7 +36,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
 from .cache_mt import StatefulDecoderCacheLayer
-from .configuration_mt_common import MTConfig
+from .configuration_mt_common import STATEFUL_LAYER_TYPE, MTConfig
 
 
 def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -458,9 +458,11 @@ class MTDecoder(MTPreTrainedModel):
                 "`EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))`"
             )
         self_attn_cache = past_key_values.self_attention_cache if past_key_values is not None else None
+        # Checked by layer type name, not class: every checkpoint loaded with trust_remote_code brings its own copy
+        # of `cache_mt.py`, and the last one imported owns the (global) name, so the class object may be another copy.
         if self_attn_cache is not None and (
             len(self_attn_cache.layers) != self.config.decoder_layers
-            or not all(isinstance(layer, StatefulDecoderCacheLayer) for layer in self_attn_cache.layers)
+            or not all(getattr(layer, "_layer_type", None) == STATEFUL_LAYER_TYPE for layer in self_attn_cache.layers)
         ):
             raise TypeError(
                 "The decoder cache was built without the model config, so it cannot hold the decoder's recurrent "
