@@ -1,0 +1,715 @@
+#!/usr/bin/env python
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Publish a checkpoint trained with `training/train.py` to the Hugging Face Hub.
+
+    python hub_upload.py outputs/unified-small --repo_id my-name/unified-transformer-es-en --private
+    python hub_upload.py outputs/unified-small --repo_id my-name/unified-transformer-es-en --dry-run
+
+Steps:
+
+1. Unless `--dry-run`: find the token (`HF_TOKEN`, or the login cached by `hf auth login`) and stop at once, with a
+   clear message, if there is none.
+2. Check the checkpoint: weights (`model.safetensors`, or a sharded index and its shards), `config.json` with
+   `auto_map` and `custom_pipelines`, every model code file `auto_map` names and every file they import
+   (`from .module import ...`), the translation pipeline file, `generation_config.json`, the tokenizer, and
+   `results.json` / `test_results.json` with the test scores. Everything missing is reported in one error.
+3. Build the Hub folder: those files, `test_results.json`, and a `README.md` model card rendered from
+   `model_cards/<model_type>.md` (architecture, parameter count, training arguments, data, BLEU/chrF with their
+   sacreBLEU signatures as `model-index` metadata, citation, usage, limitations, licence).
+4. Unless `--dry-run`: `create_repo(exist_ok=True)` and `upload_folder` with the commit message.
+
+The folder needs neither this package nor torch to be built: files are copied from the checkpoint and the parameter
+count is read from the safetensors headers. It is self-contained: `AutoModelForSeq2SeqLM.from_pretrained(folder,
+trust_remote_code=True)` and `pipeline("translation", model=folder, trust_remote_code=True)` work where
+`hf_unified_mt` is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+ROOT = Path(__file__).resolve().parent
+MODEL_CARDS_DIR = ROOT / "model_cards"
+
+WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+CONFIG_NAME = "config.json"
+GENERATION_CONFIG_NAME = "generation_config.json"
+RESULTS_NAME = "results.json"
+TEST_RESULTS_NAME = "test_results.json"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+OPTIONAL_TOKENIZER_FILES = ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja")
+
+DEFAULT_CORPUS = "bible_es_en"  # training/train.py's default (hf_unified_mt.data.DEFAULT_CORPUS)
+DEFAULT_LICENSE = "apache-2.0"
+
+# Keys of config.json shared by every architecture (transformers bookkeeping and the fields of MTConfig); the others
+# are shown in the card as the architecture's own options.
+COMMON_CONFIG_KEYS = frozenset(
+    {
+        "_name_or_path", "activation_dropout", "activation_function", "architectures", "attention_dropout", "auto_map",
+        "bos_token_id", "chunk_size_feed_forward", "custom_pipelines", "d_model", "decoder_attention_heads",
+        "decoder_ffn_dim", "decoder_layers", "decoder_start_token_id", "decoder_vocab_size", "dropout", "dtype",
+        "encoder_attention_heads", "encoder_ffn_dim", "encoder_layers", "eos_token_id", "forced_eos_token_id", "id2label",
+        "init_std", "is_encoder_decoder", "label2id", "layer_types", "max_position_embeddings", "model_type",
+        "normalize_before", "output_attentions", "output_hidden_states", "pad_token_id", "problem_type", "return_dict",
+        "scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings", "transformers_version", "use_cache",
+        "vocab_size",
+    }
+)  # fmt: skip
+
+# Training options shown in the card, in this order, when the checkpoint recorded them.
+TRAINING_ARGUMENT_KEYS = (
+    "arch", "preset", "config_overrides", "corpus", "dataset_name", "dataset_config_name", "train_file",
+    "source_field", "target_field", "max_train_samples", "tokenizer_type", "tokenizer_vocab_size",
+    "max_source_length", "max_target_length", "overlong", "max_tokens", "max_sentences",
+    "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type",
+    "warmup_steps", "max_steps", "num_train_epochs", "max_train_minutes", "optim", "adam_beta1", "adam_beta2",
+    "adam_epsilon", "weight_decay", "max_grad_norm", "label_smoothing_factor", "bf16", "fp16", "seed",
+    "eval_steps", "save_steps", "metric_for_best_model", "generation_num_beams",
+)  # fmt: skip
+
+# `from .module import X` / `import .module`: the only imports allowed between the model code files.
+_RELATIVE_IMPORT = re.compile(r"^\s*(?:from\s+\.(\w+)\s+import|import\s+\.(\w+))", re.MULTILINE)
+_PACKAGE_IMPORT = re.compile(r"^\s*(?:from|import)\s+hf_unified_mt\b", re.MULTILINE)
+
+
+class HubUploadError(Exception):
+    """A problem the user can fix (missing token, incomplete checkpoint, ...); reported without a traceback."""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Token
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def require_token() -> str:
+    """The Hub token from `HF_TOKEN` or the cached login, or a `HubUploadError` saying how to provide one."""
+    from huggingface_hub import get_token
+
+    token = get_token()
+    if not token:
+        raise HubUploadError(
+            "no Hugging Face token found. Set the HF_TOKEN environment variable to a token with write access "
+            "(https://huggingface.co/settings/tokens) or log in once with `hf auth login`; "
+            "or pass --dry-run to only build the folder."
+        )
+    return token
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Checkpoint
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Checkpoint:
+    """What `hub_upload.py` reads from a checkpoint directory."""
+
+    path: Path
+    config: dict[str, Any]
+    generation_config: dict[str, Any]
+    results: dict[str, Any]
+    test_scores: dict[str, Any]
+    weight_files: list[str]
+    code_files: list[str]
+    tokenizer_files: list[str]
+    num_parameters: int
+    trainer_state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_type(self) -> str:
+        return self.config["model_type"]
+
+    def files_to_copy(self) -> list[str]:
+        return [
+            CONFIG_NAME,
+            GENERATION_CONFIG_NAME,
+            *self.weight_files,
+            *self.code_files,
+            *self.tokenizer_files,
+        ]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as error:
+        raise HubUploadError(f"{path} is not valid JSON: {error}") from error
+
+
+def _module_file(reference: str) -> str | None:
+    """`"modeling_x.XForConditionalGeneration"` -> `"modeling_x.py"`; None for code in another repository
+    (`"owner/repo--modeling_x.X"`)."""
+    if "--" in reference:
+        return None
+    module = reference.rsplit(".", 1)[0]
+    return f"{module}.py"
+
+
+def _referenced_code_files(config: dict[str, Any]) -> list[str]:
+    """The module files that `auto_map` and `custom_pipelines` point at."""
+    references = []
+    for value in (config.get("auto_map") or {}).values():
+        references.extend(value if isinstance(value, (list, tuple)) else [value])
+    for task in (config.get("custom_pipelines") or {}).values():
+        references.append(task.get("impl", ""))
+    files = []
+    for reference in references:
+        name = _module_file(reference) if reference else None
+        if name is not None and name not in files:
+            files.append(name)
+    return files
+
+
+def _collect_code_files(path: Path, roots: list[str], missing: list[str], problems: list[str]) -> list[str]:
+    """`roots` and every module they import relatively, recursively, in discovery order."""
+    found: list[str] = []
+    queue = list(roots)
+    while queue:
+        name = queue.pop(0)
+        if name in found or name in missing:
+            continue
+        file = path / name
+        if not file.is_file():
+            missing.append(name)
+            continue
+        found.append(name)
+        source = file.read_text(encoding="utf-8")
+        if _PACKAGE_IMPORT.search(source):
+            problems.append(
+                f"{name} imports hf_unified_mt: the model code must import its siblings only as "
+                "`from .module import Name`, or it will not load where the package is not installed"
+            )
+        for first, second in _RELATIVE_IMPORT.findall(source):
+            queue.append(f"{first or second}.py")
+    return found
+
+
+def _safetensors_parameter_count(path: Path) -> int:
+    """Number of values stored in a safetensors file, read from its header (no tensor is loaded). Tied weights are
+    stored once, so this equals `sum(p.numel() for p in model.parameters())`."""
+    with open(path, "rb") as handle:
+        (header_size,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(header_size))
+    return sum(math.prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
+
+
+def _test_scores(path: Path, results: dict[str, Any]) -> dict[str, Any] | None:
+    scores = results.get("test")
+    if (path / TEST_RESULTS_NAME).is_file():
+        scores = {**(scores or {}), **_read_json(path / TEST_RESULTS_NAME)}
+    if not scores or not all(key in scores for key in ("bleu", "chrf", "bleu_signature", "chrf_signature")):
+        return None
+    return scores
+
+
+def inspect_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Check that `path` holds everything the Hub folder needs; raise one `HubUploadError` naming all that is
+    missing."""
+    path = Path(path)
+    if not path.is_dir():
+        raise HubUploadError(f"checkpoint directory {path} does not exist")
+
+    missing: list[str] = []
+    problems: list[str] = []
+    for name in (CONFIG_NAME, GENERATION_CONFIG_NAME, *TOKENIZER_FILES, RESULTS_NAME):
+        if not (path / name).is_file():
+            missing.append(name)
+
+    # Weights: one safetensors file, or an index and its shards.
+    weight_files: list[str] = []
+    if (path / WEIGHTS_NAME).is_file():
+        weight_files = [WEIGHTS_NAME]
+    elif (path / WEIGHTS_INDEX_NAME).is_file():
+        shards = sorted(set(_read_json(path / WEIGHTS_INDEX_NAME).get("weight_map", {}).values()))
+        weight_files = [WEIGHTS_INDEX_NAME, *shards]
+        missing.extend(shard for shard in shards if not (path / shard).is_file())
+    else:
+        legacy = [name for name in ("pytorch_model.bin", "model.bin") if (path / name).is_file()]
+        missing.append(WEIGHTS_NAME + (f" (found only {legacy[0]}: re-save with safetensors)" if legacy else ""))
+
+    config: dict[str, Any] = {}
+    code_files: list[str] = []
+    if (path / CONFIG_NAME).is_file():
+        config = _read_json(path / CONFIG_NAME)
+        if "model_type" not in config:
+            problems.append("config.json has no model_type")
+        if not config.get("auto_map"):
+            problems.append(
+                "config.json has no auto_map, so the model cannot load with trust_remote_code=True where "
+                "hf_unified_mt is not installed (is this a hf_unified_mt model saved with save_pretrained?)"
+            )
+        if "translation" not in (config.get("custom_pipelines") or {}):
+            problems.append(
+                "config.json has no custom_pipelines['translation'], so pipeline('translation', ...) would not work "
+                "(re-save the model with a current hf_unified_mt)"
+            )
+        code_files = _collect_code_files(path, _referenced_code_files(config), missing, problems)
+
+    results = _read_json(path / RESULTS_NAME) if (path / RESULTS_NAME).is_file() else {}
+    test_scores = _test_scores(path, results) if (path / RESULTS_NAME).is_file() else {}
+    if test_scores is None:
+        missing.append(
+            f"{TEST_RESULTS_NAME} (test BLEU/chrF with signatures; neither it nor results.json has them: train with "
+            "--do_predict, the default)"
+        )
+
+    if missing or problems:
+        lines = []
+        if missing:
+            lines.append(f"checkpoint {path} is missing: " + ", ".join(missing))
+        lines.extend(problems)
+        raise HubUploadError("\n  ".join(lines))
+
+    return Checkpoint(
+        path=path,
+        config=config,
+        generation_config=_read_json(path / GENERATION_CONFIG_NAME),
+        results=results,
+        test_scores=test_scores,
+        weight_files=weight_files,
+        code_files=code_files,
+        tokenizer_files=[*TOKENIZER_FILES, *(n for n in OPTIONAL_TOKENIZER_FILES if (path / n).is_file())],
+        num_parameters=sum(
+            _safetensors_parameter_count(path / name) for name in weight_files if name.endswith(".safetensors")
+        ),
+        trainer_state=_read_json(path / "trainer_state.json") if (path / "trainer_state.json").is_file() else {},
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Model card
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def available_templates(cards_dir: Path = MODEL_CARDS_DIR) -> list[str]:
+    """Model types with a card template (`<model_type>.md`; files starting with `_` are shared parts)."""
+    return sorted(p.stem for p in cards_dir.glob("*.md") if not p.name.startswith("_") and p.name != "README.md")
+
+
+def parse_signature(signature: str) -> dict[str, str]:
+    """`"nrefs:1|case:mixed|tok:13a"` -> `{"nrefs": "1", "case": "mixed", "tok": "13a"}`."""
+    pairs = (item.split(":", 1) for item in signature.split("|") if ":" in item)
+    return {key: value for key, value in pairs}
+
+
+def _display(value: Any) -> str:
+    """A config or training value as it would be written in JSON (floats without trailing zeros)."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (bool, dict, list)) or value is None:
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def _table_cell(text: Any) -> str:
+    """Escape `|` so that a value (a sacreBLEU signature, a JSON list) stays in one Markdown table cell."""
+    return str(text).replace("|", "\\|")
+
+
+def _training_arguments(checkpoint: Checkpoint, extra: dict[str, Any] | None) -> dict[str, Any]:
+    """The training options: `results.json["training_arguments"]`, updated by `--training_args FILE`; `arch` and
+    `preset` from results.json."""
+    arguments: dict[str, Any] = {}
+    for key in ("arch", "preset"):
+        if checkpoint.results.get(key) is not None:
+            arguments[key] = checkpoint.results[key]
+    recorded = checkpoint.results.get("training_arguments")
+    if isinstance(recorded, dict):
+        arguments.update(recorded)
+    if extra:
+        arguments.update(extra)
+    return arguments
+
+
+def _training_rows(checkpoint: Checkpoint, arguments: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, value) rows of the card's hyperparameter table; local paths reduced to their file names."""
+    rows = []
+    for key in TRAINING_ARGUMENT_KEYS:
+        value = arguments.get(key)
+        if value is None or value == "" or (value is False and key in ("bf16", "fp16")):
+            continue
+        if key.endswith("_file"):
+            value = Path(str(value)).name
+        rows.append((key, _display(value)))
+    state = checkpoint.trainer_state
+    train = checkpoint.results.get("train", {})
+    epoch = train.get("epoch", state.get("epoch"))
+    facts = {
+        "steps trained": state.get("global_step"),
+        "epochs": round(epoch, 2) if epoch is not None else None,
+        "training pairs": train.get("train_samples"),
+        "final training loss": round(train["train_loss"], 4) if "train_loss" in train else None,
+        "training time": _duration(train["train_runtime"]) if "train_runtime" in train else None,
+    }
+    if "learning_rate" not in arguments:
+        rates = [entry["learning_rate"] for entry in state.get("log_history", []) if "learning_rate" in entry]
+        facts["peak learning rate (logged)"] = max(rates) if rates else None
+    rows.extend((name, _display(value)) for name, value in facts.items() if value is not None)
+    return rows
+
+
+@dataclass
+class DatasetInfo:
+    id: str  # Hub dataset id, or the corpus / file name
+    pretty_name: str
+    config: str | None
+    is_hub_dataset: bool
+    is_bible: bool
+    source_lang: str | None
+    target_lang: str | None
+    assumed: bool = False  # no record of the data: the default corpus was assumed
+
+
+def _language_code(value: Any) -> str | None:
+    return value if isinstance(value, str) and re.fullmatch(r"[a-z]{2,3}", value) else None
+
+
+def describe_dataset(arguments: dict[str, Any], options: argparse.Namespace) -> DatasetInfo:
+    """Which data the model was trained and tested on: `--dataset` (a Hub id) on the command line, else the recorded
+    training arguments, else the default embedded corpus of `training/train.py`."""
+    source_lang = options.source_lang or _language_code(arguments.get("source_field"))
+    target_lang = options.target_lang or _language_code(arguments.get("target_field"))
+    dataset_name = options.dataset or arguments.get("dataset_name")
+    if dataset_name:
+        config = options.dataset_config or arguments.get("dataset_config_name")
+        if config and (source_lang is None or target_lang is None) and re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", config):
+            source_lang, target_lang = source_lang or config.split("-")[0], target_lang or config.split("-")[1]
+        pretty = f"{dataset_name} ({config})" if config else dataset_name
+        return DatasetInfo(dataset_name, pretty, config, True, False, source_lang, target_lang)
+    if arguments.get("train_file"):
+        name = Path(str(arguments["train_file"])).name
+        return DatasetInfo(name, f"local files ({name}, ...)", None, False, False, source_lang, target_lang)
+    corpus = arguments.get("corpus") or DEFAULT_CORPUS
+    if corpus == DEFAULT_CORPUS:
+        return DatasetInfo(
+            corpus,
+            "Bible es-en (Reina-Valera 1909 / text derived from the World English Bible)",
+            "es-en",
+            False,
+            True,
+            source_lang or "es",
+            target_lang or "en",
+            assumed="corpus" not in arguments,
+        )
+    return DatasetInfo(corpus, corpus, None, False, False, source_lang, target_lang)
+
+
+def build_card_data(checkpoint: Checkpoint, model_name: str, dataset: DatasetInfo, license: str):
+    """`ModelCardData` with the test BLEU and chrF (rounded to 2 decimals, as sacreBLEU prints them) and their
+    sacreBLEU signatures as `model-index` eval results."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    scores = checkpoint.test_scores
+    common = dict(
+        task_type="translation",
+        task_name="Translation",
+        dataset_type=dataset.id,
+        dataset_name=dataset.pretty_name,
+        dataset_config=dataset.config,
+        dataset_split="test",
+    )
+    eval_results = [
+        EvalResult(
+            **common,
+            metric_type=metric,
+            metric_name=pretty,
+            metric_value=round(float(scores[metric]), 2),
+            metric_config=scores[f"{metric}_signature"],
+            metric_args=parse_signature(scores[f"{metric}_signature"]),
+        )
+        for metric, pretty in (("bleu", "BLEU (sacreBLEU)"), ("chrf", "chrF (sacreBLEU)"))
+    ]
+    languages = [lang for lang in (dataset.source_lang, dataset.target_lang) if lang]
+    return ModelCardData(
+        language=languages or None,
+        license=license,
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=["translation", "hf-unified-mt", checkpoint.model_type, "custom_code"],
+        datasets=[dataset.id] if dataset.is_hub_dataset else None,
+        metrics=["bleu", "chrf"],
+        model_name=model_name,
+        eval_results=eval_results,
+    )
+
+
+def render_card(
+    checkpoint: Checkpoint,
+    repo_id: str,
+    options: argparse.Namespace,
+    training_arguments: dict[str, Any] | None = None,
+):
+    """The `ModelCard` of the Hub folder, rendered from `model_cards/<model_type>.md` (Jinja2)."""
+    import jinja2
+    from huggingface_hub import ModelCard
+
+    cards_dir = MODEL_CARDS_DIR
+    template_name = f"{checkpoint.model_type}.md"
+    if not (cards_dir / template_name).is_file():
+        raise HubUploadError(
+            f"no model card template {cards_dir / template_name} for model_type {checkpoint.model_type!r}; "
+            f"templates exist for: {', '.join(available_templates(cards_dir)) or 'none'}"
+        )
+    arguments = _training_arguments(checkpoint, training_arguments)
+    dataset = describe_dataset(arguments, options)
+    model_name = repo_id.split("/")[-1]
+    samples = (checkpoint.results.get("samples") or [])[:3]
+    if dataset.is_bible:
+        examples = ["Y dijo Dios: Sea la luz.", "En el principio era el Verbo."]
+    else:
+        examples = [sample["source"] for sample in samples[:2]] or ["..."]
+    card_data = build_card_data(checkpoint, model_name, dataset, options.license)
+    config = checkpoint.config
+    scores = checkpoint.test_scores
+    context = dict(
+        card_data=card_data.to_yaml(),
+        repo_id=repo_id,
+        model_name=model_name,
+        model_type=checkpoint.model_type,
+        architecture_class=(config.get("architectures") or [""])[0],
+        config=config,
+        architecture_options=[(k, _display(v)) for k, v in sorted(config.items()) if k not in COMMON_CONFIG_KEYS],
+        num_parameters=checkpoint.num_parameters,
+        num_parameters_text=f"{checkpoint.num_parameters:,} ({checkpoint.num_parameters / 1e6:.2f} M)",
+        preset=checkpoint.results.get("preset"),
+        training_rows=_training_rows(checkpoint, arguments),
+        training_arguments_recorded=isinstance(checkpoint.results.get("training_arguments"), dict)
+        or bool(training_arguments),
+        dataset=dataset,
+        scores=scores,
+        bleu=f"{scores['bleu']:.2f}",
+        chrf=f"{scores['chrf']:.2f}",
+        bleu_by_length=scores.get("bleu_by_source_length") or [],
+        best_eval_bleu=checkpoint.results.get("best_eval_bleu"),
+        samples=samples,
+        examples=examples,
+        generation=checkpoint.generation_config,
+        num_beams=scores.get("num_beams", checkpoint.generation_config.get("num_beams", 1)),
+        vocab_size=checkpoint.results.get("vocab_size", config.get("vocab_size")),
+        license=options.license,
+    )
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(cards_dir)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    environment.filters["py"] = repr  # a Python literal in the usage snippets
+    environment.filters["cell"] = _table_cell
+    try:
+        content = environment.get_template(template_name).render(**context)
+    except jinja2.TemplateSyntaxError as error:
+        raise HubUploadError(f"model card template {error.filename}, line {error.lineno}: {error}") from error
+    except jinja2.TemplateError as error:
+        raise HubUploadError(f"model card template {template_name}: {error}") from error
+    return ModelCard(content), dataset
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Folder and upload
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _prepare_output_dir(output_dir: Path, overwrite: bool) -> None:
+    if output_dir.exists() and any(output_dir.iterdir()):
+        looks_built = (output_dir / "README.md").is_file() and (output_dir / CONFIG_NAME).is_file()
+        if not overwrite:
+            raise HubUploadError(f"output directory {output_dir} is not empty (pass --overwrite to replace it)")
+        if not looks_built:
+            raise HubUploadError(
+                f"refusing to replace {output_dir}: it does not look like a Hub folder built by hub_upload.py "
+                "(no README.md and config.json)"
+            )
+        shutil.rmtree(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+
+
+def build_hub_folder(
+    checkpoint: Checkpoint,
+    output_dir: str | os.PathLike,
+    repo_id: str,
+    options: argparse.Namespace,
+    training_arguments: dict[str, Any] | None = None,
+) -> Path:
+    """Copy the checkpoint's model, code, tokenizer and test scores into `output_dir` and write the model card."""
+    card, dataset = render_card(checkpoint, repo_id, options, training_arguments)
+    if dataset.assumed:
+        print(
+            f"warning: {checkpoint.path / RESULTS_NAME} does not record the training data; the card assumes the "
+            f"default corpus {DEFAULT_CORPUS} (pass --dataset/--source_lang/--target_lang if that is wrong)",
+            file=sys.stderr,
+        )
+    output_dir = Path(output_dir)
+    if output_dir.resolve() == checkpoint.path.resolve():
+        raise HubUploadError("--output_dir must not be the checkpoint directory itself")
+    _prepare_output_dir(output_dir, getattr(options, "overwrite", False))
+    for name in checkpoint.files_to_copy():
+        shutil.copyfile(checkpoint.path / name, output_dir / name)
+    with open(output_dir / TEST_RESULTS_NAME, "w", encoding="utf-8") as handle:
+        json.dump(checkpoint.test_scores, handle, indent=2, ensure_ascii=False)
+    card.save(output_dir / "README.md")
+    return output_dir
+
+
+def upload_folder(
+    folder: Path,
+    repo_id: str,
+    token: str,
+    commit_message: str,
+    private: bool = False,
+    endpoint: str | None = None,
+    revision: str | None = None,
+):
+    """Create the model repository if needed and commit the folder to it; returns the `CommitInfo`."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=endpoint, token=token)
+    # private=None keeps the namespace's default visibility; an existing repository keeps its own.
+    repo = api.create_repo(repo_id, repo_type="model", private=True if private else None, exist_ok=True)
+    return api.upload_folder(
+        repo_id=repo.repo_id,
+        repo_type="model",
+        folder_path=folder,
+        commit_message=commit_message,
+        revision=revision,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="hub_upload.py",
+        description="Build the Hugging Face Hub folder of a checkpoint trained with training/train.py (model, code, "
+        "tokenizer, translation pipeline, model card) and upload it.",
+    )
+    parser.add_argument("checkpoint", help="Checkpoint directory (the output_dir of training/train.py).")
+    parser.add_argument("--repo_id", help="Hub repository, e.g. my-name/unified-transformer-es-en.")
+    parser.add_argument(
+        "--dry-run",
+        "--dry_run",
+        dest="dry_run",
+        action="store_true",
+        help="Build the folder and stop (no token needed, nothing is sent).",
+    )
+    parser.add_argument(
+        "--output_dir",
+        help="Where to build the folder (default: CHECKPOINT-hub with --dry-run, a temporary directory otherwise).",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing folder built by this script.")
+    parser.add_argument("--private", action="store_true", help="Create the repository as private.")
+    parser.add_argument("--commit_message", help="Commit message (default: names the architecture and test BLEU).")
+    parser.add_argument("--revision", help="Branch to commit to (default: main).")
+    parser.add_argument("--endpoint", help="Hub endpoint (default: $HF_ENDPOINT or https://huggingface.co).")
+    parser.add_argument("--license", default=DEFAULT_LICENSE, help="Licence of the weights (default: apache-2.0).")
+    parser.add_argument("--dataset", help="Hub id of the training dataset, if not the recorded/default corpus.")
+    parser.add_argument("--dataset_config", help="Its configuration, e.g. de-en.")
+    parser.add_argument("--source_lang", help="Source language code for the card metadata (e.g. es).")
+    parser.add_argument("--target_lang", help="Target language code (e.g. en).")
+    parser.add_argument(
+        "--training_args",
+        help="JSON/YAML file with the training options (e.g. the config file "
+        "given to train.py), if results.json does not record them.",
+    )
+    return parser.parse_args(argv)
+
+
+def _read_training_args(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        raise HubUploadError(f"--training_args {path}: no such file")
+    with open(path, encoding="utf-8") as handle:
+        if path.endswith((".yaml", ".yml")):
+            import yaml
+
+            values = yaml.safe_load(handle)
+        else:
+            values = json.load(handle)
+    if not isinstance(values, dict):
+        raise HubUploadError(f"--training_args {path}: expected a mapping of option names to values")
+    return values
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """Run the command; returns the Hub folder (which is deleted after an upload without --output_dir)."""
+    options = parse_arguments(argv)
+    # 1. Token and repository first: no work is done for an upload that cannot happen.
+    token = None
+    if not options.dry_run:
+        token = require_token()
+        if not options.repo_id:
+            raise HubUploadError("--repo_id is required to upload (e.g. --repo_id my-name/my-model)")
+
+    # 2. Checkpoint.
+    checkpoint = inspect_checkpoint(options.checkpoint)
+    repo_id = options.repo_id or f"your-username/{Path(options.checkpoint).resolve().name}"
+    training_arguments = _read_training_args(options.training_args)
+
+    # 3. Folder.
+    temporary = None
+    if options.output_dir:
+        output_dir = Path(options.output_dir)
+    elif options.dry_run:
+        output_dir = Path(str(Path(options.checkpoint).resolve()) + "-hub")
+    else:
+        temporary = tempfile.TemporaryDirectory(prefix="hub_upload_")
+        output_dir = Path(temporary.name) / "folder"
+    try:
+        folder = build_hub_folder(checkpoint, output_dir, repo_id, options, training_arguments)
+        files = sorted(p.name for p in folder.iterdir())
+        print(f"Hub folder {folder}: {len(files)} files ({', '.join(files)})")
+        print(
+            f"{checkpoint.model_type}, {checkpoint.num_parameters:,} parameters, test BLEU "
+            f"{checkpoint.test_scores['bleu']:.2f}, chrF {checkpoint.test_scores['chrf']:.2f}"
+        )
+        if options.dry_run:
+            print("Dry run: nothing uploaded.")
+            return folder
+
+        # 4. Upload.
+        message = options.commit_message or (
+            f"Upload {checkpoint.config.get('architectures', [checkpoint.model_type])[0]} "
+            f"(test BLEU {checkpoint.test_scores['bleu']:.2f}) with hub_upload.py"
+        )
+        endpoint = options.endpoint or os.environ.get("HF_ENDPOINT") or None
+        commit = upload_folder(
+            folder, repo_id, token, message, private=options.private, endpoint=endpoint, revision=options.revision
+        )
+        print(f"Uploaded to {commit.repo_url}: {commit.commit_url}")
+        return folder
+    finally:
+        if temporary is not None:
+            temporary.cleanup()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except HubUploadError as error:
+        print(f"hub_upload.py: error: {error}", file=sys.stderr)
+        sys.exit(2)

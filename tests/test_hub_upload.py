@@ -1,0 +1,479 @@
+"""hub_upload.py: the Hub folder of every registered architecture loads and translates where hf_unified_mt is not
+installed, the model card carries valid metadata, and the upload goes through huggingface_hub to a local stand-in of
+the Hub that records what it receives (no network)."""
+
+import base64
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from huggingface_hub import ModelCard
+from huggingface_hub.repocard_data import model_index_to_eval_results
+from transformers import AutoModelForSeq2SeqLM, GenerationConfig
+
+import hf_unified_mt
+from conftest import make_tokenizer
+from test_hf_integration import _run_without_package
+
+
+ROOT = Path(__file__).resolve().parents[1]
+BLEU_SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+CHRF_SIGNATURE = "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0"
+SENTENCES = ["hola mundo", "el gato ve al perro en la casa grande"]
+# Untrained tiny models tend to repeat <s>; suppressing the special tokens makes the outputs real words.
+GENERATE = dict(num_beams=2, max_new_tokens=6, min_new_tokens=3, suppress_tokens=[0, 1, 3])
+
+
+def load_hub_upload():
+    spec = importlib.util.spec_from_file_location("hub_upload", ROOT / "hub_upload.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+hub_upload = load_hub_upload()
+
+
+def write_checkpoint(directory: Path, arch: str, **results_extra) -> Path:
+    """What training/train.py leaves in its output_dir, for a tiny untrained model of `arch`."""
+    tokenizer = make_tokenizer()
+    torch.manual_seed(0)
+    config = hf_unified_mt.get_config(arch, "tiny", vocab_size=len(tokenizer), dropout=0.0)
+    model = AutoModelForSeq2SeqLM.from_config(config).eval()
+    model.generation_config = GenerationConfig(
+        num_beams=2, max_new_tokens=8, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1
+    )
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    test = {
+        "bleu": 12.3456,
+        "chrf": 41.239,
+        "bleu_signature": BLEU_SIGNATURE,
+        "chrf_signature": CHRF_SIGNATURE,
+        "bleu_precisions": [40.0, 15.0, 8.0, 4.0],
+        "bleu_brevity_penalty": 1.0,
+        "hyp_len": 90,
+        "ref_len": 88,
+        "num_sentences": 4,
+        "num_beams": 2,
+        "skipped_overlong": 0,
+        "bleu_by_source_length": [
+            {"bucket": "1-10", "min_words": 1, "max_words": 10, "num_sentences": 3, "bleu": 14.0, "chrf": 43.0},
+            {"bucket": "11-20", "min_words": 11, "max_words": 20, "num_sentences": 1, "bleu": 9.5, "chrf": 37.0},
+        ],
+    }
+    results = {
+        "arch": arch,
+        "preset": "tiny",
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "vocab_size": len(tokenizer),
+        "skipped_overlong": {"train": 0, "validation": 0, "test": 0},
+        "train": {"train_runtime": 61.5, "train_loss": 3.25, "epoch": 2.0, "train_samples": 400},
+        "best_checkpoint": str(directory / "checkpoint-20"),
+        "best_eval_bleu": 11.5,
+        "test": test,
+        "samples": [{"source": "hola mundo", "translation": "hello world", "reference": "hello world"}],
+        **results_extra,
+    }
+    (directory / "results.json").write_text(json.dumps(results, indent=2))
+    (directory / "test_results.json").write_text(json.dumps(test, indent=2))
+    (directory / "trainer_state.json").write_text(json.dumps({"global_step": 20, "train_batch_size": 32}))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """{arch: (checkpoint, Hub folder)} for every registered architecture, built with `--dry-run`."""
+    root = tmp_path_factory.mktemp("hub")
+    folders = {}
+    for arch in hf_unified_mt.ARCHITECTURES:
+        checkpoint = write_checkpoint(root / f"{arch}-checkpoint", arch)
+        folder = hub_upload.main(
+            [str(checkpoint), "--repo_id", f"tester/{arch}-es-en", "--dry-run", "--output_dir", str(root / arch)]
+        )
+        folders[arch] = (checkpoint, folder)
+    return folders
+
+
+def test_every_registered_architecture_has_a_card_template():
+    missing = set(hf_unified_mt.ARCHITECTURES) - set(hub_upload.available_templates())
+    assert not missing, f"add model_cards/<model_type>.md for {sorted(missing)}"
+
+
+def test_dry_run_folder_holds_model_code_tokenizer_pipeline_and_card(built):
+    for arch, (checkpoint, folder) in built.items():
+        files = {p.name for p in folder.iterdir()}
+        code = {name for name in files if name.endswith(".py")}
+        assert {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+                "tokenizer_config.json", "test_results.json", "README.md", "pipeline_translation.py"} <= files, arch
+        # Exactly the code the checkpoint carries (every file reachable from auto_map/custom_pipelines), unchanged.
+        assert code == {p.name for p in checkpoint.glob("*.py")}, arch
+        for name in code | {"config.json", "model.safetensors", "tokenizer.json"}:
+            assert (folder / name).read_bytes() == (checkpoint / name).read_bytes(), (arch, name)
+        assert not files & {"results.json", "trainer_state.json", "training_args.bin"}, "local paths stay local"
+        config = json.loads((folder / "config.json").read_text())
+        assert config["auto_map"]["AutoModelForSeq2SeqLM"].split(".")[0] + ".py" in code
+        assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_translation.TranslationPipeline"
+
+
+def test_dry_run_folders_load_and_translate_without_the_package(built, tmp_path):
+    """AutoModelForSeq2SeqLM and pipeline("translation") from each Hub folder, in a process where hf_unified_mt
+    cannot be imported, give the same translations as the model in this process."""
+    tokenizer = make_tokenizer()
+    batch = tokenizer(SENTENCES, return_tensors="pt", padding=True)
+    expected = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: more threads only contend on a busy machine
+    try:
+        for arch, (checkpoint, folder) in built.items():
+            model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).eval()
+            translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer)
+            expected[arch] = dict(
+                ids=model.generate(**batch, **GENERATE).tolist(),
+                pipeline=translator(SENTENCES, batch_size=2, **GENERATE),
+                num_parameters=sum(p.numel() for p in model.parameters()),
+            )
+    finally:
+        torch.set_num_threads(threads)
+    folders = {arch: str(folder) for arch, (_, folder) in built.items()}
+    remote = _run_without_package(f"""
+        import json
+        import torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+        torch.set_num_threads(1)
+        results = {{}}
+        for arch, folder in {folders!r}.items():  # one architecture at a time (see the report on cache layers)
+            model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+            batch = tokenizer({SENTENCES!r}, return_tensors="pt", padding=True)
+            translator = pipeline("translation", model=folder, trust_remote_code=True)
+            results[arch] = dict(
+                module=type(model).__module__,
+                ids=model.generate(**batch, **{GENERATE!r}).tolist(),
+                pipeline=translator({SENTENCES!r}, batch_size=2, **{GENERATE!r}),
+                num_parameters=sum(p.numel() for p in model.parameters()),
+            )
+        print(json.dumps(results))
+    """, cwd=tmp_path)
+    assert set(remote) == set(hf_unified_mt.ARCHITECTURES)
+    for arch, result in remote.items():
+        assert result["module"].startswith("transformers_modules"), (arch, result["module"])
+        assert result["ids"] == expected[arch]["ids"], arch
+        assert result["pipeline"] == expected[arch]["pipeline"], arch
+        assert all(entry["translation_text"].strip() for entry in result["pipeline"]), arch
+        card = ModelCard.load(built[arch][1] / "README.md")
+        assert f"{result['num_parameters']:,}" in card.text, "the card states the loaded model's parameter count"
+        assert result["num_parameters"] == expected[arch]["num_parameters"]
+
+
+def test_card_metadata_round_trips_with_the_test_scores(built):
+    for arch, (checkpoint, folder) in built.items():
+        card = ModelCard.load(folder / "README.md")
+        data = card.data
+        assert data.language == ["es", "en"] and data.license == "apache-2.0"
+        assert data.library_name == "transformers" and data.pipeline_tag == "translation"
+        assert {"translation", "hf-unified-mt", arch, "custom_code"} <= set(data.tags)
+        results = {result.metric_type: result for result in data.eval_results}
+        assert set(results) == {"bleu", "chrf"}
+        assert results["bleu"].metric_value == 12.35 and results["chrf"].metric_value == 41.24
+        assert results["bleu"].metric_config == BLEU_SIGNATURE and results["chrf"].metric_config == CHRF_SIGNATURE
+        assert results["bleu"].metric_args["tok"] == "13a" and results["chrf"].metric_args["nc"] == "6"
+        assert all(r.task_type == "translation" and r.dataset_split == "test" for r in results.values())
+        assert data.model_name == f"{arch}-es-en"
+
+        # The raw YAML is a model-index huggingface_hub parses (what the Hub's validation reads).
+        front_matter = yaml.safe_load((folder / "README.md").read_text(encoding="utf-8").split("---")[1])
+        name, parsed = model_index_to_eval_results(front_matter["model-index"])
+        assert name == f"{arch}-es-en" and [r.metric_value for r in parsed] == [12.35, 41.24]
+
+        text = card.text
+        assert not re.search(r"\{\{ |\{%|%\}", text), "every template tag rendered"
+        for expected in ("```bibtex", "trust_remote_code=True", 'pipeline("translation"', "Seq2SeqTrainer",
+                         f'from_pretrained("tester/{arch}-es-en"', "Reina-Valera 1909", "World English Bible",
+                         "public domain", "## Limitations", "## Licence", "## Citation", "## Training data"):
+            assert expected in text, (arch, expected)
+        assert "12.35" in text and "41.24" in text and BLEU_SIGNATURE.replace("|", "\\|") in text
+        num_parameters = json.loads((checkpoint / "results.json").read_text())["num_parameters"]
+        assert f"{num_parameters:,}" in text
+
+
+def test_card_reports_recorded_training_arguments_and_other_datasets(tmp_path):
+    arch = next(iter(hf_unified_mt.ARCHITECTURES))
+    recorded = {"corpus": "bible_es_en", "learning_rate": 0.0007, "max_tokens": 4096, "label_smoothing_factor": 0.1,
+                "train_file": None, "output_dir": "/home/someone/outputs/run"}
+    checkpoint = write_checkpoint(tmp_path / "ckpt", arch, training_arguments=recorded)
+    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "a")])
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert "| learning_rate | `0.0007` |" in text and "| max_tokens | `4096` |" in text
+    assert "/home/someone" not in text
+    assert "records only part of the training options" not in text and "assumes the package's default" not in text
+    assert "your-username/ckpt" in text  # dry run without --repo_id
+
+    # Without --output_dir a dry run builds CHECKPOINT-hub next to the checkpoint.
+    assert hub_upload.main([str(checkpoint), "--dry-run"]) == tmp_path / "ckpt-hub"
+    assert (tmp_path / "ckpt-hub" / "README.md").read_text(encoding="utf-8") == text
+
+    # A Hub dataset given on the command line replaces the Bible corpus, and its languages come from its config.
+    options = tmp_path / "train.yaml"
+    options.write_text(yaml.safe_dump({"learning_rate": 0.002, "seed": 7}))
+    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "b"), "--dataset", "wmt16",
+                              "--dataset_config", "de-en", "--training_args", str(options), "--license", "mit"])
+    card = ModelCard.load(folder / "README.md")
+    assert card.data.language == ["de", "en"] and card.data.datasets == ["wmt16"] and card.data.license == "mit"
+    assert card.data.eval_results[0].dataset_type == "wmt16" and card.data.eval_results[0].dataset_config == "de-en"
+    assert "Reina-Valera" not in card.text and "| learning_rate | `0.002` |" in card.text and "| seed | `7` |" in card.text
+
+
+def test_sharded_weights_are_copied_and_counted(tmp_path):
+    arch = next(iter(hf_unified_mt.ARCHITECTURES))
+    checkpoint = write_checkpoint(tmp_path / "ckpt", arch)
+    model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
+    (checkpoint / "model.safetensors").unlink()
+    model.save_pretrained(checkpoint, max_shard_size="50KB")
+    inspected = hub_upload.inspect_checkpoint(checkpoint)
+    shards = sorted(p.name for p in checkpoint.glob("model-*.safetensors"))
+    assert len(shards) > 1 and inspected.weight_files == ["model.safetensors.index.json", *shards]
+    assert inspected.num_parameters == sum(p.numel() for p in model.parameters())
+
+
+def test_missing_files_and_broken_checkpoints_are_named(built, tmp_path):
+    _, (source, _) = next(iter(built.items()))
+    checkpoint = tmp_path / "broken"
+    shutil.copytree(source, checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text())
+    modeling = config["auto_map"]["AutoModelForSeq2SeqLM"].split(".")[0] + ".py"
+    # cache_mt.py is only reachable through the modeling file's imports, pipeline_translation.py through
+    # config.custom_pipelines.
+    missing = ("tokenizer.json", "cache_mt.py", "pipeline_translation.py", "test_results.json")
+    for name in missing:
+        (checkpoint / name).unlink()
+    results = json.loads((checkpoint / "results.json").read_text())
+    del results["test"]
+    (checkpoint / "results.json").write_text(json.dumps(results))
+    with pytest.raises(hub_upload.HubUploadError) as error:
+        hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "out")])
+    message = str(error.value)
+    for name in missing:
+        assert name in message, (name, message)
+    assert modeling not in message
+    assert not (tmp_path / "out").exists()
+
+    shutil.rmtree(checkpoint)
+    shutil.copytree(source, checkpoint)
+    del config["auto_map"]
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    (checkpoint / "pipeline_translation.py").write_text("from hf_unified_mt import TranslationPipeline\n")
+    with pytest.raises(hub_upload.HubUploadError, match="auto_map") as error:
+        hub_upload.inspect_checkpoint(checkpoint)
+    (checkpoint / "model.safetensors").unlink()
+    config["auto_map"] = json.loads((source / "config.json").read_text())["auto_map"]
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    with pytest.raises(hub_upload.HubUploadError) as error:
+        hub_upload.inspect_checkpoint(checkpoint)
+    assert "model.safetensors" in str(error.value) and "pipeline_translation.py imports hf_unified_mt" in str(error.value)
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("keep me")
+    with pytest.raises(hub_upload.HubUploadError, match="not empty"):
+        hub_upload.main([str(source), "--dry-run", "--output_dir", str(tmp_path / "out")])
+    with pytest.raises(hub_upload.HubUploadError, match="does not look like a Hub folder"):
+        hub_upload.main([str(source), "--dry-run", "--output_dir", str(tmp_path / "out"), "--overwrite"])
+    assert (tmp_path / "out" / "notes.txt").read_text() == "keep me"
+
+
+def test_without_a_token_the_command_stops_before_any_work(tmp_path):
+    home = tmp_path / "hf_home"
+    home.mkdir()
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_TOKEN_PATH")}
+    env.update(HF_HOME=str(home), HF_HUB_OFFLINE="1")
+    # The checkpoint does not even exist: the token check comes first.
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "hub_upload.py"), str(tmp_path / "no-such-checkpoint"), "--repo_id", "a/b",
+         "--output_dir", str(tmp_path / "out")],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "no Hugging Face token" in result.stderr and "HF_TOKEN" in result.stderr
+    assert "hf auth login" in result.stderr and "--dry-run" in result.stderr
+    assert "Traceback" not in result.stderr and "no-such-checkpoint" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------- Hub stand-in
+
+
+class FakeHub(ThreadingHTTPServer):
+    """The endpoints huggingface_hub 2.4 calls for create_repo and upload_folder: repository creation, README
+    metadata validation, preupload (safetensors as LFS, the rest inline), the LFS batch API with basic PUT uploads,
+    and the NDJSON commit. Every request is recorded."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), FakeHubHandler)
+        self.url = f"http://127.0.0.1:{self.server_port}"
+        self.requests = []  # (method, path, headers, body)
+        self.repos = {}  # repo_id -> {"visibility": ..., "files": {path: bytes}, "commits": [summary]}
+        self.lfs = {}  # sha256 -> bytes
+        self.lock = threading.Lock()
+
+
+class FakeHubHandler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _reply(self, status: int, payload=None):
+        data = json.dumps(payload if payload is not None else {}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _record(self, body: bytes):
+        with self.server.lock:
+            self.server.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+
+    def do_PUT(self):
+        body = self._body()
+        self._record(body)
+        match = re.fullmatch(r"/lfs-upload/([0-9a-f]{64})", self.path)
+        if not match or hashlib.sha256(body).hexdigest() != match.group(1):
+            return self._reply(400, {"error": "bad LFS upload"})
+        self.server.lfs[match.group(1)] = body
+        self._reply(200)
+
+    def do_POST(self):
+        body = self._body()
+        self._record(body)
+        hub, path = self.server, self.path.split("?")[0]
+        if path == "/api/repos/create":
+            payload = json.loads(body)
+            repo_id = f"{payload['organization'] or 'me'}/{payload['name']}"
+            if repo_id in hub.repos:
+                return self._reply(409, {"error": "You already created this model repo", "url": f"{hub.url}/{repo_id}"})
+            hub.repos[repo_id] = {"visibility": payload.get("visibility"), "files": {}, "commits": []}
+            return self._reply(200, {"url": f"{hub.url}/{repo_id}"})
+        if path == "/api/validate-yaml":
+            content = json.loads(body)["content"]
+            try:
+                metadata = yaml.safe_load(content.split("---")[1])
+                model_index_to_eval_results(metadata["model-index"])
+            except Exception as error:  # noqa: BLE001 - reported to the client like the Hub does
+                return self._reply(400, {"errors": [{"message": repr(error)}]})
+            return self._reply(200, {"errors": [], "warnings": []})
+        if match := re.fullmatch(r"/api/models/(.+)/preupload/([^/]+)", path):
+            files = json.loads(body)["files"]
+            modes = [{"path": f["path"], "uploadMode": "lfs" if f["path"].endswith(".safetensors") else "regular",
+                      "shouldIgnore": False, "oid": None} for f in files]
+            return self._reply(200 if match.group(1) in hub.repos else 404, {"files": modes})
+        if match := re.fullmatch(r"/(.+)\.git/info/lfs/objects/batch", path):
+            objects = [{"oid": o["oid"], "size": o["size"], "authenticated": True,
+                        "actions": {"upload": {"href": f"{hub.url}/lfs-upload/{o['oid']}"}}}
+                       for o in json.loads(body)["objects"]]
+            return self._reply(200, {"transfer": "basic", "objects": objects})
+        if match := re.fullmatch(r"/api/models/(.+)/commit/([^/]+)", path):
+            repo = hub.repos.get(match.group(1))
+            if repo is None:
+                return self._reply(404, {"error": "Repository not found"})
+            lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+            for line in lines[1:]:
+                value = line["value"]
+                if line["key"] == "file":
+                    repo["files"][value["path"]] = base64.b64decode(value["content"])
+                elif line["key"] == "lfsFile":
+                    repo["files"][value["path"]] = hub.lfs[value["oid"]]
+            repo["commits"].append(lines[0]["value"]["summary"])
+            oid = hashlib.sha1(body).hexdigest()
+            return self._reply(200, {"commitUrl": f"{hub.url}/{match.group(1)}/commit/{oid}", "commitOid": oid,
+                                     "success": True})
+        self._reply(404, {"error": f"not implemented in the stand-in: POST {path}"})
+
+    def do_GET(self):
+        self._record(b"")
+        self._reply(404, {"error": f"not implemented in the stand-in: GET {self.path}"})
+
+
+@pytest.fixture
+def fake_hub(monkeypatch):
+    import huggingface_hub._commit_api
+    import huggingface_hub.hf_api
+    from huggingface_hub import constants
+
+    server = FakeHub()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_TOKEN", "hf_stand_in_token")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    # The stand-in speaks the LFS protocol, not Xet: take huggingface_hub's path for machines without hf_xet.
+    monkeypatch.setattr(huggingface_hub.hf_api, "is_xet_available", lambda: False)
+    monkeypatch.setattr(huggingface_hub._commit_api, "is_xet_available", lambda: False)
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.filterwarnings("ignore:Use 'content=<...>':DeprecationWarning")  # inside huggingface_hub's LFS upload
+def test_upload_creates_the_repo_and_commits_the_folder(built, fake_hub, tmp_path):
+    _, (checkpoint, _) = next(iter(built.items()))
+    folder = tmp_path / "folder"
+    hub_upload.main([str(checkpoint), "--repo_id", "tester/mt-model", "--private", "--output_dir", str(folder),
+                     "--commit_message", "First upload"])
+
+    requests = [(method, path.split("?")[0]) for method, path, _, _ in fake_hub.requests]
+    weights_oid = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    assert requests == [
+        ("POST", "/api/repos/create"),
+        ("POST", "/api/validate-yaml"),  # upload_folder checks the card before hashing the files ...
+        ("POST", "/api/validate-yaml"),  # ... and create_commit before uploading them
+        ("POST", "/api/models/tester/mt-model/preupload/main"),
+        ("POST", "/tester/mt-model.git/info/lfs/objects/batch"),
+        ("PUT", f"/lfs-upload/{weights_oid}"),
+        ("POST", "/api/models/tester/mt-model/commit/main"),
+    ]
+    assert all(headers.get("authorization") == "Bearer hf_stand_in_token"
+               for method, path, headers, _ in fake_hub.requests if not path.startswith("/lfs-upload"))
+    create = json.loads(fake_hub.requests[0][3])
+    assert create == {"name": "mt-model", "organization": "tester", "visibility": "private", "type": "model"}
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert json.loads(fake_hub.requests[1][3])["content"] == readme
+
+    repo = fake_hub.repos["tester/mt-model"]
+    assert repo["visibility"] == "private" and repo["commits"] == ["First upload"]
+    local = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert set(repo["files"]) == set(local) and all(repo["files"][n] == local[n] for n in local)
+    assert {"README.md", "config.json", "model.safetensors", "pipeline_translation.py", "tokenizer.json"} <= set(local)
+
+    # Again, public by default: the existing repository is kept (409 from create_repo) and a second commit lands.
+    fake_hub.requests.clear()
+    hub_upload.main([str(checkpoint), "--repo_id", "tester/mt-model"])
+    create = json.loads(fake_hub.requests[0][3])
+    assert "visibility" not in create, "without --private the namespace default applies"
+    assert len(repo["commits"]) == 2 and repo["commits"][1].startswith("Upload ") and "BLEU 12.35" in repo["commits"][1]
