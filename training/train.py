@@ -508,6 +508,11 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
         bos_token_id=tokenizer.bos_token_id,
         decoder_start_token_id=getattr(model.config, "decoder_start_token_id", None),
     )
+    if "label_smoothing" in model.config.to_dict() and training_args.label_smoothing_factor:
+        # The model smooths its own cross-entropy (and adds terms of its own to the loss, e.g. MUTE's penalty): the
+        # Trainer's label smoother would take the labels away from it.
+        model.config.label_smoothing = training_args.label_smoothing_factor
+        training_args.label_smoothing_factor = 0.0
     num_parameters = sum(p.numel() for p in model.parameters())
     logger.info("Model: %s (%s), %.2fM parameters", type(model).__name__, model_args.arch, num_parameters / 1e6)
     apply_model_length_limit(model, data_args)

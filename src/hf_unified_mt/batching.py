@@ -261,8 +261,12 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
         self._token_batch_sampler: MaxTokensBatchSampler | None = None
+        # Models of this package already normalise their loss by `num_items_in_batch` (exact gradient accumulation)
+        # and may add terms of their own to it (e.g. MUTE's AutoShuffle penalty): they keep their labels.
+        model_loss_is_exact = getattr(self.model, "loss_uses_num_items_in_batch", False)
         if (
             normalize_loss_by_tokens
+            and not model_loss_is_exact
             and self.label_smoother is None
             and self.compute_loss_func is None
             and self.model_accepts_loss_kwargs

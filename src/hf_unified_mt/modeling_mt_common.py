@@ -315,6 +315,9 @@ class MTPreTrainedModel(PreTrainedModel):
     _can_compile_fullgraph = False  # the decoder cache holds Python-side recurrent state
     _is_stateful = True  # generate() refuses assisted/speculative decoding, which would need to crop that state
     _skip_keys_device_placement = ["past_key_values"]
+    # The loss divides by `num_items_in_batch` when the Trainer gives it (exact gradient accumulation), so trainers
+    # need not recompute it from the logits (`TokenBatchSeq2SeqTrainer` reads this).
+    loss_uses_num_items_in_batch = True
 
     def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
         # transformers gates the whole `_tied_weights_keys` mapping on `config.tie_word_embeddings`; here sharing the

@@ -1,0 +1,132 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Configuration of the Multi-Unit Transformer, MUTE (paper 002: Yan, Meng, Zhou 2020, "Multi-Unit Transformers for
+Neural Machine Translation")."""
+
+from huggingface_hub.dataclasses import strict
+
+from .configuration_mt_common import MTConfig, _check_positive, _check_probability
+
+
+NOISE_TYPES = ("identity", "swap", "disorder", "mask")
+# The authors' biased configurations (`boost_str 'd1 a3'`): one identity unit, then swap, mask and reorder units.
+DEFAULT_BIASED_UNITS = ("identity", "swap", "mask", "disorder")
+PENALTY_NORMALIZATIONS = ("tokens", "batch")
+
+
+@strict
+class MultiUnitTransformerConfig(MTConfig):
+    r"""
+    Configuration of a [`MultiUnitTransformerForConditionalGeneration`]: a pre-norm Transformer whose encoder layers
+    hold `num_units` parallel units (self-attention + FFN, each with its own residual) combined by learned weights
+    (Eq. 8-10, paper 002), optionally with biased unit inputs during training (Eq. 11-12) and a learned sequential
+    ordering of the units (AutoShuffle, Eq. 13-20). Relative positions (Shaw et al. 2018) are used in every encoder
+    unit's self-attention and in the decoder's self-attention; absolute sinusoidal positions are kept.
+
+    The three models of the paper are configurations:
+
+    * MUTE: `use_bias_module=False, use_sequential_dependency=False` (identical units, the default);
+    * MUTE + Bias: `use_bias_module=True`;
+    * MUTE + Bias + Seq.: `use_bias_module=True, use_sequential_dependency=True`.
+
+    The defaults are the paper's Transformer-Base setting (6+6 layers, d 512, FFN 2048, 8 heads, 4 units). Besides the
+    fields of [`MTConfig`]:
+
+    Args:
+        num_units (`int`): Parallel units per encoder layer (I).
+        batched_units (`bool`): Compute the I units as batched tensor operations over stacked weights (one
+            batched matmul per projection). False runs a Python loop over the units with the same weights; same
+            outputs, kept for the speed comparison in `benchmarks/multi_unit_speed.py`.
+        relative_attention_max_distance (`int`): Clipping distance k of the relative position representations; one
+            table of 2k+1 vectors of size d_model/heads per attention module, shared by keys and values and by the
+            heads (the authors' code).
+        use_bias_module (`bool`): Feed each unit a differently corrupted copy of its input during training
+            (Eq. 11-12). Never active in eval mode.
+        unit_noise_types (`list[str]`, *optional*): One of `identity`, `swap`, `disorder`, `mask` per unit. Defaults
+            to the authors' order `identity, swap, mask, disorder` (repeated for more than four units) with the bias
+            module, and to all `identity` without it.
+        bias_sample_rate (`float`): p_β, the probability that the bias module is switched on in one layer call
+            (one draw per layer and forward pass, shared by the units and sentences, as in the authors' code).
+        swap_max_distance (`int`): A swap exchanges two tokens at most this far apart.
+        disorder_window (`int`): A disorder permutes this many consecutive tokens.
+        mask_probability (`float`): Probability that the mask unit replaces a token by its learned mask embedding.
+        use_sequential_dependency (`bool`): AutoShuffle + accumulated unit outputs (Eq. 13-19).
+        shuffle_penalty_weight (`float`): λ of Eq. 20, weight of the Lipschitz penalty (Eq. 19) summed over layers.
+        shuffle_penalty_normalization (`str`): `"tokens"` divides the weighted penalty by the number of target tokens
+            of the batch, as the authors' loss does (it adds λ·ΣL_p to the *summed* cross-entropy before normalising
+            by tokens); `"batch"` adds λ·ΣL_p to the token-mean cross-entropy once per batch (Eq. 20 read
+            literally). Either way it is counted once per optimizer step under gradient accumulation.
+        label_smoothing (`float`): Label smoothing of the cross-entropy computed by the model. Use it instead of the
+            Trainer's `label_smoothing_factor`: that option takes the labels away from the model, which then cannot
+            add the AutoShuffle penalty to the loss.
+    """
+
+    model_type = "multi_unit_transformer"
+    # The loss parts are scalars: the Trainer must not collect them as predictions.
+    keys_to_ignore_at_inference = ["past_key_values", "cross_entropy", "shuffle_penalty"]
+
+    d_model: int = 512
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    encoder_attention_heads: int = 8
+    decoder_attention_heads: int = 8
+    encoder_ffn_dim: int = 2048
+    decoder_ffn_dim: int = 2048
+    normalize_before: bool = True
+    dropout: float | int = 0.1
+    activation_dropout: float | int = 0.1
+    num_units: int = 4
+    batched_units: bool = True
+    relative_attention_max_distance: int = 16
+    use_bias_module: bool = False
+    unit_noise_types: list[str] | None = None
+    bias_sample_rate: float | int = 0.85
+    swap_max_distance: int = 3
+    disorder_window: int = 3
+    mask_probability: float | int = 0.1
+    use_sequential_dependency: bool = False
+    shuffle_penalty_weight: float | int = 1.0
+    shuffle_penalty_normalization: str = "tokens"
+    label_smoothing: float | int = 0.0
+
+    def __post_init__(self, **kwargs):
+        if self.unit_noise_types is None and isinstance(self.num_units, int) and self.num_units > 0:
+            if self.use_bias_module:
+                self.unit_noise_types = [DEFAULT_BIASED_UNITS[i % len(DEFAULT_BIASED_UNITS)] for i in range(self.num_units)]
+            else:
+                self.unit_noise_types = ["identity"] * self.num_units
+        super().__post_init__(**kwargs)
+
+    def validate_architecture_options(self):
+        super().validate_architecture_options()
+        if not self.normalize_before:
+            raise ValueError(
+                "`normalize_before` must be True: MUTE layers are pre-norm (the authors' OpenNMT Transformer), the "
+                "units share the layer's input LayerNorm"
+            )
+        _check_positive(self, "num_units", "relative_attention_max_distance", "swap_max_distance")
+        if not isinstance(self.disorder_window, int) or isinstance(self.disorder_window, bool) or self.disorder_window < 2:
+            raise ValueError(f"`disorder_window` must be an integer >= 2, got {self.disorder_window!r}")
+        for name in ("bias_sample_rate", "mask_probability"):
+            if not 0.0 <= float(getattr(self, name)) <= 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1], got {getattr(self, name)!r}")
+        _check_probability(self, "label_smoothing")
+        if float(self.shuffle_penalty_weight) < 0:
+            raise ValueError(f"`shuffle_penalty_weight` must be >= 0, got {self.shuffle_penalty_weight!r}")
+        if self.shuffle_penalty_normalization not in PENALTY_NORMALIZATIONS:
+            raise ValueError(
+                f"`shuffle_penalty_normalization` must be one of {PENALTY_NORMALIZATIONS}, "
+                f"got {self.shuffle_penalty_normalization!r}"
+            )
+        noise = self.unit_noise_types
+        if not isinstance(noise, list) or len(noise) != self.num_units:
+            raise ValueError(f"`unit_noise_types` must list one noise type per unit ({self.num_units}), got {noise!r}")
+        unknown = [name for name in noise if name not in NOISE_TYPES]
+        if unknown:
+            raise ValueError(f"`unit_noise_types` has unknown entries {unknown}; allowed: {NOISE_TYPES}")
+        if not self.use_bias_module and any(name != "identity" for name in noise):
+            raise ValueError(
+                f"`unit_noise_types` {noise} asks for noise but `use_bias_module` is False; set `use_bias_module=True`"
+            )
+
+
+__all__ = ["MultiUnitTransformerConfig"]

@@ -1,0 +1,785 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Multi-Unit Transformer, MUTE (paper 002: Yan, Meng, Zhou 2020, "Multi-Unit Transformers for Neural Machine
+Translation").
+
+Every encoder layer feeds its pre-normalised input to I parallel units, each a self-attention + FFN unit with its own
+residual, and sums their outputs with learned weights (MUTE, Eq. 8-10). In training, a bias module can give each unit
+a differently corrupted input (Biased MUTE, Eq. 11-12), and the unit outputs can be put in a learned order and
+accumulated (Sequentially Biased MUTE with AutoShuffle, Eq. 13-20). The decoder is a standard pre-norm Transformer
+decoder. The encoder units' and the decoder's self-attention use relative position representations (Shaw et al. 2018);
+absolute sinusoidal positions are kept. Equations follow the authors' released code as summarised in
+`shared/docs/architectures.md` §3; deliberate deviations are marked "Deviation".
+
+Attention with relative positions is computed explicitly here ("eager") whatever `config._attn_implementation` says:
+the sdpa / flash / flex kernels cannot add the relative terms to the scores and to the values. Cross-attention goes
+through transformers' attention interface, as in every model of this package.
+"""
+
+import math
+import weakref
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+from transformers.processing_utils import Unpack
+from transformers.trainer_callback import TrainerCallback
+from transformers.utils import TransformersKwargs, can_return_tuple, logging
+from transformers.utils.output_capturing import OutputRecorder
+
+from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
+from .modeling_mt_common import (
+    MTAttention,
+    MTDecoder,
+    MTDecoderLayer,
+    MTEncoder,
+    MTForConditionalGeneration,
+    MTModel,
+    MTPreTrainedModel,
+    cache_layer_for,
+)
+
+
+logger = logging.get_logger(__name__)
+
+
+# ------------------------------------------------------------------------------------------------ relative attention
+
+
+def relative_position_buckets(query_positions: torch.Tensor, key_positions: torch.Tensor, max_distance: int) -> torch.Tensor:
+    """Index of the relative position representation of every (query, key) pair, `[T, S]`:
+    idx(i, j) = clip(j - i, -k, k) + k (Shaw et al. 2018)."""
+    distance = key_positions[None, :] - query_positions[:, None]
+    return distance.clamp(-max_distance, max_distance) + max_distance
+
+
+def additive_attention_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """The 4D mask transformers builds for the configured attention implementation, as an additive float mask: eager
+    builds one already, sdpa a boolean one (True = attend) or None."""
+    if attention_mask is None or attention_mask.dtype != torch.bool:
+        return attention_mask
+    return torch.zeros(attention_mask.shape, dtype=dtype, device=attention_mask.device).masked_fill(
+        ~attention_mask, torch.finfo(dtype).min
+    )
+
+
+def relative_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    position_table: torch.Tensor,
+    buckets: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float,
+    training: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention with relative position representations shared by keys and values
+    (a^K = a^V, as in the authors' code):
+
+        e_ij = q_i · (k_j + r_idx(i,j)) / sqrt(d_h),    z_i = Σ_j softmax_j(e_ij) · (v_j + r_idx(i,j)).
+
+    `query` `[..., H, T, d_h]`, `key` / `value` `[..., H, S, d_h]`, `position_table` `[..., 2k+1, d_h]` broadcasting
+    over the heads, `buckets` `[T, S]` from `relative_position_buckets`, `attention_mask` additive (broadcastable to
+    the scores) or None. The relative terms are computed against the 2k+1 table rows, then gathered into the scores and
+    bucketed out of the weights, so no `[T, S, d_h]` tensor is built. Returns the output `[..., H, T, d_h]` and the
+    weights `[..., H, T, S]`.
+    """
+    query = query * query.shape[-1] ** -0.5
+    index = buckets.expand(*query.shape[:-2], *buckets.shape)
+    scores = torch.matmul(query, key.transpose(-1, -2))
+    scores = scores + torch.matmul(query, position_table.transpose(-1, -2)).gather(-1, index)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = nn.functional.dropout(weights, p=dropout, training=training)
+    bucketed_weights = weights.new_zeros(*weights.shape[:-1], position_table.shape[-2]).scatter_add(-1, index, weights)
+    output = torch.matmul(weights, value) + torch.matmul(bucketed_weights, position_table)
+    return output, weights
+
+
+class RelativePositionSelfAttention(MTAttention):
+    """The decoder's causal self-attention with relative positions. Keys and values go to the decoder cache as usual;
+    in incremental decoding the new query rows sit at positions past_length.. and see every cached key."""
+
+    def __init__(self, config: MultiUnitTransformerConfig, num_heads: int, is_causal: bool, layer_idx: int | None):
+        super().__init__(config, num_heads, is_causal=is_causal, layer_idx=layer_idx)
+        self.max_distance = config.relative_attention_max_distance
+        self.relative_positions = nn.Parameter(torch.empty(2 * self.max_distance + 1, self.head_dim))
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        past_key_values: Cache | None = None,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+        past_length = cache_layer.get_seq_length() if cache_layer is not None else 0
+        keys, values = self.key_values(hidden_states, past_key_values, is_cross_attention=False)
+        query = self.split_heads(self.q_proj(hidden_states))
+
+        device = hidden_states.device
+        query_positions = torch.arange(past_length, past_length + query.shape[-2], device=device)
+        key_positions = torch.arange(keys.shape[-2], device=device)
+        mask = additive_attention_mask(attention_mask, query.dtype)
+        if self.is_causal:
+            # sdpa masks may leave causality to the kernel (mask None): always apply it here.
+            future = key_positions[None, :] > query_positions[:, None]
+            mask = mask if mask is not None else query.new_zeros(future.shape)
+            mask = mask.masked_fill(future, torch.finfo(query.dtype).min)
+        buckets = relative_position_buckets(query_positions, key_positions, self.max_distance)
+        output, weights = relative_attention(
+            query, keys, values, self.relative_positions, buckets, mask, self.dropout, self.training
+        )
+        output = output.transpose(1, 2).reshape(*hidden_states.shape[:-1], -1)
+        return self.out_proj(output), weights
+
+
+# ------------------------------------------------------------------------------------------------ the units
+
+
+def unit_linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """Affine map of every unit, one batched matmul for all of them.
+
+    `inputs` `[B, T, n]` (one input shared by the units) or `[U, B, T, n]` (one per unit), `weight` `[U, n, m]`,
+    `bias` `[U, m]`; returns `[U, B, T, m]`."""
+    units = weight.shape[0]
+    flat = inputs.flatten(-3, -2)
+    if flat.dim() == 2:
+        flat = flat.expand(units, *flat.shape)
+    output = torch.baddbmm(bias.unsqueeze(1), flat, weight)
+    return output.view(units, *inputs.shape[-3:-1], weight.shape[-1])
+
+
+class MultiUnitSelfAttention(nn.Module):
+    """SelfAttn_i of Eq. (8) for the I units of a layer, with relative positions (one table per unit). The weights of
+    the units are stacked, so all units run as one batched matmul per projection (`config.batched_units`), or one unit
+    at a time with the same weights.
+
+    Returns the unit outputs `[I, B, T, d]` (after each unit's output projection) and the attention weights
+    `[B, I·H, T, T]`, unit-major (units × heads, 4D like every transformers model)."""
+
+    def __init__(self, config: MultiUnitTransformerConfig):
+        super().__init__()
+        units, d = config.num_units, config.d_model
+        self.num_units = units
+        self.num_heads = config.encoder_attention_heads
+        self.head_dim = d // self.num_heads
+        self.dropout = config.attention_dropout
+        self.batched = config.batched_units
+        self.max_distance = config.relative_attention_max_distance
+        # x @ in_proj_weight[i] = [q | k | v] of unit i
+        self.in_proj_weight = nn.Parameter(torch.empty(units, d, 3 * d))
+        self.in_proj_bias = nn.Parameter(torch.empty(units, 3 * d))
+        self.out_proj_weight = nn.Parameter(torch.empty(units, d, d))
+        self.out_proj_bias = nn.Parameter(torch.empty(units, d))
+        self.relative_positions = nn.Parameter(torch.empty(units, 2 * self.max_distance + 1, self.head_dim))
+
+    def forward(
+        self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.batched:
+            outputs, weights = self.attend(unit_inputs, attention_mask, slice(None))
+        else:
+            per_unit = [self.attend(unit_inputs, attention_mask, slice(i, i + 1)) for i in range(self.num_units)]
+            outputs, weights = torch.cat([o for o, _ in per_unit]), torch.cat([w for _, w in per_unit])
+        return outputs, weights.transpose(0, 1).flatten(1, 2)
+
+    def attend(
+        self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None, units: slice
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The units selected by `units`: outputs `[U, B, T, d]`, weights `[U, B, H, T, T]`."""
+        if unit_inputs.dim() == 4:
+            unit_inputs = unit_inputs[units]
+        projected = unit_linear(unit_inputs, self.in_proj_weight[units], self.in_proj_bias[units])
+        num_units, batch, length, _ = projected.shape
+        query, key, value = projected.view(num_units, batch, length, 3, self.num_heads, self.head_dim).permute(
+            3, 0, 1, 4, 2, 5
+        )
+        positions = torch.arange(length, device=projected.device)
+        buckets = relative_position_buckets(positions, positions, self.max_distance)
+        table = self.relative_positions[units][:, None, None]  # [U, 1, 1, 2k+1, d_h]: shared by batch and heads
+        mask = additive_attention_mask(attention_mask, query.dtype)  # [B, 1, T, T] broadcasts over units and heads
+        output, weights = relative_attention(query, key, value, table, buckets, mask, self.dropout, self.training)
+        output = output.transpose(2, 3).reshape(num_units, batch, length, -1)
+        return unit_linear(output, self.out_proj_weight[units], self.out_proj_bias[units]), weights
+
+
+class MultiUnitFeedForward(nn.Module):
+    """FFN_i of Eq. (9) for the I units, stacked like the attention. Each unit has its own LayerNorm in front of its
+    FFN (the OpenNMT position-wise FFN the authors use): returns FFN_i(LN_i(s_i)) `[I, B, T, d]`, without residual."""
+
+    def __init__(self, config: MultiUnitTransformerConfig):
+        super().__init__()
+        units, d, ffn_dim = config.num_units, config.d_model, config.encoder_ffn_dim
+        self.num_units = units
+        self.batched = config.batched_units
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+        self.layer_norm_weight = nn.Parameter(torch.empty(units, d))
+        self.layer_norm_bias = nn.Parameter(torch.empty(units, d))
+        self.fc1_weight = nn.Parameter(torch.empty(units, d, ffn_dim))
+        self.fc1_bias = nn.Parameter(torch.empty(units, ffn_dim))
+        self.fc2_weight = nn.Parameter(torch.empty(units, ffn_dim, d))
+        self.fc2_bias = nn.Parameter(torch.empty(units, d))
+
+    def forward(self, unit_states: torch.Tensor) -> torch.Tensor:
+        if self.batched:
+            return self.transform(unit_states, slice(None))
+        return torch.cat([self.transform(unit_states, slice(i, i + 1)) for i in range(self.num_units)])
+
+    def transform(self, unit_states: torch.Tensor, units: slice) -> torch.Tensor:
+        states = unit_states[units]
+        normed = nn.functional.layer_norm(states, states.shape[-1:])
+        normed = normed * self.layer_norm_weight[units, None, None] + self.layer_norm_bias[units, None, None]
+        hidden = self.activation_fn(unit_linear(normed, self.fc1_weight[units], self.fc1_bias[units]))
+        hidden = nn.functional.dropout(hidden, p=self.activation_dropout, training=self.training)
+        return unit_linear(hidden, self.fc2_weight[units], self.fc2_bias[units])
+
+
+# ------------------------------------------------------------------------------------------------ bias module
+
+
+def real_token_order(padding_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`order[b, r]`: position of the r-th real token of sentence b for r < length, then its padding positions;
+    and the lengths `[B]`. Works for right, left or any other padding."""
+    order = torch.argsort((~padding_mask).to(torch.int8), dim=1, stable=True)
+    return order, padding_mask.sum(1)
+
+
+def permute_real_tokens(hidden_states: torch.Tensor, order: torch.Tensor, rank_source: torch.Tensor) -> torch.Tensor:
+    """Moves tokens between real positions only: the r-th real token of each sentence is replaced by its
+    `rank_source[b, r]`-th real token. `rank_source[b, r] = r` for every r >= length, so padding stays in place."""
+    source_positions = torch.empty_like(order).scatter_(1, order, order.gather(1, rank_source))
+    return hidden_states.gather(1, source_positions.unsqueeze(-1).expand_as(hidden_states))
+
+
+def swap_ranks(lengths: torch.Tensor, max_length: int, max_distance: int) -> torch.Tensor:
+    """Swapping noise: per sentence, one real token and a partner at most `max_distance` real tokens away, drawn
+    uniformly among the partners inside the sentence, exchange places. Returns `rank_source` `[B, max_length]`.
+
+    Deviation (architectures.md §3, rec. 4): the authors draw the first token over the padded batch length and clamp
+    it, and draw the offset from {-3..2} with clamping, so the swap can hit a pad slot or be a no-op; here both tokens
+    are real and distinct whenever the sentence has two tokens."""
+    device = lengths.device
+    ranks = torch.arange(max_length, device=device).expand(len(lengths), max_length)
+    first = (torch.rand(len(lengths), device=device) * lengths).long()
+    offsets = torch.cat([torch.arange(-max_distance, 0, device=device), torch.arange(1, max_distance + 1, device=device)])
+    partners = first[:, None] + offsets
+    valid = (partners >= 0) & (partners < lengths[:, None])
+    choice = torch.rand(partners.shape, device=device).masked_fill(~valid, -1.0).argmax(dim=1, keepdim=True)
+    second = torch.where(valid.any(dim=1), partners.gather(1, choice).squeeze(1), first)
+    first, second = first[:, None], second[:, None]
+    return torch.where(ranks == first, second, torch.where(ranks == second, first, ranks))
+
+
+def disorder_ranks(lengths: torch.Tensor, max_length: int, window: int) -> torch.Tensor:
+    """Disorder noise: per sentence, a window of `window` consecutive real tokens (the whole sentence if shorter) is
+    permuted randomly. Returns `rank_source` `[B, max_length]`.
+
+    Deviation (architectures.md §3, rec. 4): the authors draw the window start over the padded batch length (it can
+    cover padding) and allow the identity permutation; here the window lies inside the sentence and its permutation is
+    never the identity (for windows of two or more tokens)."""
+    device = lengths.device
+    batch = len(lengths)
+    ranks = torch.arange(max_length, device=device).expand(batch, max_length)
+    width = lengths.clamp(max=window)
+    start = (torch.rand(batch, device=device) * (lengths - width + 1)).long()
+    slots = torch.arange(window, device=device)
+    # random keys inside the window, increasing keys after it: argsort permutes the first `width` slots only
+    keys = torch.where(slots < width[:, None], torch.rand(batch, window, device=device), slots + 2.0)
+    permutation = keys.argsort(dim=1)
+    unchanged = (permutation == slots).all(dim=1) & (width >= 2)
+    swapped_first_two = permutation[:, torch.cat([slots[1:2], slots[:1], slots[2:]])]
+    permutation = torch.where(unchanged[:, None], swapped_first_two, permutation)
+    inside = (ranks >= start[:, None]) & (ranks < (start + width)[:, None])
+    offset = (ranks - start[:, None]).clamp(0, window - 1)
+    return torch.where(inside, start[:, None] + permutation.gather(1, offset), ranks)
+
+
+class UnitBiasModule(nn.Module):
+    """Bias_i of Eq. (11): in training, unit i reads a corrupted copy of the layer-normalised input of its
+    self-attention (identity, swap, disorder or mask noise; the residual keeps the clean input, as in the authors'
+    code). The switch (§3.2) turns the noise on with probability p_β, one draw per layer call shared by all units and
+    sentences. Eval mode never adds noise.
+
+    Noise only touches each sentence's real tokens: padding never moves into a sentence, real tokens never move into
+    padding, and padding is never masked. New noise is drawn in every layer and forward pass.
+
+    Returns the input unchanged (shared by all units) when there is no noise, else the unit inputs `[I, B, T, d]`."""
+
+    def __init__(self, config: MultiUnitTransformerConfig):
+        super().__init__()
+        self.noise_types = list(config.unit_noise_types)
+        self.sample_rate = float(config.bias_sample_rate)
+        self.swap_max_distance = config.swap_max_distance
+        self.disorder_window = config.disorder_window
+        self.mask_probability = float(config.mask_probability)
+        num_mask_units = self.noise_types.count("mask")
+        # One learned mask embedding per mask unit.
+        self.mask_embeddings = nn.Parameter(torch.empty(num_mask_units, config.d_model)) if num_mask_units else None
+
+    def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+        if not self.training or all(noise == "identity" for noise in self.noise_types):
+            return hidden_states
+        if torch.rand(()).item() >= self.sample_rate:  # the switch, p_β
+            return hidden_states
+        batch, length, _ = hidden_states.shape
+        if padding_mask is None:
+            padding_mask = torch.ones(batch, length, dtype=torch.bool, device=hidden_states.device)
+        order, lengths = real_token_order(padding_mask)
+        mask_embeddings = iter(self.mask_embeddings) if self.mask_embeddings is not None else None
+        unit_inputs = []
+        for noise in self.noise_types:
+            if noise == "swap":
+                ranks = swap_ranks(lengths, length, self.swap_max_distance)
+                unit_inputs.append(permute_real_tokens(hidden_states, order, ranks))
+            elif noise == "disorder":
+                ranks = disorder_ranks(lengths, length, self.disorder_window)
+                unit_inputs.append(permute_real_tokens(hidden_states, order, ranks))
+            elif noise == "mask":
+                # The authors replace each token with probability 0.1 (the paper says "one input embedding").
+                replaced = (torch.rand(batch, length, device=hidden_states.device) < self.mask_probability) & padding_mask
+                embedding = next(mask_embeddings).to(hidden_states.dtype)
+                unit_inputs.append(torch.where(replaced.unsqueeze(-1), embedding, hidden_states))
+            else:
+                unit_inputs.append(hidden_states)
+        return torch.stack(unit_inputs)
+
+
+# ------------------------------------------------------------------------------------------------ AutoShuffle
+
+
+def lipschitz_penalty(matrix: torch.Tensor) -> torch.Tensor:
+    """Eq. (19): Σ_rows (‖M_i‖₁ − ‖M_i‖₂) + Σ_columns (‖M_j‖₁ − ‖M_j‖₂), in float32. Zero exactly for permutation
+    matrices among the doubly stochastic ones, positive otherwise."""
+    matrix = matrix.float()
+    rows = matrix.abs().sum(dim=1) - torch.linalg.vector_norm(matrix, dim=1)
+    columns = matrix.abs().sum(dim=0) - torch.linalg.vector_norm(matrix, dim=0)
+    return rows.sum() + columns.sum()
+
+
+def _normalise(matrix: torch.Tensor, dim: int) -> torch.Tensor:
+    total = matrix.sum(dim=dim, keepdim=True)
+    # A row or column the ReLU zeroed entirely cannot be normalised: it restarts uniform.
+    uniform = torch.full_like(matrix, 1.0 / matrix.shape[dim])
+    return torch.where(total > 0, matrix / total.clamp_min(torch.finfo(matrix.dtype).tiny), uniform)
+
+
+def is_doubly_stochastic(matrix: torch.Tensor, tolerance: float | None = None) -> bool:
+    """Non-negative with rows and columns summing to 1 (within `tolerance`, by default 1e-5 or what the dtype
+    allows)."""
+    if tolerance is None:
+        tolerance = max(1e-5, 4 * matrix.shape[0] * torch.finfo(matrix.dtype).eps)
+    return bool(
+        (matrix >= 0).all()
+        and (matrix.sum(dim=0) - 1).abs().max() <= tolerance
+        and (matrix.sum(dim=1) - 1).abs().max() <= tolerance
+    )
+
+
+def _sinkhorn(matrix: torch.Tensor, tolerance: float, max_iterations: int) -> tuple[torch.Tensor, bool]:
+    """Alternate row and column normalisation until the rows also sum to 1 within `tolerance`."""
+    for _ in range(max_iterations):
+        matrix = _normalise(_normalise(matrix, dim=1), dim=0)
+        if (matrix.sum(dim=1) - 1).abs().max() <= tolerance:
+            return matrix, True
+    return matrix, False
+
+
+def project_doubly_stochastic(matrix: torch.Tensor, tolerance: float = 1e-6, max_iterations: int = 200) -> torch.Tensor:
+    """Eq. (17)-(18): M <- max(M, 0), then rows and columns normalised to sum to 1.
+
+    Deviation: the authors normalise rows then columns once, which leaves the rows only approximately normalised; we
+    repeat the row-then-column step (Sinkhorn-Knopp; the first step is theirs) until rows and columns both sum to 1
+    within `tolerance`, so that M is doubly stochastic as the paper's Eq. (26) assumes. When the zeros left by the
+    ReLU admit no doubly stochastic matrix with the same support (no "total support"), Sinkhorn converges only
+    sublinearly; then every entry is lifted by 1e-3 of the largest one (the paper's M_ij in (0, 1)) and normalised
+    again, which converges within a few hundred steps. Computed in float64."""
+    clamped = matrix.detach().double().clamp_min(0)  # Eq. (17)
+    projected, converged = _sinkhorn(clamped, tolerance, max_iterations)
+    if not converged:
+        projected, _ = _sinkhorn(clamped + 1e-3 * clamped.max(), tolerance, 10 * max_iterations)
+    return projected.to(matrix.dtype)
+
+
+# Every live AutoShuffle matrix, for the optimizer hook below.
+_AUTOSHUFFLE_MODULES: "weakref.WeakSet[AutoShuffle]" = weakref.WeakSet()
+_optimizer_hook_registered = False
+
+
+def _project_after_optimizer_step(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
+    """Global `torch.optim` post-step hook: after any optimizer updated an AutoShuffle matrix, project it (Eq. 17-18,
+    "after each optimization step"), whatever loop drives the training (Trainer, Accelerate, a plain loop)."""
+    if not _AUTOSHUFFLE_MODULES:
+        return
+    updated = {id(param) for group in optimizer.param_groups for param in group["params"]}
+    for module in list(_AUTOSHUFFLE_MODULES):
+        if id(module.weight) in updated:
+            module.project_()
+
+
+def _register_optimizer_hook() -> None:
+    global _optimizer_hook_registered
+    if not _optimizer_hook_registered:
+        register_optimizer_step_post_hook(_project_after_optimizer_step)
+        _optimizer_hook_registered = True
+
+
+class AutoShuffle(nn.Module):
+    """The learned I×I matrix M that orders the unit outputs (Eq. 16), approximating a permutation matrix.
+
+    M is kept non-negative with rows and columns summing to 1 (Eq. 17-18): it is projected in place after every
+    optimizer step that updates it (a global `torch.optim` post-step hook registered when the first AutoShuffle is
+    built) and, as in the authors' code, at the start of every training forward (for optimizers that bypass the hook).
+    The projection itself is not differentiated. Calling the module returns the matrix to use."""
+
+    def __init__(self, num_units: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((num_units, num_units), 1.0 / num_units))
+        _AUTOSHUFFLE_MODULES.add(self)
+        _register_optimizer_hook()
+
+    @torch.no_grad()
+    def project_(self) -> None:
+        """Projects M in place (a no-op, without writing, when it is already doubly stochastic)."""
+        if not is_doubly_stochastic(self.weight):
+            self.weight.copy_(project_doubly_stochastic(self.weight))
+
+    def forward(self) -> torch.Tensor:
+        if self.training:
+            _AUTOSHUFFLE_MODULES.add(self)  # copies made without __init__ (deepcopy, pickle) join the hook here
+            self.project_()
+            return self.weight
+        # Deviation (architectures.md §3, rec. 5): at eval the authors use M as stored; we use its projection, which is
+        # M itself whenever it was projected after the last optimizer step.
+        if is_doubly_stochastic(self.weight):
+            return self.weight
+        return project_doubly_stochastic(self.weight.detach())
+
+    def penalty(self) -> torch.Tensor:
+        return lipschitz_penalty(self.weight)  # Eq. (19)
+
+
+# ------------------------------------------------------------------------------------------------ layers
+
+
+class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
+    """A MUTE encoder layer (pre-norm). With x the layer input and x̂ = LN(x) (one LayerNorm shared by the units):
+
+        x̂_i = Bias_i(x̂)                                   (Eq. 11, training only)
+        s_i = x + Drop(SelfAttn_i(x̂_i))                   (Eq. 8)
+        F_i = s_i + Drop(FFN_i(LN_i(s_i)))                 (Eq. 9)
+        out = Σ_i c_i F_i                                  (Eq. 10 / 12 / 15)
+
+    with c = α (MUTE, biased MUTE) or the sequential-dependency weights of `combination_weights`."""
+
+    def __init__(self, config: MultiUnitTransformerConfig, layer_idx: int | None = None):
+        super().__init__()
+        self.num_units = config.num_units
+        self.dropout = config.dropout
+        self.layer_norm = nn.LayerNorm(config.d_model)
+        self.bias_module = UnitBiasModule(config) if config.use_bias_module else None
+        self.self_attn = MultiUnitSelfAttention(config)
+        self.ffn = MultiUnitFeedForward(config)
+        # α of Eq. (10): unconstrained, initialised to 1/I (the authors' code).
+        self.unit_weights = nn.Parameter(torch.full((config.num_units,), 1.0 / config.num_units))
+        self.unit_order = AutoShuffle(config.num_units) if config.use_sequential_dependency else None
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        unit_inputs = self.layer_norm(hidden_states)
+        if self.bias_module is not None:
+            unit_inputs = self.bias_module(unit_inputs, padding_mask)  # Eq. (11)
+        attention, _ = self.self_attn(unit_inputs, attention_mask)
+        states = hidden_states + nn.functional.dropout(attention, p=self.dropout, training=self.training)  # Eq. (8)
+        ffn = self.ffn(states)
+        unit_outputs = states + nn.functional.dropout(ffn, p=self.dropout, training=self.training)  # Eq. (9)
+        weights = self.combination_weights().to(unit_outputs.dtype)
+        return torch.einsum("u,ubtd->btd", weights, unit_outputs)
+
+    def combination_weights(self) -> torch.Tensor:
+        """c_i such that the layer output is Σ_i c_i F_i.
+
+        MUTE (Eq. 10, 12): c = α. Sequential dependency (Eq. 13-16): G_j = Σ_i M_ij F_i (G = Mᵀ [F_i], Eq. 16),
+        Ĝ_j = Σ_{j'≤j} G_j' (Eq. 14) and out = Σ_j α_j Ĝ_j / j (Eq. 15). All three are linear in the F_i, so
+        out = Σ_i F_i Σ_j' M_ij' w_j' with w_j' = Σ_{j≥j'} α_j / j, i.e. c = M w: the same result without building
+        the I permuted and I accumulated outputs."""
+        if self.unit_order is None:
+            return self.unit_weights
+        steps = torch.arange(1, self.num_units + 1, device=self.unit_weights.device, dtype=self.unit_weights.dtype)
+        accumulated = (self.unit_weights / steps).flip(0).cumsum(0).flip(0)
+        return self.unit_order() @ accumulated
+
+
+class MultiUnitTransformerDecoderLayer(MTDecoderLayer):
+    """The standard pre-norm decoder layer (multi-unit layers are encoder-only, §4 of the paper) whose self-attention
+    uses relative positions."""
+
+    def __init__(self, config: MultiUnitTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config, layer_idx)
+        self.self_attn = RelativePositionSelfAttention(
+            config, config.decoder_attention_heads, is_causal=True, layer_idx=layer_idx
+        )
+
+
+# ------------------------------------------------------------------------------------------------ models
+
+
+@dataclass
+class MultiUnitSeq2SeqLMOutput(Seq2SeqLMOutput):
+    r"""
+    cross_entropy (`torch.FloatTensor` of shape `()`, *optional*):
+        The cross-entropy part of `loss` (label-smoothed with `config.label_smoothing`), returned with `labels`.
+    shuffle_penalty (`torch.FloatTensor` of shape `()`, *optional*):
+        Σ_k L_p^k, the AutoShuffle penalty (Eq. 19) summed over the encoder layers, unweighted; returned with `labels`
+        when the sequential dependency is on. `loss` adds it with the weight of `config.shuffle_penalty_weight` and
+        `config.shuffle_penalty_normalization`.
+    """
+
+    cross_entropy: torch.FloatTensor | None = None
+    shuffle_penalty: torch.FloatTensor | None = None
+
+
+class MultiUnitTransformerPreTrainedModel(MTPreTrainedModel):
+    config: MultiUnitTransformerConfig
+    _no_split_modules = ["MultiUnitTransformerEncoderLayer", "MultiUnitTransformerDecoderLayer"]
+    # Self-attention with relative positions is always computed explicitly; cross-attention may use sdpa.
+    _supports_flash_attn = False
+    _supports_flex_attn = False
+
+    @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        # transformers decides this by looking for `ALL_ATTENTION_FUNCTIONS.get_interface(` in this file; the
+        # attention that uses the interface here is the cross-attention (`MTAttention` of modeling_mt_common.py), and
+        # that is what `set_attn_implementation` selects.
+        return True
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """The authors' OpenNMT `param_init_glorot`: Xavier-uniform for every weight matrix (per unit and per q/k/v
+        block for the stacked unit weights) and for the relative position tables, zero biases; α and M at 1/I; mask
+        embeddings N(0, 1/d). Token embeddings keep the package default N(0, d^-1/2)."""
+        super()._init_weights(module)
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+        elif isinstance(module, MultiUnitSelfAttention):
+            d_model = module.out_proj_weight.shape[-1]
+            _xavier_uniform(module.in_proj_weight, d_model, d_model)  # the q, k and v blocks are d×d each
+            _xavier_uniform(module.out_proj_weight, d_model, d_model)
+            _xavier_uniform(module.relative_positions, *module.relative_positions.shape[-2:])
+            init.zeros_(module.in_proj_bias)
+            init.zeros_(module.out_proj_bias)
+        elif isinstance(module, MultiUnitFeedForward):
+            _xavier_uniform(module.fc1_weight, *module.fc1_weight.shape[-2:])
+            _xavier_uniform(module.fc2_weight, *module.fc2_weight.shape[-2:])
+            init.zeros_(module.fc1_bias)
+            init.zeros_(module.fc2_bias)
+            init.ones_(module.layer_norm_weight)
+            init.zeros_(module.layer_norm_bias)
+        elif isinstance(module, MultiUnitTransformerEncoderLayer):
+            init.constant_(module.unit_weights, 1.0 / module.num_units)
+        elif isinstance(module, AutoShuffle):
+            init.constant_(module.weight, 1.0 / module.weight.shape[0])
+        elif isinstance(module, UnitBiasModule) and module.mask_embeddings is not None:
+            init.normal_(module.mask_embeddings, std=module.mask_embeddings.shape[-1] ** -0.5)
+        elif isinstance(module, RelativePositionSelfAttention):
+            _xavier_uniform(module.relative_positions, *module.relative_positions.shape)
+
+
+def _xavier_uniform(weight: nn.Parameter, fan_in: int, fan_out: int) -> None:
+    """Xavier-uniform with explicit fans: for a stack `[I, fan_in, fan_out]` of per-unit matrices torch's own fan
+    computation would read the stack as a convolution kernel. (Works on the parameter itself, never on a view, so that
+    weights loaded by `from_pretrained` are skipped.)"""
+    bound = math.sqrt(6.0 / (fan_in + fan_out))
+    init.uniform_(weight, -bound, bound)
+
+
+class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder):
+    layer_class = MultiUnitTransformerEncoderLayer
+    _can_record_outputs = {"hidden_states": MultiUnitTransformerEncoderLayer, "attentions": MultiUnitSelfAttention}
+
+    def shuffle_penalty(self) -> torch.Tensor | None:
+        """Σ_k L_p^k over the layers (Eq. 20), or None without the sequential dependency."""
+        penalties = [layer.unit_order.penalty() for layer in self.layers if layer.unit_order is not None]
+        return torch.stack(penalties).sum() if penalties else None
+
+
+class MultiUnitTransformerDecoder(MultiUnitTransformerPreTrainedModel, MTDecoder):
+    layer_class = MultiUnitTransformerDecoderLayer
+    _can_record_outputs = {
+        "hidden_states": MultiUnitTransformerDecoderLayer,
+        "attentions": OutputRecorder(RelativePositionSelfAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
+    }
+
+
+class MultiUnitTransformerModel(MultiUnitTransformerPreTrainedModel, MTModel):
+    encoder_class = MultiUnitTransformerEncoder
+    decoder_class = MultiUnitTransformerDecoder
+
+
+class MultiUnitTransformerForConditionalGeneration(MultiUnitTransformerPreTrainedModel, MTForConditionalGeneration):
+    base_model_class = MultiUnitTransformerModel
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MultiUnitSeq2SeqLMOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*):
+            Target token ids; -100 marks positions ignored by the loss. The loss is the cross-entropy (with
+            `config.label_smoothing`) plus, with the sequential dependency, the weighted AutoShuffle penalty
+            (Eq. 20); the output also returns the two parts, `cross_entropy` and `shuffle_penalty`.
+        """
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        outputs = super().forward(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            logits_to_keep=logits_to_keep,
+            return_dict=True,
+            **kwargs,
+        )
+        if labels is None:
+            if self.training and self.config.use_sequential_dependency:
+                logger.warning_once(
+                    "Training forward without `labels`: the AutoShuffle penalty is not in any loss. Pass `labels` to "
+                    "the model (with the Trainer: use `config.label_smoothing`, not `label_smoothing_factor`)."
+                )
+            return MultiUnitSeq2SeqLMOutput(**outputs)
+        loss, cross_entropy, penalty = self.loss_terms(outputs.logits, labels, num_items_in_batch)
+        return MultiUnitSeq2SeqLMOutput(loss=loss, cross_entropy=cross_entropy, shuffle_penalty=penalty, **outputs)
+
+    def loss_terms(
+        self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(loss, cross-entropy, penalty). The cross-entropy is summed over tokens and divided by the number of target
+        tokens of the whole (accumulated) batch, `num_items_in_batch` when the Trainer passes it, which makes
+        gradient accumulation exact. The penalty (Eq. 19-20) is weighted by λ (and by 1/tokens with
+        `shuffle_penalty_normalization="tokens"`, the authors' loss) and by this micro-batch's share of the batch's
+        tokens, so that it counts once per optimizer step however the batch is split."""
+        labels = labels.to(logits.device)
+        num_tokens = (labels != -100).sum()
+        total_tokens = num_tokens
+        if num_items_in_batch is not None:
+            total_tokens = torch.as_tensor(num_items_in_batch, device=logits.device)
+        total_tokens = total_tokens.clamp_min(1).float()
+        cross_entropy = nn.functional.cross_entropy(
+            logits.float().flatten(0, -2),
+            labels.flatten(),
+            ignore_index=-100,
+            reduction="sum",
+            label_smoothing=float(self.config.label_smoothing),
+        ) / total_tokens
+        penalty = self.model.encoder.shuffle_penalty()
+        if penalty is None:
+            return cross_entropy, cross_entropy, None
+        weight = float(self.config.shuffle_penalty_weight) * num_tokens / total_tokens
+        if self.config.shuffle_penalty_normalization == "tokens":
+            weight = weight / total_tokens
+        return cross_entropy + weight * penalty, cross_entropy, penalty
+
+
+# ------------------------------------------------------------------------------------------------ Trainer logging
+
+
+class MultiUnitLossLoggingCallback(TrainerCallback):
+    """Adds the two parts of the training loss to the Trainer's logs, next to `loss`:
+
+    * `cross_entropy`: per optimizer step, on the same scale as the logged `loss`;
+    * `shuffle_penalty`: Σ_k L_p^k (unweighted), mean over the forward passes since the last log.
+
+    `Seq2SeqTrainer(..., callbacks=[MultiUnitLossLoggingCallback()])` shows both in the printed logs and in
+    `trainer.state.log_history`. Reporting integrations (`report_to`) run before user callbacks; to have them log both
+    too, use `MultiUnitLossLoggingCallback.add_to(trainer)`, which puts the callback first. The values are read from
+    the model outputs (`cross_entropy`, `shuffle_penalty`) by a forward hook during training."""
+
+    def __init__(self):
+        self._hook = None
+        self._sums: torch.Tensor | None = None
+        self._forwards = 0
+        self._has_penalty = False
+        self._last_logged_step = 0
+
+    @classmethod
+    def add_to(cls, trainer) -> "MultiUnitLossLoggingCallback":
+        callback = cls()
+        trainer.callback_handler.callbacks.insert(0, callback)
+        return callback
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._last_logged_step = state.global_step
+        if self._hook is None and model is not None:
+            self._hook = model.register_forward_hook(self._record)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    def _record(self, module, args, output) -> None:
+        cross_entropy = getattr(output, "cross_entropy", None)
+        if not module.training or cross_entropy is None:
+            return
+        penalty = getattr(output, "shuffle_penalty", None)
+        self._has_penalty = self._has_penalty or penalty is not None
+        if penalty is None:
+            penalty = torch.zeros_like(cross_entropy)
+        values = torch.stack([cross_entropy.detach().float(), penalty.detach().float()])
+        self._sums = values if self._sums is None else self._sums + values
+        self._forwards += 1
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is None or "loss" not in logs or not self._forwards:
+            return
+        steps = max(state.global_step - self._last_logged_step, 1)
+        cross_entropy, penalty = self._sums.tolist()
+        extra = {"cross_entropy": cross_entropy / steps}
+        if self._has_penalty:
+            extra["shuffle_penalty"] = penalty / self._forwards
+        logs.update(extra)
+        if state.log_history and state.log_history[-1].get("loss") == logs["loss"]:
+            state.log_history[-1].update(extra)  # the Trainer stored a copy of the logs before calling back
+        self._sums, self._forwards, self._last_logged_step = None, 0, state.global_step
+
+
+__all__ = [
+    "MultiUnitLossLoggingCallback",
+    "MultiUnitSeq2SeqLMOutput",
+    "MultiUnitTransformerPreTrainedModel",
+    "MultiUnitTransformerModel",
+    "MultiUnitTransformerForConditionalGeneration",
+]

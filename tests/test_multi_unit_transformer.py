@@ -1,0 +1,585 @@
+"""Behaviour of the Multi-Unit Transformer (paper 002, MUTE) on tiny CPU models: the foundation requirements (cache,
+generate, padding, save/load, remote code, pipeline, Trainer, checkpointing, errors, outputs) and what is specific to
+MUTE (units, bias module, AutoShuffle, relative positions, unit-diversity tool)."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments
+from transformers.data.data_collator import DataCollatorForSeq2Seq
+
+import hf_unified_mt
+from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from hf_unified_mt.modeling_multi_unit_transformer import (
+    AutoShuffle,
+    MultiUnitLossLoggingCallback,
+    MultiUnitTransformerForConditionalGeneration,
+    disorder_ranks,
+    lipschitz_penalty,
+    permute_real_tokens,
+    project_doubly_stochastic,
+    real_token_order,
+    relative_attention,
+    relative_position_buckets,
+    swap_ranks,
+)
+from test_hf_integration import _ListDataset, _run_without_package
+
+
+VOCAB = len(SPECIALS) + len(VOCAB_WORDS)
+VARIANTS = {
+    "mute": {},
+    "bias": {"use_bias_module": True},
+    "bias-seq": {"use_bias_module": True, "use_sequential_dependency": True},
+    "untied-separate-vocab": {"use_sequential_dependency": True, "share_encoder_decoder_embeddings": False,
+                              "tie_word_embeddings": False, "decoder_vocab_size": 30},
+}
+# At inference the bias module is off, so "bias" decodes like "mute": decoding tests use the others.
+DECODING_VARIANTS = ["mute", "bias-seq", "untied-separate-vocab"]
+
+
+def mute_config(**overrides):
+    settings = dict(vocab_size=VOCAB, dropout=0.0, activation_dropout=0.0)
+    settings.update(overrides)
+    return hf_unified_mt.get_config("multi_unit_transformer", "tiny", **settings)
+
+
+def mute_model(seed: int = 0, **overrides):
+    torch.manual_seed(seed)
+    return MultiUnitTransformerForConditionalGeneration(mute_config(**overrides)).eval()
+
+
+_TRAINED = {}
+
+
+def trained_mute_model(**overrides):
+    """A tiny model trained for a hundred steps to reverse its input, so that it generates varied outputs (an
+    untrained model with tied embeddings echoes one token), and with a trained, non-uniform M. Cached per
+    configuration; returns a fresh copy in eval mode."""
+    key = tuple(sorted((k, str(v)) for k, v in overrides.items()))
+    if key not in _TRAINED:
+        model = mute_model(**overrides).train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+        generator = torch.Generator().manual_seed(0)
+        vocab = min(model.config.vocab_size, model.config.decoder_vocab_size)
+        for _ in range(100):
+            length = int(torch.randint(3, 8, (1,), generator=generator))
+            source = torch.randint(4, vocab, (16, length), generator=generator)
+            labels = torch.cat([source.flip(1), torch.full((16, 1), 2)], dim=1)
+            source = torch.cat([source, torch.full((16, 1), 2)], dim=1)
+            loss = model(input_ids=source, labels=labels).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        _TRAINED[key] = model.eval().state_dict()
+    model = mute_model(**overrides)
+    model.load_state_dict(_TRAINED[key])
+    return model.eval()
+
+
+def labelled_batch(vocab_size=VOCAB, **kwargs):
+    ids, mask = random_batch(vocab_size, **kwargs)
+    return ids, mask, ids.masked_fill(mask == 0, -100)
+
+
+# ---------------------------------------------------------------------------------------------- foundation
+
+
+def test_forward_with_labels_returns_loss_and_its_two_parts():
+    model = mute_model(**VARIANTS["bias-seq"], bias_sample_rate=1.0, mask_probability=0.5).train()
+    ids, mask, labels = labelled_batch()
+    output = model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert output.loss.ndim == 0 and torch.isfinite(output.loss)
+    assert output.logits.shape == (*labels.shape, VOCAB)
+    num_tokens = (labels != -100).sum()
+    # 2 layers, M = 1/4 everywhere: each of the 4 rows and 4 columns gives 1 - 1/2.
+    assert output.shuffle_penalty.item() == pytest.approx(2 * 8 * 0.5)
+    assert torch.allclose(output.loss, output.cross_entropy + output.shuffle_penalty / num_tokens)
+    output.loss.backward()
+    assert all(p.grad is not None for p in model.parameters()), "every parameter trains"
+
+    model.config.shuffle_penalty_normalization = "batch"
+    model.config.shuffle_penalty_weight = 0.5
+    output = model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert torch.allclose(output.loss, output.cross_entropy + 0.5 * output.shuffle_penalty)
+    assert output.to_tuple()[0] is output.loss
+
+
+def test_label_smoothing_is_computed_by_the_model():
+    model = mute_model(label_smoothing=0.1)
+    ids, mask, labels = labelled_batch()
+    out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    log_probs = out.logits.log_softmax(-1)[labels != -100]
+    targets = labels[labels != -100]
+    expected = 0.9 * -log_probs.gather(1, targets[:, None]).mean() + 0.1 * -log_probs.mean()
+    assert torch.allclose(out.loss, expected, atol=1e-5)
+    assert out.shuffle_penalty is None and out.loss is out.cross_entropy
+
+
+@pytest.mark.parametrize("variant", DECODING_VARIANTS)
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_incremental_decoding_matches_full_forward(variant, attn_implementation):
+    model = mute_model(**VARIANTS[variant])
+    model.set_attn_implementation(attn_implementation)
+    ids, mask = random_batch(VOCAB)
+    # 9 target positions with clipping distance 4: the last rows see clipped distances
+    target = torch.randint(4, model.config.decoder_vocab_size, (ids.shape[0], 9), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=False).logits
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        cache, steps = None, []
+        for t in range(target.shape[1]):
+            out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=target[:, t : t + 1],
+                        past_key_values=cache, use_cache=True)
+            cache, steps = out.past_key_values, steps + [out.logits]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5), (torch.cat(steps, 1) - full).abs().max()
+
+
+@pytest.mark.parametrize("variant", DECODING_VARIANTS)
+def test_generate_with_and_without_cache_is_identical(variant):
+    model = trained_mute_model(**VARIANTS[variant])
+    ids, mask = random_batch(VOCAB)
+    settings = [dict(), dict(num_beams=4, num_return_sequences=2), dict(do_sample=True, top_k=10)]
+    if variant == "untied-separate-vocab":  # only the embeddings differ from "bias-seq"
+        settings = settings[1:2]
+    for kwargs in settings:
+        outputs = []
+        for use_cache in (True, False):
+            torch.manual_seed(0)
+            outputs.append(model.generate(ids, attention_mask=mask, max_new_tokens=12, min_new_tokens=12,
+                                          use_cache=use_cache, **kwargs))
+        assert torch.equal(outputs[0], outputs[1]), kwargs
+        assert outputs[0].shape[1] == 13
+        assert len(set(outputs[0][:, 1:].flatten().tolist())) > 3, "varied outputs, not one repeated token"
+
+
+def test_translation_does_not_depend_on_batch_or_padding():
+    model = trained_mute_model(**VARIANTS["bias-seq"])
+    ids, mask = random_batch(VOCAB, batch=3, pad_last=4)
+    alone_ids = ids[-1:, : ids.shape[1] - 4]
+    with torch.no_grad():
+        batched_enc = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state[-1, : alone_ids.shape[1]]
+        alone_enc = model.get_encoder()(input_ids=alone_ids).last_hidden_state[0]
+    assert torch.allclose(batched_enc, alone_enc, atol=1e-5)
+    for kwargs in (dict(), dict(num_beams=4)):
+        batched = model.generate(ids, attention_mask=mask, max_new_tokens=10, min_new_tokens=10, **kwargs)
+        alone = model.generate(alone_ids, max_new_tokens=10, min_new_tokens=10, **kwargs)
+        assert torch.equal(batched[-1], alone[0])
+        assert len(set(alone[0].tolist())) > 2
+
+
+@pytest.mark.parametrize("variant", ["bias-seq", "untied-separate-vocab"])
+def test_save_and_load_round_trip(tmp_path, variant):
+    model = trained_mute_model(**VARIANTS[variant])
+    for layer in model.model.encoder.layers:
+        assert not torch.allclose(layer.unit_order.weight, torch.full((4, 4), 0.25)), "a trained M"
+    model.save_pretrained(tmp_path)
+    for code_file in ("modeling_multi_unit_transformer.py", "configuration_multi_unit_transformer.py",
+                      "modeling_mt_common.py", "cache_mt.py", "configuration_mt_common.py"):
+        assert (tmp_path / code_file).exists(), code_file
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is type(model)
+    for a, b in zip(model.state_dict().values(), reloaded.state_dict().values()):
+        assert torch.equal(a, b)
+    ids, mask = random_batch(VOCAB)
+    target = ids % model.config.decoder_vocab_size
+    with torch.no_grad():
+        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+        b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+    assert torch.equal(a, b)
+    embeddings = [reloaded.model.encoder.embed_tokens.weight, reloaded.model.decoder.embed_tokens.weight,
+                  reloaded.lm_head.weight]
+    if variant == "bias-seq":
+        assert all(e is embeddings[0] for e in embeddings), "shared and tied embeddings stay one parameter"
+    else:
+        assert len({e.data_ptr() for e in embeddings}) == 3
+
+
+def test_trust_remote_code_in_a_fresh_process(tmp_path, tokenizer):
+    model = trained_mute_model(**VARIANTS["bias-seq"])
+    checkpoint = tmp_path / "checkpoint"
+    model.save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("MultiUnitTransformerForConditionalGeneration")
+    sentences = ["hola mundo", "el gato ve al perro en la casa grande"]
+    ids, mask = random_batch(VOCAB)
+    expected_beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
+    expected_pipeline = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)(
+        sentences, batch_size=2
+    )
+    remote = _run_without_package(f"""
+        import json, torch
+        from transformers import AutoModelForSeq2SeqLM, pipeline
+        model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
+        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
+        beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
+        beam_no_cache = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False).tolist()
+        translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
+        print(json.dumps(dict(module=type(model).__module__, beam=beam, beam_no_cache=beam_no_cache,
+                              pipeline=translator({sentences!r}, batch_size=2))))
+    """, cwd=tmp_path)
+    assert remote["module"].startswith("transformers_modules"), remote["module"]
+    assert remote["beam"] == expected_beam == remote["beam_no_cache"]
+    assert remote["pipeline"] == expected_pipeline
+
+
+def test_gradient_checkpointing_gives_the_same_gradients_with_noise():
+    ids, mask, labels = labelled_batch()
+    grads = []
+    for checkpointing in (False, True):
+        model = mute_model(**VARIANTS["bias-seq"], bias_sample_rate=1.0, dropout=0.1).train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert model.is_activation_checkpointing
+        torch.manual_seed(7)  # the same noise and dropout; recomputation replays the RNG state
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert grads[0].abs().sum() > 0
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+def _trainer(tmp_path, tokenizer, model, batch_size, accumulation, max_steps=1, logging_steps=None, callbacks=None):
+    generator = torch.Generator().manual_seed(5)
+    rows = []
+    for i in range(8):  # different lengths, so that token counts per micro-batch differ
+        src = torch.randint(4, VOCAB, (3 + i,), generator=generator).tolist() + [2]
+        tgt = torch.randint(4, VOCAB, (2 + (i * 3) % 7,), generator=generator).tolist() + [2]
+        rows.append({"input_ids": src, "attention_mask": [1] * len(src), "labels": tgt})
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path / f"run{batch_size}x{accumulation}"), per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=accumulation, max_steps=max_steps, learning_rate=1.0, optim="sgd",
+        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=0.0, report_to=[],
+        save_strategy="no", logging_strategy="steps" if logging_steps else "no", logging_steps=logging_steps or 500,
+        use_cpu=True, disable_tqdm=True, seed=0, data_seed=0,
+    )
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=_ListDataset(rows), callbacks=callbacks,
+                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
+    trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
+    return trainer
+
+
+def test_trainer_gradient_accumulation_matches_the_doubled_batch_with_the_penalty(tmp_path, tokenizer):
+    updates = []
+    for batch_size, accumulation in ((4, 2), (8, 1)):
+        model = mute_model(use_sequential_dependency=True).train()
+        before = [p.detach().clone() for p in model.parameters()]
+        _trainer(tmp_path, tokenizer, model, batch_size, accumulation).train()
+        updates.append(torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)]))
+    assert updates[1].norm() > 0
+    assert torch.allclose(updates[0], updates[1], atol=1e-5)
+
+
+def test_trainer_keeps_m_projected_and_logs_cross_entropy_and_penalty(tmp_path, tokenizer):
+    model = mute_model(**VARIANTS["bias-seq"]).train()
+    trainer = _trainer(tmp_path, tokenizer, model, 4, 1, max_steps=4, logging_steps=2,
+                       callbacks=[MultiUnitLossLoggingCallback()])
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(logs) == 2
+    for entry in logs:
+        assert entry["cross_entropy"] > 0 and 0 < entry["shuffle_penalty"] <= 2 * 8 * 0.5 + 1e-4
+        assert entry["loss"] > entry["cross_entropy"]  # the penalty is in the loss
+    for layer in model.model.encoder.layers:
+        m = layer.unit_order.weight
+        assert not torch.allclose(m, torch.full_like(m, 0.25)), "M trained"
+        assert (m >= 0).all()
+        assert torch.allclose(m.sum(0), torch.ones(4), atol=1e-5) and torch.allclose(m.sum(1), torch.ones(4), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(d_model=30), "d_model"),
+        (dict(num_units=0), "num_units"),
+        (dict(normalize_before=False), "normalize_before"),
+        (dict(relative_attention_max_distance=0), "relative_attention_max_distance"),
+        (dict(unit_noise_types=["identity", "swap"]), "unit_noise_types"),
+        (dict(use_bias_module=True, unit_noise_types=["identity", "swap", "mask", "shuffle"]), "unit_noise_types"),
+        (dict(unit_noise_types=["identity", "swap", "mask", "disorder"]), "use_bias_module"),
+        (dict(bias_sample_rate=1.5), "bias_sample_rate"),
+        (dict(mask_probability=-0.1), "mask_probability"),
+        (dict(disorder_window=1), "disorder_window"),
+        (dict(swap_max_distance=0), "swap_max_distance"),
+        (dict(shuffle_penalty_weight=-1.0), "shuffle_penalty_weight"),
+        (dict(shuffle_penalty_normalization="sentences"), "shuffle_penalty_normalization"),
+        (dict(label_smoothing=1.0), "label_smoothing"),
+        (dict(num_unit=3), "num_units"),  # a misspelled option
+    ],
+)
+def test_bad_config_raises_value_error_naming_the_field(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        mute_config(**overrides)
+
+
+def test_output_attentions_and_hidden_states():
+    model = mute_model(**VARIANTS["bias"])
+    model.set_attn_implementation("eager")  # cross-attention weights (self-attention is always explicit)
+    ids, mask = random_batch(VOCAB)
+    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
+                output_hidden_states=True)
+    cfg = model.config
+    assert len(out.encoder_hidden_states) == cfg.encoder_layers + 1
+    assert len(out.decoder_hidden_states) == cfg.decoder_layers + 1
+    # units × heads, unit-major
+    assert out.encoder_attentions[0].shape == (3, cfg.num_units * cfg.encoder_attention_heads, ids.shape[1], ids.shape[1])
+    assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
+    assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, ids.shape[1])
+    assert out.encoder_attentions[0][-1, :, :, -3:].abs().max() == 0  # no weight on source padding
+    assert torch.allclose(out.encoder_attentions[0].sum(-1), torch.ones(()))
+    assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
+
+
+# ---------------------------------------------------------------------------------------------- units
+
+
+def test_batched_units_equal_the_unit_loop():
+    ids, mask, labels = labelled_batch()
+    results = []
+    for batched in (True, False):
+        model = mute_model(**VARIANTS["bias-seq"], batched_units=batched, bias_sample_rate=1.0).train()
+        torch.manual_seed(3)
+        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        out.loss.backward()
+        results.append((out.logits, torch.cat([p.grad.flatten() for p in model.parameters()])))
+    assert torch.allclose(results[0][0], results[1][0], atol=1e-5)
+    assert torch.allclose(results[0][1], results[1][1], atol=1e-5)
+
+
+def test_parameter_count_grows_by_exactly_one_unit_per_added_unit():
+    d, ffn, heads, k = 32, 64, 4, 4
+
+    def count(units):
+        return sum(p.numel() for p in mute_model(num_units=units).parameters())
+
+    attention = 4 * d * d + 4 * d + (2 * k + 1) * (d // heads)  # q, k, v, o with biases + relative table
+    feed_forward = 2 * d * ffn + ffn + d + 2 * d  # fc1, fc2, the unit's LayerNorm
+    per_unit = attention + feed_forward + 1  # + α_i
+    layers = mute_config().encoder_layers
+    assert count(2) - count(1) == count(3) - count(2) == count(6) - count(5) == layers * per_unit
+
+
+def test_eval_mode_is_deterministic_and_training_noise_is_real():
+    model = mute_model(**VARIANTS["bias-seq"], bias_sample_rate=1.0)
+    ids, mask = random_batch(VOCAB)
+    encoder = model.get_encoder()
+    with torch.no_grad():
+        first = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        torch.manual_seed(123)
+        second = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        assert torch.equal(first, second)
+        # the same weights without the bias module give the same eval output: no noise at eval
+        plain = mute_model(use_sequential_dependency=True)
+        plain.load_state_dict(model.state_dict(), strict=False)
+        assert torch.equal(plain.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state, first)
+        encoder.train()
+        noisy = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert not torch.allclose(noisy, first, atol=1e-4)
+
+
+def test_bias_switch_follows_the_sample_rate():
+    layer = mute_model(**VARIANTS["bias"], bias_sample_rate=0.0).train().model.encoder.layers[0]
+    x = torch.randn(2, 6, 32)
+    assert layer.bias_module(x, None) is x  # switched off: the input is shared by all units
+    layer.bias_module.sample_rate = 1.0
+    torch.manual_seed(0)
+    assert layer.bias_module(x, None).shape == (4, 2, 6, 32)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_bias_noise_stays_inside_each_sentence(side):
+    torch.manual_seed(0)
+    lengths = torch.tensor([9, 5, 2, 1, 3])
+    length, d = 9, 4
+    positions = torch.arange(length)
+    padding_mask = positions < lengths[:, None] if side == "right" else positions >= (length - lengths)[:, None]
+    # every row is a distinct token; padding rows are recognisable
+    hidden = torch.arange(5 * length, dtype=torch.float32).view(5, length, 1).repeat(1, 1, d)
+    hidden[~padding_mask] = -1.0
+    order, found_lengths = real_token_order(padding_mask)
+    assert torch.equal(found_lengths, lengths)
+    for trial in range(30):
+        for noise in ("swap", "disorder"):
+            if noise == "swap":
+                ranks = swap_ranks(lengths, length, max_distance=3)
+            else:
+                ranks = disorder_ranks(lengths, length, window=3)
+            noisy = permute_real_tokens(hidden, order, ranks)
+            assert torch.equal(noisy[~padding_mask], hidden[~padding_mask]), "padding never moves"
+            for b in range(5):
+                real_in, real_out = hidden[b][padding_mask[b], 0], noisy[b][padding_mask[b], 0]
+                assert torch.equal(real_in.sort().values, real_out.sort().values), "real tokens stay in the sentence"
+                moved = (real_in != real_out).nonzero().flatten()
+                if lengths[b] >= 2:
+                    assert len(moved) >= 2, "the noise changes the sentence"
+                    assert moved.max() - moved.min() <= (3 if noise == "swap" else 2)
+                    if noise == "swap":
+                        assert len(moved) == 2
+                else:
+                    assert len(moved) == 0
+    # mask noise: only real tokens are replaced, by the unit's mask embedding
+    layer = mute_model(**VARIANTS["bias"], bias_sample_rate=1.0, mask_probability=0.9).train().model.encoder.layers[0]
+    wide = torch.randn(5, length, 32)
+    unit_inputs = layer.bias_module(wide, padding_mask)
+    masked = unit_inputs[layer.bias_module.noise_types.index("mask")]
+    replaced = (masked != wide).any(-1)
+    assert replaced.any() and not replaced[~padding_mask].any()
+    assert torch.equal(masked[replaced], layer.bias_module.mask_embeddings[0].expand(int(replaced.sum()), -1))
+    for unit in unit_inputs:
+        assert torch.equal(unit[~padding_mask], wide[~padding_mask])
+
+
+def test_noise_never_brings_padding_into_a_sentence_end_to_end():
+    model = mute_model(**VARIANTS["bias-seq"], bias_sample_rate=1.0)
+    ids, mask = random_batch(VOCAB, pad_last=3)
+    other = ids.clone()
+    other[-1, -3:] = 7  # different tokens in the padded positions
+    encoder = model.get_encoder().train()
+    outputs = []
+    for source in (ids, other):
+        torch.manual_seed(11)  # the same noise draws
+        outputs.append(encoder(input_ids=source, attention_mask=mask).last_hidden_state)
+    assert torch.allclose(outputs[0][mask.bool()], outputs[1][mask.bool()], atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------- AutoShuffle
+
+
+def test_lipschitz_penalty_is_zero_exactly_for_permutations():
+    permutation = torch.eye(4)[[2, 0, 3, 1]]
+    assert lipschitz_penalty(permutation).item() == 0.0
+    assert lipschitz_penalty(torch.full((4, 4), 0.25)).item() == pytest.approx(4.0)
+    near = project_doubly_stochastic(permutation + 0.01)
+    assert 0 < lipschitz_penalty(near).item() < 0.5
+
+
+def test_projection_makes_m_doubly_stochastic():
+    raw = torch.randn(5, 5)
+    raw[1] = -1.0  # a row that the ReLU zeroes entirely
+    m = project_doubly_stochastic(raw)
+    assert (m >= 0).all()
+    assert torch.allclose(m.sum(0), torch.ones(5), atol=1e-5) and torch.allclose(m.sum(1), torch.ones(5), atol=1e-5)
+    permutation = torch.eye(4)[[1, 3, 0, 2]]
+    assert torch.equal(project_doubly_stochastic(permutation), permutation)
+
+
+@pytest.mark.parametrize("update", ["optimizer", "manual"])
+def test_m_stays_projected_in_a_plain_training_loop(update):
+    model = mute_model(**VARIANTS["bias-seq"]).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    ids, mask, labels = labelled_batch()
+    for _ in range(3):
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        if update == "optimizer":
+            optimizer.step()  # the post-step hook projects M
+        else:
+            with torch.no_grad():  # an update that bypasses torch.optim: the next training forward projects M
+                for p in model.parameters():
+                    if p.grad is not None:  # the mask embedding has none when the noise was switched off
+                        p -= 0.1 * p.grad
+            model(input_ids=ids, attention_mask=mask, labels=labels)
+        optimizer.zero_grad()
+        for layer in model.model.encoder.layers:
+            m = layer.unit_order.weight
+            assert (m >= 0).all()
+            assert torch.allclose(m.sum(0), torch.ones(4), atol=1e-5)
+            assert torch.allclose(m.sum(1), torch.ones(4), atol=1e-5)
+    assert not torch.allclose(m, torch.full_like(m, 0.25))
+
+
+def test_optimizer_hook_only_projects_what_that_optimizer_updates():
+    shuffle = AutoShuffle(3)
+    with torch.no_grad():
+        shuffle.weight.copy_(torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    other = torch.nn.Parameter(torch.ones(2))
+    other.grad = torch.zeros(2)
+    torch.optim.SGD([other], lr=0.1).step()
+    assert shuffle.weight[0, 0] == 2.0
+    shuffle.weight.grad = torch.zeros(3, 3)
+    torch.optim.SGD(shuffle.parameters(), lr=0.1).step()
+    assert torch.equal(shuffle.weight, torch.eye(3))
+
+
+def test_sequential_combination_equals_equations_13_to_15():
+    layer = mute_model(**VARIANTS["bias-seq"]).model.encoder.layers[0]
+    units = layer.num_units
+    with torch.no_grad():
+        layer.unit_weights.copy_(torch.rand(units) + 0.1)
+        layer.unit_order.weight.copy_(project_doubly_stochastic(torch.rand(units, units)))
+    unit_outputs = torch.randn(units, 2, 5, 32)  # F_i
+    m, alpha = layer.unit_order.weight, layer.unit_weights
+    permuted = torch.einsum("ij,ibtd->jbtd", m, unit_outputs)  # Eq. (16): [G_j] = Mᵀ [F_i]
+    accumulated = permuted.cumsum(0)  # Eq. (14)
+    expected = sum(alpha[j] * accumulated[j] / (j + 1) for j in range(units))  # Eq. (15)
+    combined = torch.einsum("u,ubtd->btd", layer.combination_weights(), unit_outputs)
+    assert torch.allclose(combined, expected, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- relative positions
+
+
+def test_relative_attention_matches_the_shaw_formula():
+    torch.manual_seed(0)
+    batch, heads, queries, keys, d_h, k = 2, 3, 4, 9, 8, 2
+    q = torch.randn(batch, heads, queries, d_h)
+    key, v = torch.randn(batch, heads, keys, d_h), torch.randn(batch, heads, keys, d_h)
+    table = torch.randn(2 * k + 1, d_h)
+    query_positions = torch.arange(5, 5 + queries)  # incremental rows: positions 5.. against keys 0..8
+    buckets = relative_position_buckets(query_positions, torch.arange(keys), k)
+    output, weights = relative_attention(q, key, v, table, buckets, None, 0.0, False)
+    # naive: materialise r_ij for every pair
+    r = torch.stack([torch.stack([table[max(-k, min(k, j - i)) + k] for j in range(keys)])
+                     for i in query_positions.tolist()])
+    scores = (torch.einsum("bhtd,bhsd->bhts", q, key) + torch.einsum("bhtd,tsd->bhts", q, r)) / math.sqrt(d_h)
+    expected_weights = scores.softmax(-1)
+    expected = torch.einsum("bhts,bhsd->bhtd", expected_weights, v) + torch.einsum("bhts,tsd->bhtd", expected_weights, r)
+    assert torch.allclose(weights, expected_weights, atol=1e-6)
+    assert torch.allclose(output, expected, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- diversity tool
+
+
+def _load_unit_diversity():
+    path = Path(__file__).resolve().parents[1] / "training" / "unit_diversity.py"
+    spec = importlib.util.spec_from_file_location("unit_diversity", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_unit_diversity_tool_on_the_real_corpus(tmp_path):
+    tool = _load_unit_diversity()
+    sentences = tool.read_column(tool.corpus_dir() / "valid.tsv.gz", "es", limit=24)
+    texts = tool.read_column(tool.corpus_dir() / "train.tsv.gz", "es", limit=300)
+    from hf_unified_mt.tokenization import train_tokenizer
+
+    tokenizer = train_tokenizer(texts, vocab_size=300)
+    model = mute_model(vocab_size=len(tokenizer))
+    result = tool.unit_diversity(model, tokenizer, sentences, batch_size=8)
+    assert result["num_sentences"] == 24 and result["num_tokens"] > 24 * 5
+    for layer in result["layers"]:
+        for measure in tool.MEASURES:
+            assert math.exp(-1) < layer[measure] < math.e
+    # identical units: cos = 1 everywhere, DIV = exp(-1)
+    with torch.no_grad():
+        for layer in model.model.encoder.layers:
+            for module in (layer.self_attn, layer.ffn):
+                for param in module.parameters():
+                    param.copy_(param[:1].expand_as(param))
+    same = tool.unit_diversity(model, tokenizer, sentences, batch_size=8)
+    for measure in tool.MEASURES:
+        assert same["mean"][measure] == pytest.approx(math.exp(-1), abs=1e-5)
+    # the command line: table + JSON
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    report = tool.main(["--models", "tiny", "tiny:use_bias_module=true,use_sequential_dependency=true",
+                        "--max_sentences", "16", "--tokenizer", str(tmp_path / "tokenizer"),
+                        "--output_dir", str(tmp_path)])
+    written = json.loads((tmp_path / "unit_diversity.json").read_text())
+    assert written == json.loads(json.dumps(report))
+    assert len(written["models"]["tiny"]["layers"]) == 2
