@@ -261,3 +261,26 @@ def test_auto_classes_and_base_model(tmp_path):
 
 def model_can_generate():
     return tiny_model().can_generate()
+
+
+def test_two_remote_code_models_in_one_process(tmp_path):
+    """Each remote checkpoint brings its own copy of the cache layer, registered under one global name: a model
+    loaded first must still generate after another one is loaded."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    trained_tiny_model().save_pretrained(first)
+    other = AutoModelForSeq2SeqLM.from_config(
+        hf_unified_mt.get_config("multi_pass_transformer", "tiny", vocab_size=tiny_config().vocab_size)
+    )
+    other.save_pretrained(second)
+    ids, mask = random_batch(tiny_config().vocab_size)
+    expected = trained_tiny_model().generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=8).tolist()
+    remote = _run_without_package(f"""
+        import json, torch
+        from transformers import AutoModelForSeq2SeqLM
+        first = AutoModelForSeq2SeqLM.from_pretrained("first", trust_remote_code=True).eval()
+        second = AutoModelForSeq2SeqLM.from_pretrained("second", trust_remote_code=True).eval()
+        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
+        second.generate(ids, attention_mask=mask, max_new_tokens=3)
+        print(json.dumps(first.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=8).tolist()))
+    """, cwd=tmp_path)
+    assert remote == expected

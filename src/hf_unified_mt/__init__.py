@@ -10,8 +10,33 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .cache_mt import StatefulDecoderCacheLayer
 from .configuration_mt_common import MTConfig
+from .configuration_deep_transformer import DeepTransformerConfig
+from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
+from .configuration_multi_pass_transformer import MultiPassTransformerConfig
+from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
 from .configuration_unified_transformer import UnifiedTransformerConfig
+from .modeling_deep_transformer import (
+    DeepTransformerForConditionalGeneration,
+    DeepTransformerModel,
+    DeepTransformerPreTrainedModel,
+)
 from .modeling_mt_common import shift_tokens_right
+from .modeling_multi_encoder_transformer import (
+    MultiEncoderTransformerForConditionalGeneration,
+    MultiEncoderTransformerModel,
+    MultiEncoderTransformerPreTrainedModel,
+)
+from .modeling_multi_pass_transformer import (
+    MultiPassTransformerForConditionalGeneration,
+    MultiPassTransformerModel,
+    MultiPassTransformerPreTrainedModel,
+)
+from .modeling_multi_unit_transformer import (
+    MultiUnitLossLoggingCallback,
+    MultiUnitTransformerForConditionalGeneration,
+    MultiUnitTransformerModel,
+    MultiUnitTransformerPreTrainedModel,
+)
 from .modeling_unified_transformer import (
     UnifiedTransformerForConditionalGeneration,
     UnifiedTransformerModel,
@@ -29,6 +54,26 @@ ARCHITECTURES = {
         UnifiedTransformerConfig,
         UnifiedTransformerModel,
         UnifiedTransformerForConditionalGeneration,
+    ),
+    "multi_encoder_transformer": (
+        MultiEncoderTransformerConfig,
+        MultiEncoderTransformerModel,
+        MultiEncoderTransformerForConditionalGeneration,
+    ),
+    "multi_pass_transformer": (
+        MultiPassTransformerConfig,
+        MultiPassTransformerModel,
+        MultiPassTransformerForConditionalGeneration,
+    ),
+    "deep_transformer": (
+        DeepTransformerConfig,
+        DeepTransformerModel,
+        DeepTransformerForConditionalGeneration,
+    ),
+    "multi_unit_transformer": (
+        MultiUnitTransformerConfig,
+        MultiUnitTransformerModel,
+        MultiUnitTransformerForConditionalGeneration,
     ),
 }
 
@@ -48,7 +93,24 @@ _register()
 
 __all__ = [
     "ARCHITECTURES",
+    "DeepTransformerConfig",
+    "DeepTransformerForConditionalGeneration",
+    "DeepTransformerModel",
+    "DeepTransformerPreTrainedModel",
     "MTConfig",
+    "MultiEncoderTransformerConfig",
+    "MultiEncoderTransformerForConditionalGeneration",
+    "MultiEncoderTransformerModel",
+    "MultiEncoderTransformerPreTrainedModel",
+    "MultiPassTransformerConfig",
+    "MultiPassTransformerForConditionalGeneration",
+    "MultiPassTransformerModel",
+    "MultiPassTransformerPreTrainedModel",
+    "MultiUnitLossLoggingCallback",
+    "MultiUnitTransformerConfig",
+    "MultiUnitTransformerForConditionalGeneration",
+    "MultiUnitTransformerModel",
+    "MultiUnitTransformerPreTrainedModel",
     "PRESETS",
     "StatefulDecoderCacheLayer",
     "TranslationPipeline",

@@ -7,6 +7,99 @@
 from transformers import AutoConfig, PreTrainedConfig
 
 
+def _multi_encoder_presets() -> dict[str, dict]:
+    """Paper 003 (Multi-Encoder Transformer), Tables 7-8: Single = B, Dual = B+S, Triple = B+S+L,
+    Quadruple = B+S+L+C, Quintuple = B+S+L+C+F (B self-attention, S Static Expansion, L LSTM, C ConvS2S, F FNet).
+
+    Unprefixed: the Sk-En / En-Vi / En-It setting, a Transformer base (d 512, 8 heads, FFN 2048, 6+6 layers) plus
+    M=12 Static Expansion, Q=18 LSTM, U=6 ConvS2S and V=6 FNet layers; the FNet FFN width 4096 is inferred from Table 8
+    (architectures.md §4). `lowres-`: the Gl-En / Sp-En setting of Table 7 (N=3, M=Q=U=V=6); the 3-layer decoder and
+    the FNet FFN width 2048 are inferred from Table 8, whose low-resource row does not reconcile otherwise.
+    `tiny-`: the same structures at unit-test size; `tiny` is the tiny quintuple (all five branches).
+    Sources are limited to 256 tokens, the length of the FNet transform."""
+    branch_types = ("self_attention", "static_expansion", "lstm", "convs2s", "fnet")
+    structures = ("single", "dual", "triple", "quadruple", "quintuple")  # the first 1, 2, ... 5 branches
+
+    def family(prefix: str, sizes: dict, branch_layers: tuple[int, ...], fnet_ffn_dim: int) -> dict[str, dict]:
+        branches = [dict(type=kind, layers=layers) for kind, layers in zip(branch_types, branch_layers)]
+        branches[-1]["ffn_dim"] = fnet_ffn_dim
+        return {prefix + name: dict(sizes, encoder_branches=branches[: i + 1]) for i, name in enumerate(structures)}
+
+    base = dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8, decoder_attention_heads=8,
+                encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1, max_position_embeddings=256)
+    tiny = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.1, max_position_embeddings=64)
+    presets = {
+        **family("", base, (6, 12, 18, 6, 6), fnet_ffn_dim=4096),
+        **family("lowres-", dict(base, encoder_layers=3, decoder_layers=3), (3, 6, 6, 6, 6), fnet_ffn_dim=2048),
+        **family("tiny-", tiny, (2, 2, 2, 2, 2), fnet_ffn_dim=64),
+    }
+    presets["tiny"] = presets["tiny-quintuple"]
+    # The names every architecture has, for the paper's recommended Dual encoder (B+S, the only configuration better
+    # than the Transformer on all five tasks): `base` at the En-Vi size, `small` at the width of the other `small`
+    # presets (the CPU demonstrations), with the paper's 1:2 ratio of self-attention to Static Expansion layers.
+    presets["base"] = presets["dual"]
+    presets["small"] = dict(base, d_model=256, encoder_layers=4, decoder_layers=4, encoder_attention_heads=4,
+                            decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024,
+                            max_position_embeddings=512,
+                            encoder_branches=[dict(type="self_attention", layers=4),
+                                              dict(type="static_expansion", layers=8)])
+    return presets
+
+
+def _deep_transformer_presets() -> dict[str, dict]:
+    """Paper 001 (DS-Init + merged attention), §7.2 and Tables 3/6. Every preset is the paper's proposed model:
+    post-norm, DS-Init (α = 1) and merged attention; the baselines are overrides (`ds_init=False`,
+    `decoder_attention_type="self"`, `normalize_before=True` for T2T). base: d 512, FFN 2048, 8 heads,
+    dp_r = dp_a = 0.1; deep-N: N+N layers with dp_r 0.3, dp_a 0.2 (the 12- and 20-layer setting, also used for 30);
+    big: d 1024, FFN 4096, 16 heads, dp_r 0.3, dp_a 0.1."""
+    base = dict(d_model=512, encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=2048,
+                decoder_ffn_dim=2048)
+    big = dict(d_model=1024, encoder_attention_heads=16, decoder_attention_heads=16, encoder_ffn_dim=4096,
+               decoder_ffn_dim=4096, dropout=0.3, attention_dropout=0.1)
+    deep = dict(dropout=0.3, attention_dropout=0.2)
+    return {
+        # Unit tests: a few thousand parameters.
+        "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128),
+        # CPU demonstrations.
+        "small": dict(d_model=256, encoder_layers=6, decoder_layers=6, encoder_attention_heads=4,
+                      decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024,
+                      max_position_embeddings=512),
+        "base": dict(**base, encoder_layers=6, decoder_layers=6, dropout=0.1, attention_dropout=0.1),
+        "deep-12": dict(**base, **deep, encoder_layers=12, decoder_layers=12),
+        "deep-20": dict(**base, **deep, encoder_layers=20, decoder_layers=20),
+        "deep-30": dict(**base, **deep, encoder_layers=30, decoder_layers=30),
+        "big": dict(**big, encoder_layers=6, decoder_layers=6),
+        "big-deep-12": dict(**big, encoder_layers=12, decoder_layers=12),
+        "big-deep-20": dict(**big, encoder_layers=20, decoder_layers=20),
+    }
+
+
+def _multi_unit_presets() -> dict[str, dict]:
+    """Paper 002 (Multi-Unit Transformer): Transformer-Base (6+6 layers, d 512, FFN 2048, 8 heads, pre-norm) with
+    4-unit encoder layers and relative positions (k 16); dropout 0.1 (the paper: 0.4 NIST, 0.2 WMT14, 0.1 WMT18),
+    label smoothing 0.1. "base" = MUTE (identical units), "base-bias" = + Bias, "base-bias-seq" = + Bias + Seq.,
+    "base-relative" = the one-unit "Transformer + Relative" baseline."""
+    base = dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8, decoder_attention_heads=8,
+                encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1, activation_dropout=0.1,
+                attention_dropout=0.0, num_units=4, relative_attention_max_distance=16, label_smoothing=0.1)
+    return {
+        # Unit tests: k = 4 so that short test sentences exercise the clipping of relative distances.
+        "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128,
+                     dropout=0.1, activation_dropout=0.1, num_units=4, relative_attention_max_distance=4),
+        # CPU demonstrations.
+        "small": dict(d_model=256, encoder_layers=4, decoder_layers=4, encoder_attention_heads=4,
+                      decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1,
+                      activation_dropout=0.1, max_position_embeddings=512, num_units=4, label_smoothing=0.1),
+        "base": base,
+        "base-bias": dict(base, use_bias_module=True),
+        "base-bias-seq": dict(base, use_bias_module=True, use_sequential_dependency=True),
+        "base-relative": dict(base, num_units=1),
+    }
+
+
 PRESETS: dict[str, dict[str, dict]] = {
     "unified_transformer": {
         # Unit tests: a few thousand parameters.
@@ -32,6 +125,31 @@ PRESETS: dict[str, dict[str, dict]] = {
                            decoder_attention_heads=16, encoder_ffn_dim=3072, decoder_ffn_dim=3072, dropout=0.3,
                            attention_dropout=0.1, use_convolution=False),
     },
+    "multi_encoder_transformer": _multi_encoder_presets(),
+    "multi_pass_transformer": {
+        # Unit tests: 3 encoder layers, so that hard connections have non-trivial permutations.
+        "tiny": dict(d_model=32, encoder_layers=3, decoder_layers=2, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128,
+                     dropout=0.1, num_passes=2),
+        # CPU demonstrations.
+        "small": dict(d_model=256, encoder_layers=4, decoder_layers=4, encoder_attention_heads=4,
+                      decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1,
+                      max_position_embeddings=512, num_passes=2),
+        # Paper 004 (WMT14): Transformer base 6+6, d 512, FFN 2048, 8 heads, post-norm, dropout 0.1, two passes,
+        # routing pattern (a). "base": the default MPT [0..5]; "base-searched": the best permutation of the random
+        # search, [0, 4, 1, 5, 2, 3]; "base-soft": soft connections (Eq. 6).
+        "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                     decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1,
+                     attention_dropout=0.0, activation_dropout=0.0, num_passes=2),
+        "base-searched": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                              decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1,
+                              num_passes=2, hard_connections=[0, 4, 1, 5, 2, 3]),
+        "base-soft": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                          decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1,
+                          num_passes=2, connection_type="soft"),
+    },
+    "deep_transformer": _deep_transformer_presets(),
+    "multi_unit_transformer": _multi_unit_presets(),
 }
 
 

@@ -1,0 +1,303 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Deep Transformer with depth-scaled initialization and merged attention (paper 001: Zhang, Titov & Sennrich 2019,
+"Improving Deep Transformer with Depth-Scaled Initialization and Merged Attention").
+
+The encoder is the standard post-norm (or pre-norm) Transformer encoder of the shared core. What this file adds:
+
+* DS-Init (Eq. 15): the weight matrices of layer l are drawn with a variance that shrinks with l
+  (`DeepTransformerPreTrainedModel._init_weights`);
+* the decoder's first sublayer, selected by `config.decoder_attention_type`: standard self-attention (the shared
+  `MTDecoderLayer`), the original average attention network (`AAN`, `AverageAttentionDecoderLayer`), or merged
+  attention (`MergedAttention`, `MergedAttentionDecoderLayer`, Eq. 16-17);
+* O(1) incremental state per layer and step for the average-based sublayers: a running sum and per-row valid counts in
+  the layer's `StatefulDecoderCacheLayer`.
+
+Equations follow the authors' released code as summarised in `shared/docs/architectures.md` §2; deliberate deviations
+are marked "Deviation".
+"""
+
+import math
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.cache_utils import Cache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
+from transformers.utils.output_capturing import OutputRecorder
+
+from .cache_mt import StatefulDecoderCacheLayer
+from .configuration_deep_transformer import DeepTransformerConfig
+from .modeling_mt_common import (
+    MTAttention,
+    MTDecoder,
+    MTDecoderLayer,
+    MTEncoder,
+    MTEncoderLayer,
+    MTFeedForward,
+    MTForConditionalGeneration,
+    MTModel,
+    MTPreTrainedModel,
+    ResidualSublayer,
+    cache_layer_for,
+)
+
+
+def cumulative_average(
+    values: torch.Tensor,
+    padding_mask: torch.Tensor | None,
+    cache_layer: StatefulDecoderCacheLayer | None,
+    state_name: str,
+) -> torch.Tensor:
+    """The average mask M_a of AAN applied to `values` (`[B, T, D]`): position i receives the mean of the values at
+    the valid (non-padding) positions j <= i, current position included (architectures.md §2).
+
+    Computed as a cumulative sum divided by a cumulative count, so a whole sequence costs O(T) and a decoding step
+    O(1): with a cache layer, the sums and counts continue from its running totals (`update_running_sum`), which beam
+    search reorders with the rest of the cache. Padded positions get zero, like a zero row of M_a. Sums and counts
+    are kept in float32, so that half-precision models average long prefixes exactly."""
+    dtype, values = values.dtype, values.float()
+    if padding_mask is None:
+        valid = values.new_ones(*values.shape[:2], 1)
+    else:
+        valid = padding_mask.unsqueeze(-1).to(values.dtype)
+        values = values * valid
+    if cache_layer is not None:
+        sums, counts = cache_layer.update_running_sum(state_name, values, valid)
+    else:
+        sums, counts = values.cumsum(dim=1), valid.cumsum(dim=1)
+    return (sums / counts.clamp(min=1.0) * valid).to(dtype)
+
+
+class AAN(nn.Module):
+    """Average attention network (Zhang, Xiong & Su 2018), the original form that paper 001 simplifies: the layer
+    input y is averaged over the target prefix (no projection), optionally passed through an FFN, and combined with
+    y by input and forget gates:
+
+        g_i = FFN(ȳ_i) or ȳ_i,   [i; f] = [y_i; g_i] W_z + b_z,   h_i = σ(i) ⊙ y_i + σ(f) ⊙ g_i.
+
+    The enclosing residual sublayer adds the residual connection and LayerNorm. With `normalize_before` (pre-norm)
+    y is the normalised layer input, for the average and the gate alike (the AAN code averages the raw input; the two
+    agree in the post-norm layout, which is the one the papers use). (Named after the acronym: the
+    transformers attention-interface heuristic reserves `*Attention*(nn.Module)` class names for modules that call the
+    attention interface.)"""
+
+    def __init__(self, config: DeepTransformerConfig):
+        super().__init__()
+        self.ffn = MTFeedForward(config, config.decoder_ffn_dim) if config.aan_use_ffn else None
+        self.gate = nn.Linear(2 * config.d_model, 2 * config.d_model)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        cache_layer: StatefulDecoderCacheLayer | None = None,
+    ) -> torch.Tensor:
+        average = cumulative_average(hidden_states, padding_mask, cache_layer, "aan")
+        context = self.ffn(average) if self.ffn is not None else average
+        input_gate, forget_gate = self.gate(torch.cat([hidden_states, context], dim=-1)).chunk(2, dim=-1)
+        return torch.sigmoid(input_gate) * hidden_states + torch.sigmoid(forget_gate) * context
+
+
+class MergedAttention(MTAttention):
+    """MAtt (Eq. 16-17, paper 001): the simplified AAN and the encoder-decoder attention computed in parallel from the
+    same input s and summed before one output projection,
+
+        MAtt(s) = (M_a (s W_v + b_v) + ATT_heads(s, H^L)) W_o + b_o,
+
+    where W_v, b_v are the cross-attention's own value projection (the authors' code reuses it under the same variable
+    scope, and Table 3's parameter counts confirm it) and W_o, b_o its output projection: no parameters beyond those
+    of a cross-attention. Returns the merged output and the cross-attention weights."""
+
+    def __init__(self, config: DeepTransformerConfig, num_heads: int, layer_idx: int):
+        super().__init__(config, num_heads, is_causal=False, layer_idx=layer_idx)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        past_key_values: Cache | None = None,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        # Eq. (16): simplified AAN on the shared value projection, in full width d.
+        average = cumulative_average(
+            self.v_proj(hidden_states), padding_mask, cache_layer_for(past_key_values, self.layer_idx), "merged"
+        )
+        # Eq. (1): encoder-decoder attention, heads concatenated before the output projection.
+        keys, values = self.key_values(encoder_hidden_states, past_key_values, is_cross_attention=True)
+        context, weights = self.attend(self.q_proj(hidden_states), keys, values, attention_mask, **kwargs)
+        # Eq. (17): the two branches share W_o.
+        return self.out_proj(context + average), weights
+
+
+class AverageAttentionDecoderLayer(GradientCheckpointingLayer):
+    """Decoder layer of the AAN Transformer: the causal self-attention sublayer of Eq. (6) replaced by [`AAN`], then
+    cross-attention (Eq. 7) and FFN (Eq. 8), each a residual sublayer (post- or pre-norm)."""
+
+    def __init__(self, config: DeepTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.self_attn = AAN(config)
+        self.self_attn_sublayer = ResidualSublayer(config)
+        self.encoder_attn = MTAttention(config, config.decoder_attention_heads, layer_idx=layer_idx)
+        self.encoder_attn_sublayer = ResidualSublayer(config)
+        self.ffn = MTFeedForward(config, config.decoder_ffn_dim)
+        self.ffn_sublayer = ResidualSublayer(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+        hidden_states = self.self_attn_sublayer(hidden_states, lambda x: self.self_attn(x, padding_mask, cache_layer))
+        if cache_layer is not None:
+            cache_layer.advance(hidden_states.shape[1])  # no self-attention keys: count the positions
+        hidden_states = self.encoder_attn_sublayer(
+            hidden_states,
+            lambda x: self.encoder_attn(
+                x, key_value_states=encoder_hidden_states, past_key_values=past_key_values,
+                attention_mask=encoder_attention_mask, **kwargs,
+            )[0],
+        )
+        return self.ffn_sublayer(hidden_states, self.ffn)
+
+
+class MergedAttentionDecoderLayer(GradientCheckpointingLayer):
+    """Decoder layer with merged attention (Eq. 17): S̄ = LN(S + MAtt(S)), then the FFN sublayer. Two sublayers
+    instead of three; the same parameter count as an encoder layer."""
+
+    def __init__(self, config: DeepTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.encoder_attn = MergedAttention(config, config.decoder_attention_heads, layer_idx)
+        self.encoder_attn_sublayer = ResidualSublayer(config)
+        self.ffn = MTFeedForward(config, config.decoder_ffn_dim)
+        self.ffn_sublayer = ResidualSublayer(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        hidden_states = self.encoder_attn_sublayer(
+            hidden_states,
+            lambda x: self.encoder_attn(
+                x, encoder_hidden_states, past_key_values=past_key_values, attention_mask=encoder_attention_mask,
+                padding_mask=padding_mask, **kwargs,
+            )[0],
+        )
+        cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+        if cache_layer is not None:
+            cache_layer.advance(hidden_states.shape[1])  # no self-attention keys: count the positions
+        return self.ffn_sublayer(hidden_states, self.ffn)
+
+
+DECODER_LAYER_CLASSES = {
+    "self": MTDecoderLayer,
+    "aan": AverageAttentionDecoderLayer,
+    "merged": MergedAttentionDecoderLayer,
+}
+
+
+def depth_scale(config: DeepTransformerConfig, depth: int) -> float:
+    """Factor applied to the Xavier bound γ of every weight matrix of layer `depth` (1-based) by DS-Init."""
+    if not config.ds_init:
+        return 1.0
+    alpha = float(config.ds_init_alpha)
+    if config.ds_init_mode == "paper":
+        return alpha / math.sqrt(depth)  # Eq. (15): U(±γ·α/√l)
+    # The authors' code: TF variance_scaling(scale=α/√l, fan_avg, uniform), whose limit is sqrt(3·scale/fan_avg),
+    # i.e. U(±γ·√α·l^(-1/4)).
+    return math.sqrt(alpha) * depth**-0.25
+
+
+def ds_init_bounds(config: DeepTransformerConfig, layers: nn.ModuleList) -> dict[nn.Linear, float]:
+    """The bound b of U(±b) for every weight matrix of a stack's layers: the Xavier bound of Eq. (9),
+    γ = sqrt(6 / (fan_in + fan_out)), times the DS-Init scale of the layer's depth l = 1..L (Eq. 15).
+
+    The authors' code projects self-attention queries, keys and values with ONE fused d x 3d matrix, whose Xavier
+    bound is sqrt(6 / 4d); our separate q/k/v projections use that fan so that both initialisations match the
+    released code (architectures.md §2, recommendation 3)."""
+    bounds = {}
+    for depth, layer in enumerate(layers, start=1):
+        fused = set()
+        if isinstance(getattr(layer, "self_attn", None), MTAttention):
+            fused = {layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj}
+        for module in layer.modules():
+            if isinstance(module, nn.Linear):
+                fan_out = module.out_features * (3 if module in fused else 1)
+                bounds[module] = math.sqrt(6.0 / (module.in_features + fan_out)) * depth_scale(config, depth)
+    return bounds
+
+
+class DeepTransformerPreTrainedModel(MTPreTrainedModel):
+    config: DeepTransformerConfig
+    _no_split_modules = [
+        "MTEncoderLayer", "MTDecoderLayer", "AverageAttentionDecoderLayer", "MergedAttentionDecoderLayer"
+    ]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Zero biases, unit LayerNorms, N(0, d^-1/2) embeddings and softmax (the authors' toolkit), and for the
+        weight matrices of the encoder and decoder layers Xavier-uniform scaled by DS-Init (Eq. 9 and 15).
+
+        transformers initialises each module with the `_init_weights` of its nearest `PreTrainedModel` ancestor, so a
+        linear layer inside the encoder or decoder layers is initialised here with `self` being that stack, which
+        knows the layer's depth. `init.*` leaves weights loaded from a checkpoint untouched."""
+        super()._init_weights(module)
+        if not isinstance(module, nn.Linear):
+            return
+        if isinstance(self, (DeepTransformerEncoder, DeepTransformerDecoder)):
+            bound = ds_init_bounds(self.config, self.layers).get(module)
+            if bound is not None:
+                init.uniform_(module.weight, -bound, bound)
+        elif module is getattr(self, "lm_head", None):  # an untied softmax matrix
+            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+
+
+class DeepTransformerEncoder(DeepTransformerPreTrainedModel, MTEncoder):
+    layer_class = MTEncoderLayer
+    _can_record_outputs = {"hidden_states": MTEncoderLayer, "attentions": MTAttention}
+
+
+class DeepTransformerDecoder(DeepTransformerPreTrainedModel, MTDecoder):
+    _can_record_outputs = {
+        "hidden_states": list(DECODER_LAYER_CLASSES.values()),
+        # Only the standard decoder has self-attention weights; AAN and MAtt average uniformly over the prefix.
+        "attentions": OutputRecorder(MTAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
+    }
+
+    @property
+    def layer_class(self) -> type[nn.Module]:
+        return DECODER_LAYER_CLASSES[self.config.decoder_attention_type]
+
+
+class DeepTransformerModel(DeepTransformerPreTrainedModel, MTModel):
+    encoder_class = DeepTransformerEncoder
+    decoder_class = DeepTransformerDecoder
+
+
+class DeepTransformerForConditionalGeneration(DeepTransformerPreTrainedModel, MTForConditionalGeneration):
+    base_model_class = DeepTransformerModel
+
+
+__all__ = [
+    "DeepTransformerPreTrainedModel",
+    "DeepTransformerModel",
+    "DeepTransformerForConditionalGeneration",
+]

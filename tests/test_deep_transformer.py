@@ -1,0 +1,447 @@
+"""Deep Transformer with DS-Init and merged attention (paper 001), on tiny CPU models: the three decoder types, the
+incremental state, DS-Init, parameter counts, the Hugging Face integration and the gradient diagnostics."""
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+import hf_unified_mt
+from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from hf_unified_mt import DeepTransformerForConditionalGeneration
+from test_hf_integration import _run_without_package
+
+
+VOCAB_SIZE = len(SPECIALS) + len(VOCAB_WORDS)
+TYPES = ["self", "aan", "merged"]
+VARIANTS = {
+    "self": dict(decoder_attention_type="self"),
+    "aan": dict(decoder_attention_type="aan"),
+    "aan-ffn": dict(decoder_attention_type="aan", aan_use_ffn=True),
+    "merged": dict(decoder_attention_type="merged"),
+    "self-prenorm": dict(decoder_attention_type="self", normalize_before=True),
+    "aan-prenorm": dict(decoder_attention_type="aan", normalize_before=True),
+    "merged-prenorm": dict(decoder_attention_type="merged", normalize_before=True),
+}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def deep_config(**overrides):
+    settings = dict(vocab_size=VOCAB_SIZE, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    settings.update(overrides)
+    return hf_unified_mt.get_config("deep_transformer", "tiny", **settings)
+
+
+def deep_model(seed: int = 0, **overrides) -> DeepTransformerForConditionalGeneration:
+    torch.manual_seed(seed)
+    return DeepTransformerForConditionalGeneration(deep_config(**overrides)).eval()
+
+
+def count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# ---------------------------------------------------------------------------------------------- forward and decoding
+
+@pytest.mark.parametrize("variant", ["self", "aan", "aan-ffn", "merged"])
+def test_forward_with_labels_returns_a_loss_that_trains_every_parameter(variant):
+    model = deep_model(**VARIANTS[variant]).train()
+    ids, mask = random_batch(VOCAB_SIZE)
+    labels = ids.masked_fill(mask == 0, -100)
+    output = model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert output.loss.ndim == 0 and torch.isfinite(output.loss)
+    assert output.logits.shape == (*labels.shape, VOCAB_SIZE)
+    output.loss.backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert missing == [], "every parameter receives a gradient"
+
+
+@pytest.mark.parametrize(
+    "variant, attn_implementation",
+    [(variant, "eager") for variant in TYPES] + [(variant, "sdpa") for variant in sorted(VARIANTS)],
+)
+def test_incremental_decoding_matches_full_forward(variant, attn_implementation):
+    model = deep_model(**VARIANTS[variant])
+    model.set_attn_implementation(attn_implementation)
+    ids, mask = random_batch(VOCAB_SIZE)
+    target = torch.randint(4, VOCAB_SIZE, (ids.shape[0], 8), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=False).logits
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        cache, steps = None, []
+        for t in range(target.shape[1]):
+            out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=target[:, t : t + 1],
+                        past_key_values=cache, use_cache=True)
+            cache, steps = out.past_key_values, steps + [out.logits]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5), (torch.cat(steps, 1) - full).abs().max()
+
+
+@pytest.mark.parametrize("variant", ["self", "aan", "merged"])
+def test_generate_with_and_without_cache_is_identical(variant):
+    model = deep_model(**VARIANTS[variant])
+    ids, mask = random_batch(VOCAB_SIZE)
+    settings = [
+        dict(),
+        dict(num_beams=4, num_return_sequences=2),
+        dict(num_beams=4, num_return_sequences=2, length_penalty=0.6),
+        dict(do_sample=True, top_k=10),
+        dict(do_sample=True, num_beams=3, temperature=1.5),
+    ]
+    for kwargs in settings:
+        outputs = []
+        for use_cache in (True, False):
+            torch.manual_seed(0)
+            outputs.append(model.generate(ids, attention_mask=mask, max_new_tokens=12, min_new_tokens=12,
+                                          use_cache=use_cache, **kwargs))
+        assert torch.equal(outputs[0], outputs[1]), kwargs
+        assert outputs[0].shape[1] == 13
+
+
+@pytest.mark.parametrize("decoder_attention_type", TYPES)
+def test_translation_does_not_depend_on_batch_or_padding(decoder_attention_type):
+    model = deep_model(decoder_attention_type=decoder_attention_type)
+    ids, mask = random_batch(VOCAB_SIZE, batch=3, pad_last=4)
+    alone_ids = ids[-1:, : ids.shape[1] - 4]
+    for kwargs in (dict(), dict(num_beams=4)):
+        batched = model.generate(ids, attention_mask=mask, max_new_tokens=10, min_new_tokens=10, **kwargs)
+        alone = model.generate(alone_ids, max_new_tokens=10, min_new_tokens=10, **kwargs)
+        assert torch.equal(batched[-1], alone[0])
+
+
+@pytest.mark.parametrize("decoder_attention_type", TYPES)
+def test_masked_target_positions_are_left_out_of_the_prefix_average(decoder_attention_type):
+    """M_a[i, j] is zero for padded j: changing the tokens at masked target positions changes nothing elsewhere."""
+    model = deep_model(decoder_attention_type=decoder_attention_type)
+    ids, mask = random_batch(VOCAB_SIZE)
+    target = torch.randint(4, VOCAB_SIZE, (3, 8), generator=torch.Generator().manual_seed(4))
+    target_mask = torch.ones_like(target)
+    target_mask[0, 2:4] = 0
+    other = target.clone()
+    other[0, 2:4] = 5
+    with torch.no_grad():
+        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask)
+        b = model(input_ids=ids, attention_mask=mask, decoder_input_ids=other, decoder_attention_mask=target_mask)
+        unmasked = model(input_ids=ids, attention_mask=mask, decoder_input_ids=other).logits
+    a, b = a.logits, b.logits
+    keep = target_mask.bool()
+    assert torch.allclose(a[keep], b[keep], atol=1e-5)
+    assert not torch.allclose(b[0, 4:], unmasked[0, 4:], atol=1e-4), "the mask does change the later positions"
+
+
+@pytest.mark.parametrize("decoder_attention_type", TYPES)
+def test_average_sublayers_keep_constant_size_state(decoder_attention_type):
+    model = deep_model(decoder_attention_type=decoder_attention_type)
+    ids, mask = random_batch(VOCAB_SIZE)
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=9, min_new_tokens=9, num_beams=2,
+                         return_dict_in_generate=True)
+    layers = out.past_key_values.self_attention_cache.layers
+    assert out.past_key_values.get_seq_length() == 9  # positions are counted also without keys
+    for layer in layers:
+        if decoder_attention_type == "self":
+            assert layer.keys.shape[-2] == 9 and layer.states == {}
+        else:
+            assert layer._keys_length() == 0, "no per-position keys or values"
+            assert {name: tuple(state.shape) for name, state in layer.states.items()} == {
+                decoder_attention_type: (6, 1, 32), f"{decoder_attention_type}.count": (6, 1, 1)
+            }
+
+
+def test_merged_attention_reuses_the_cross_attention_value_projection():
+    model = deep_model(decoder_attention_type="merged")
+    layer = model.model.decoder.layers[0]
+    hidden = torch.randn(2, 5, 32)
+    encoder_states = torch.randn(2, 4, 32)
+    with torch.no_grad():
+        reference, _ = layer.encoder_attn(hidden, encoder_states)
+        layer.encoder_attn.v_proj.weight.zero_()  # also the AAN branch's input projection
+        layer.encoder_attn.v_proj.bias.zero_()
+        no_values, _ = layer.encoder_attn(hidden, encoder_states)
+    # With W_v = 0 both branches vanish: only the output bias b_o remains.
+    assert not torch.allclose(reference, no_values)
+    assert torch.allclose(no_values, layer.encoder_attn.out_proj.bias.expand_as(no_values), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------- DS-Init
+
+def expected_bound(mode, alpha, depth, fan_in, fan_out):
+    gamma = math.sqrt(6.0 / (fan_in + fan_out))  # Eq. (9)
+    if mode is None:
+        return gamma
+    if mode == "paper":
+        return gamma * alpha / math.sqrt(depth)  # Eq. (15)
+    return gamma * math.sqrt(alpha) * depth**-0.25  # released code: variance scaling with scale α/√l
+
+
+@pytest.mark.parametrize("mode, alpha", [("paper", 1.0), ("paper", 0.5), ("released_code", 0.5), (None, 1.0)])
+@pytest.mark.parametrize("variant", ["self", "aan-ffn", "merged"])
+def test_ds_init_matches_the_formula_for_every_matrix_of_every_layer(mode, alpha, variant):
+    d, layers = 64, 3
+    model = deep_model(d_model=d, encoder_ffn_dim=128, decoder_ffn_dim=128, encoder_layers=layers,
+                       decoder_layers=layers, ds_init=mode is not None, ds_init_mode=mode or "paper",
+                       ds_init_alpha=alpha, tie_word_embeddings=False, **VARIANTS[variant])
+    checked = 0
+    for stack in (model.model.encoder, model.model.decoder):
+        for depth, layer in enumerate(stack.layers, start=1):
+            for name, module in layer.named_modules():
+                if not isinstance(module, torch.nn.Linear):
+                    continue
+                fused_qkv = name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+                fan_out = module.out_features * (3 if fused_qkv else 1)  # the authors' fused d x 3d matrix
+                bound = expected_bound(mode, alpha, depth, module.in_features, fan_out)
+                weight = module.weight.detach()
+                assert weight.abs().max() <= bound * (1 + 1e-6), name
+                assert weight.abs().max() >= 0.98 * bound, name
+                assert abs(weight.std().item() / (bound / math.sqrt(3)) - 1) < 0.05, (depth, name)
+                assert torch.all(module.bias == 0)
+                checked += 1
+    decoder_matrices = {"self": 4 + 4 + 2, "aan-ffn": 1 + 2 + 4 + 2, "merged": 4 + 2}[variant]
+    assert checked == layers * (6 + decoder_matrices)
+    # untouched: LayerNorms, embeddings and the softmax matrix N(0, d^-1/2)
+    assert all(torch.all(ln.weight == 1) for ln in model.modules() if isinstance(ln, torch.nn.LayerNorm))
+    for matrix in (model.model.decoder.embed_tokens.weight[1:], model.lm_head.weight):
+        assert abs(matrix.std().item() * math.sqrt(d) - 1) < 0.15
+
+
+# ---------------------------------------------------------------------------------------------- parameter counts
+
+def self_attention_sublayer_parameters(model) -> int:
+    return sum(count(layer.self_attn) + count(layer.self_attn_sublayer) for layer in model.model.decoder.layers)
+
+
+def test_merged_attention_removes_exactly_the_self_attention_sublayers():
+    standard, merged = deep_model(decoder_attention_type="self"), deep_model(decoder_attention_type="merged")
+    d, layers = 32, 2
+    assert count(standard) - count(merged) == self_attention_sublayer_parameters(standard)
+    assert count(standard) - count(merged) == layers * (4 * d * d + 4 * d + 2 * d)  # W_q,k,v,o + biases + LN
+
+
+@pytest.mark.parametrize("aan_use_ffn", [False, True])
+def test_aan_replaces_self_attention_by_its_gate_and_optional_ffn(aan_use_ffn):
+    standard = deep_model(decoder_attention_type="self")
+    aan = deep_model(decoder_attention_type="aan", aan_use_ffn=aan_use_ffn)
+    d, ffn, layers = 32, 64, 2
+    gate = 2 * d * 2 * d + 2 * d
+    attention = 4 * d * d + 4 * d
+    extra_ffn = 2 * d * ffn + ffn + d if aan_use_ffn else 0
+    assert count(aan) == count(standard) + layers * (gate - attention + extra_ffn)
+
+
+PAPER_VOCAB = dict(vocab_size=27_500, share_encoder_decoder_embeddings=False)  # ~27.5k BPE types per side
+
+
+@pytest.mark.parametrize(
+    "preset, decoder_attention_type, millions",
+    [
+        ("base", "self", 72.3), ("base", "merged", 66.0),  # Table 3, rows 1 and 4
+        ("deep-12", "self", 116.4), ("deep-12", "merged", 103.8),  # rows 11 and 13
+        ("deep-20", "self", 175.3), ("deep-20", "merged", 154.3),  # rows 14 and 16
+        ("big", "self", 233), ("big-deep-12", "merged", 359), ("big-deep-20", "merged", 560),  # Table 6
+    ],
+)
+def test_parameter_counts_reproduce_the_papers_tables(preset, decoder_attention_type, millions):
+    config = hf_unified_mt.get_config("deep_transformer", preset, decoder_attention_type=decoder_attention_type,
+                                      **PAPER_VOCAB)
+    with torch.device("meta"):  # no memory, no initialisation
+        model = DeepTransformerForConditionalGeneration(config)
+    digits = 1 if millions < 200 else 0
+    assert round(count(model) / 1e6, digits) == millions
+
+
+# ---------------------------------------------------------------------------------------------- HF integration
+
+@pytest.mark.parametrize("variant", ["merged-tied", "self-untied"])
+def test_save_and_load_round_trip(tmp_path, variant):
+    untied = variant == "self-untied"
+    model = deep_model(decoder_attention_type=variant.split("-")[0], tie_word_embeddings=not untied)
+    model.save_pretrained(tmp_path)
+    for code_file in ("modeling_deep_transformer.py", "configuration_deep_transformer.py", "modeling_mt_common.py",
+                      "cache_mt.py", "configuration_mt_common.py"):
+        assert (tmp_path / code_file).exists(), code_file
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is type(model)
+    assert reloaded.config.decoder_attention_type == model.config.decoder_attention_type
+    ids, mask = random_batch(VOCAB_SIZE)
+    with torch.no_grad():
+        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+        b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+    assert torch.equal(a, b)
+    # paper default: separate source and target embeddings; the softmax tied to the target embedding unless untied
+    assert reloaded.model.encoder.embed_tokens.weight is not reloaded.model.decoder.embed_tokens.weight
+    assert (reloaded.lm_head.weight is reloaded.model.decoder.embed_tokens.weight) is not untied
+
+
+def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
+    sentences = ["hola mundo", "el gato ve al perro en la casa grande"]
+    ids, mask = random_batch(VOCAB_SIZE)
+    expected = {}
+    for decoder_attention_type in TYPES:
+        model = deep_model(decoder_attention_type=decoder_attention_type)
+        model.save_pretrained(tmp_path / decoder_attention_type)
+        expected[decoder_attention_type] = dict(
+            beam=model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist(),
+            greedy=model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist(),
+        )
+    tokenizer.save_pretrained(tmp_path / "merged")
+    translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
+    expected_translations = translator(sentences, batch_size=2)
+    # One fresh interpreter for the three decoder types (each start costs seconds); the pipeline once (same code).
+    remote = _run_without_package(f"""
+        import json, torch
+        from transformers import AutoModelForSeq2SeqLM, pipeline
+        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
+        results = {{}}
+        for name in {TYPES!r}:
+            model = AutoModelForSeq2SeqLM.from_pretrained(name, trust_remote_code=True).eval()
+            results[name] = dict(
+                module=type(model).__module__,
+                beam=model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist(),
+                beam_no_cache=model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10,
+                                             use_cache=False).tolist(),
+                greedy=model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist(),
+            )
+        translator = pipeline("translation", model="merged", trust_remote_code=True, max_new_tokens=8)
+        results["pipeline"] = translator({sentences!r}, batch_size=2)
+        print(json.dumps(results))
+    """, cwd=tmp_path)
+    for name in TYPES:
+        assert remote[name]["module"].startswith("transformers_modules"), remote[name]["module"]
+        assert remote[name]["beam"] == expected[name]["beam"] == remote[name]["beam_no_cache"], name
+        assert remote[name]["greedy"] == expected[name]["greedy"], name
+    assert remote["pipeline"] == expected_translations
+
+
+@pytest.mark.parametrize("decoder_attention_type", TYPES)
+def test_gradient_checkpointing_gives_the_same_gradients(decoder_attention_type):
+    ids, mask = random_batch(VOCAB_SIZE)
+    labels = ids.masked_fill(mask == 0, -100)
+    grads = []
+    for checkpointing in (False, True):
+        model = deep_model(decoder_attention_type=decoder_attention_type).train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert model.is_activation_checkpointing
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert grads[0].abs().sum() > 0
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(decoder_attention_type="average"), "decoder_attention_type"),
+        (dict(decoder_attention_type="merged", aan_use_ffn=True), "aan_use_ffn"),
+        (dict(ds_init_mode="fixup"), "ds_init_mode"),
+        (dict(ds_init_alpha=0.0), "ds_init_alpha"),
+        (dict(ds_init_alpha=-1.0), "ds_init_alpha"),
+        (dict(ds_init_alpha=float("nan")), "ds_init_alpha"),
+        (dict(ds_init_mod="paper"), "ds_init_mode"),  # a misspelled option
+        (dict(d_model=30), "d_model"),
+        (dict(decoder_layers=0), "decoder_layers"),
+        (dict(attention_dropout=1.0), "attention_dropout"),
+    ],
+)
+def test_bad_config_raises_value_error_naming_the_field(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        deep_config(**overrides)
+
+
+@pytest.mark.parametrize("decoder_attention_type", TYPES)
+def test_output_attentions_and_hidden_states(decoder_attention_type):
+    model = deep_model(decoder_attention_type=decoder_attention_type)
+    model.set_attn_implementation("eager")
+    ids, mask = random_batch(VOCAB_SIZE)
+    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
+                output_hidden_states=True)
+    cfg = model.config
+    assert len(out.encoder_hidden_states) == cfg.encoder_layers + 1
+    assert len(out.decoder_hidden_states) == cfg.decoder_layers + 1
+    assert out.encoder_attentions[0].shape == (3, cfg.encoder_attention_heads, ids.shape[1], ids.shape[1])
+    assert len(out.cross_attentions) == cfg.decoder_layers
+    assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, ids.shape[1])
+    assert out.cross_attentions[0][-1, :, :, -3:].abs().max() == 0, "no weight on source padding"
+    if decoder_attention_type == "self":
+        assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
+        assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
+    else:  # the average sublayers have no attention weights to report
+        assert not out.decoder_attentions
+
+
+def test_auto_classes_presets_and_base_model():
+    assert isinstance(AutoConfig.for_model("deep_transformer"), hf_unified_mt.DeepTransformerConfig)
+    assert {"tiny", "base", "deep-12", "deep-20", "deep-30", "big"} <= set(
+        hf_unified_mt.available_presets("deep_transformer")["deep_transformer"])
+    big = hf_unified_mt.get_config("deep_transformer", "big")
+    assert (big.d_model, big.encoder_ffn_dim, big.encoder_attention_heads) == (1024, 4096, 16)
+    assert hf_unified_mt.get_config("deep_transformer", "deep-30").decoder_layers == 30
+    base = AutoModel.from_config(deep_config())
+    assert isinstance(base, hf_unified_mt.DeepTransformerModel)
+    ids, mask = random_batch(VOCAB_SIZE)
+    assert base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4]).last_hidden_state.shape == (3, 4, 32)
+
+
+# ---------------------------------------------------------------------------------------------- gradient diagnostics
+
+@pytest.fixture(scope="module")
+def diagnostics():
+    spec = importlib.util.spec_from_file_location("mt_script_gradient_diagnostics",
+                                                  ROOT / "training" / "gradient_diagnostics.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_deep_post_norm_gradients_vanish_in_lower_layers_without_ds_init_and_not_with_it(diagnostics):
+    """Figure 1 and Table 1 of paper 001 on a 12+12-layer post-norm Transformer (d 32, vanilla decoder)."""
+    generator = torch.Generator().manual_seed(0)
+    ids, mask = random_batch(100, batch=8, length=16)
+    batch = dict(input_ids=ids, attention_mask=mask, labels=torch.randint(4, 100, (8, 16), generator=generator))
+    results = {}
+    for ds_init in (False, True):
+        model = deep_model(vocab_size=100, encoder_layers=12, decoder_layers=12, decoder_attention_type="self",
+                           ds_init=ds_init)
+        results[ds_init] = diagnostics.gradient_diagnostics(model, batch)
+    vanilla, ds = results[False], results[True]
+    # Figure 1: without DS-Init the lowest decoder layer gets a small fraction of the top layer's gradient
+    decoder = vanilla["layer_gradient_norms"]["decoder"]
+    assert vanilla["lowest_to_highest_layer"]["decoder"] < 0.2
+    assert all(decoder[i] < decoder[i + 4] for i in range(8)), "norms shrink going down the stack"
+    assert ds["lowest_to_highest_layer"]["decoder"] > 0.7
+    assert ds["lowest_to_highest_layer"]["encoder"] > vanilla["lowest_to_highest_layer"]["encoder"]
+    # Table 1: LN weakens the error signal and RC strengthens it; the cross-attention's RC ratio stays at 1 (gradient
+    # only through the queries); the residual outputs have large variance. DS-Init brings all of them close to 1.
+    for stack, kinds in vanilla["averages"].items():
+        for kind, m in kinds.items():
+            assert m["beta_ln"] < 0.92 and m["var_r"] > 1.2, (stack, kind, m)
+            if kind == "cross":
+                assert abs(m["beta_rc"] - 1) < 0.01 and m["beta"] < 0.85
+            else:
+                assert m["beta_rc"] > 1.1, (stack, kind, m)
+            m_ds = ds["averages"][stack][kind]
+            assert abs(m_ds["beta"] - 1) < 0.06 and m_ds["var_r"] < 1.15 and m_ds["beta_ln"] > 0.93, (stack, kind)
+    assert len(vanilla["blocks"]) == 12 * 2 + 12 * 3
+
+
+def test_gradient_diagnostics_command_on_the_real_corpus(diagnostics, tmp_path, capsys):
+    report = diagnostics.main([
+        "--models", "tiny:encoder_layers=3,decoder_layers=3,ds_init=false", "tiny:encoder_layers=3,decoder_layers=3",
+        "--config_overrides", '{"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}',
+        "--tokenizer_vocab_size", "300", "--tokenizer_training_pairs", "300", "--max_target_tokens", "150",
+        "--device", "cpu", "--output_dir", str(tmp_path),
+    ])
+    printed = capsys.readouterr().out
+    assert "Gradient norm per layer" in printed and "beta_LN" in printed and "merged" in printed
+    saved = json.loads((tmp_path / "gradient_diagnostics.json").read_text())
+    assert saved["data_file"].endswith("train.tsv.gz") and saved == json.loads(json.dumps(report))
+    for name, result in saved["models"].items():
+        assert result["target_tokens"] >= 150 and math.isfinite(result["loss"])
+        assert [len(result["layer_gradient_norms"][s]) for s in ("encoder", "decoder")] == [3, 3]
+        assert set(result["averages"]["decoder"]) == {"merged", "ffn"}
+        assert len(result["blocks"]) == 3 * 2 + 3 * 2
+    assert saved["models"]["tiny:encoder_layers=3,decoder_layers=3"]["config"]["ds_init"] is True
