@@ -150,9 +150,8 @@ class MultiPassTransformerPreTrainedModel(MTPreTrainedModel):
         U(±1/sqrt(fan_in)), zero biases, N(0, d^-1/2) embeddings. Soft connection logits: zero (uniform alpha; the paper
         does not say), or alpha_kk = 0.99 for `soft_connection_init="identity"`."""
         super()._init_weights(module)
-        if isinstance(module, nn.Linear) and hasattr(module, "xavier_gain"):
-            init.xavier_uniform_(module.weight, gain=module.xavier_gain)
-        elif isinstance(module, MultiPassConnections) and module.soft:
+        # Linear layers tagged with `xavier_gain` in `post_init` are initialised by the shared `_init_weights`.
+        if isinstance(module, MultiPassConnections) and module.soft:
             n = module.num_layers
             if module.soft_init == "identity" and n > 1:
                 init.copy_(module.logits, torch.eye(n) * math.log(99.0 * (n - 1)))  # softmax gives 0.99 on the diagonal
