@@ -256,6 +256,30 @@ def test_training_objectives():
     assert set(matches) == {0, 1}, "both passes are drawn"
 
 
+def test_sum_objective_keeps_every_pass_under_train_py_label_smoothing(tmp_path):
+    """train.py's --label_smoothing_factor (on by default) goes into the model, which keeps its labels in the
+    Trainer and so still sums the losses of all passes."""
+    from hf_unified_mt.batching import TokenBatchSeq2SeqTrainer
+    from test_training import load_script
+
+    train_script = load_script("train")
+    ids, _ = random_batch(VOCAB, pad_last=0)
+    labels = torch.roll(ids, 1, dims=1)
+    model = tiny_model(num_passes=2, training_objective="sum").train()
+    args = train_script.MTTrainingArguments(
+        output_dir=str(tmp_path), label_smoothing_factor=0.1, eval_strategy="no", use_cpu=True, report_to="none"
+    )
+    train_script.move_label_smoothing_into_model(model, args)
+    assert args.label_smoothing_factor == 0.0 and model.config.label_smoothing == 0.1
+    trainer = TokenBatchSeq2SeqTrainer(model=model, args=args)
+    assert trainer.label_smoother is None
+    loss = trainer.compute_loss(model, {"input_ids": ids, "labels": labels})
+    per_pass = [_loss(model, ids, labels, encoder_pass=p) for p in (1, 2)]
+    assert torch.allclose(loss, per_pass[0] + per_pass[1], atol=1e-6)
+    model.config.label_smoothing = 0.0
+    assert not torch.allclose(_loss(model, ids, labels, encoder_pass=2), per_pass[1])  # the passes were smoothed
+
+
 def test_forward_with_labels_returns_loss_and_every_parameter_trains():
     model = tiny_model(connection_type="soft", routing_pattern="c").train()
     ids, mask = random_batch(VOCAB)

@@ -108,6 +108,11 @@ class MultiEncoderTransformerConfig(MTConfig):
         }[branch_type]
 
     @property
+    def num_encoder_hidden_layers(self) -> int:
+        """The encoder returns each branch's output and the combined memory after the shared embedding."""
+        return len(self.encoder_branches) + 1
+
+    @property
     def branch_letters(self) -> str:
         """The encoder in paper 003's notation, e.g. `"B+S+L"`."""
         return "+".join(BRANCH_LETTERS[spec["type"]] for spec in self.encoder_branches)

@@ -29,6 +29,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
 from .modeling_mt_common import (
+    EncoderHiddenStates,
     MTAttention,
     MTDecoder,
     MTDecoderLayer,
@@ -433,10 +434,9 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
     `output_attentions` gives the self-attention branch's attention weights."""
 
     _can_record_outputs = {
-        "hidden_states": [
-            OutputRecorder(EncoderBranch),
-            OutputRecorder(BranchCombination, capture_initial_hidden_state=False),
-        ],
+        "hidden_states": EncoderHiddenStates(
+            EncoderBranch, OutputRecorder(BranchCombination, capture_initial_hidden_state=False)
+        ),
         "attentions": MTAttention,
     }
 
