@@ -4,7 +4,7 @@ Neural Machine Translation")."""
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_mt_common import MTConfig, _check_positive, _check_probability
+from .configuration_mt_common import MTConfig, _check_positive
 
 
 NOISE_TYPES = ("identity", "swap", "disorder", "mask")
