@@ -433,3 +433,20 @@ def test_preset_parameter_counts_are_near_table_8():
     for previous, name in zip(names, names[1:]):
         added, paper_added = counts[name] - counts[previous], TABLE_8[name] - TABLE_8[previous]
         assert abs(added - paper_added) <= 1.0, (name, added, paper_added)
+
+
+def test_linear_init_option_and_presets():
+    """`linear_init="xavier"` (paper 003's recipe, its presets) vs the package's shared law (`small`, `tiny`)."""
+    def linear_std(model):
+        return model.model.encoder.branches[0].layers[0].ffn.fc1.weight.std().item()
+
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "base").linear_init == "xavier"
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "lowres-dual").linear_init == "xavier"
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "small").linear_init == "default"
+    d, ffn = 32, 64  # tiny sizes: fc1 is d -> ffn
+    xavier = linear_std(tiny_model(linear_init="xavier"))
+    default = linear_std(tiny_model())
+    assert abs(xavier - (2.0 / (d + ffn)) ** 0.5) < 0.02  # Xavier-uniform: std sqrt(2 / (fan_in + fan_out))
+    assert abs(default - (1.0 / (3.0 * d)) ** 0.5) < 0.02  # U(±1/sqrt(fan_in)): std 1/sqrt(3 fan_in)
+    with pytest.raises(ValueError, match="linear_init"):
+        tiny_model(linear_init="glorot")
