@@ -13,6 +13,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from mt_checks import assert_generate_is_identical_without_cache
 from hf_unified_mt import DeepTransformerForConditionalGeneration
 from test_hf_integration import _run_without_package
 
@@ -85,21 +86,7 @@ def test_incremental_decoding_matches_full_forward(variant, attn_implementation)
 def test_generate_with_and_without_cache_is_identical(variant):
     model = deep_model(**VARIANTS[variant])
     ids, mask = random_batch(VOCAB_SIZE)
-    settings = [
-        dict(),
-        dict(num_beams=4, num_return_sequences=2),
-        dict(num_beams=4, num_return_sequences=2, length_penalty=0.6),
-        dict(do_sample=True, top_k=10),
-        dict(do_sample=True, num_beams=3, temperature=1.5),
-    ]
-    for kwargs in settings:
-        outputs = []
-        for use_cache in (True, False):
-            torch.manual_seed(0)
-            outputs.append(model.generate(ids, attention_mask=mask, max_new_tokens=12, min_new_tokens=12,
-                                          use_cache=use_cache, **kwargs))
-        assert torch.equal(outputs[0], outputs[1]), kwargs
-        assert outputs[0].shape[1] == 13
+    assert_generate_is_identical_without_cache(model, ids, mask, varied=False)
 
 
 @pytest.mark.parametrize("decoder_attention_type", TYPES)

@@ -231,6 +231,25 @@ def test_output_attentions_and_hidden_states():
     assert len(gen.scores) == 3 and gen.cross_attentions is not None
 
 
+@pytest.mark.parametrize("arch", list(hf_unified_mt.ARCHITECTURES))
+def test_selected_hidden_states_count_each_stack_separately(arch):
+    """`output_hidden_states=[...]` selects by index; negative indices count from each stack's own end, although the
+    encoder and decoder differ in depth (and MPT / the multi-encoder return more encoder states than layers)."""
+    torch.manual_seed(0)
+    config = hf_unified_mt.get_config(arch, "tiny", vocab_size=40, encoder_layers=2, decoder_layers=3, dropout=0.0)
+    model = AutoModelForSeq2SeqLM.from_config(config).eval()
+    ids, mask = random_batch(40)
+    inputs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5])
+    with torch.no_grad():
+        full = model(**inputs, output_hidden_states=True)
+        selected = model(**inputs, output_hidden_states=[0, -1])
+    assert len(full.encoder_hidden_states) == config.num_encoder_hidden_layers + 1
+    for everything, chosen in ((full.encoder_hidden_states, selected.encoder_hidden_states),
+                               (full.decoder_hidden_states, selected.decoder_hidden_states)):
+        assert [i for i, state in enumerate(chosen) if state is not None] == [0, len(everything) - 1]
+        assert torch.equal(chosen[-1], everything[-1]) and torch.equal(chosen[0], everything[0])
+
+
 def test_resize_token_embeddings_and_embedding_accessors():
     model = tiny_model()
     assert model.get_input_embeddings() is model.model.encoder.embed_tokens

@@ -7,10 +7,11 @@ import math
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModel
 
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip
 from hf_unified_mt.modeling_multi_encoder_transformer import (
     FourierMixing,
     LSTMBranch,
@@ -115,20 +116,7 @@ def test_incremental_decoding_matches_full_forward(attn_implementation):
 def test_generate_with_and_without_cache_is_identical():
     model = tiny_model()
     ids, mask = random_batch(VOCAB)
-    settings = [
-        dict(),
-        dict(num_beams=4, num_return_sequences=2),
-        dict(do_sample=True, top_k=10),
-        dict(do_sample=True, num_beams=3, temperature=1.5),
-    ]
-    for kwargs in settings:
-        outputs = []
-        for use_cache in (True, False):
-            torch.manual_seed(0)
-            outputs.append(model.generate(ids, attention_mask=mask, max_new_tokens=12, min_new_tokens=12,
-                                          use_cache=use_cache, **kwargs))
-        assert torch.equal(outputs[0], outputs[1]), kwargs
-        assert outputs[0].shape[1] == 13
+    assert_generate_is_identical_without_cache(model, ids, mask, varied=False)
 
 
 # ---------------------------------------------------------------------------------------------- padding
@@ -297,27 +285,10 @@ def test_save_and_load_round_trip(tmp_path, variant):
     overrides = {} if variant == "tied" else dict(share_encoder_decoder_embeddings=False, tie_word_embeddings=False,
                                                   decoder_vocab_size=30)
     model = tiny_model(**overrides)
-    model.save_pretrained(tmp_path)
-    for code_file in ("modeling_multi_encoder_transformer.py", "configuration_multi_encoder_transformer.py",
-                      "modeling_mt_common.py", "configuration_mt_common.py", "cache_mt.py", "pipeline_translation.py"):
-        assert (tmp_path / code_file).exists(), code_file
+    assert_save_and_reload_round_trip(model, tmp_path, shared_and_tied=variant == "tied")
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["encoder_branches"] == model.config.encoder_branches  # complete specs, options filled in
     assert saved["encoder_branches"][1]["expansion_sizes"] == [6, 6, 12, 8, 12, 8, 6, 6, 12, 8, 12, 8]
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is type(model)
-    ids, mask = random_batch(VOCAB)
-    target = ids % reloaded.config.decoder_vocab_size
-    with torch.no_grad():
-        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-        b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-    assert torch.equal(a, b)
-    embeddings = [reloaded.model.encoder.embed_tokens.weight, reloaded.model.decoder.embed_tokens.weight,
-                  reloaded.lm_head.weight]
-    if variant == "tied":
-        assert all(e is embeddings[0] for e in embeddings), "shared and tied embeddings stay one parameter"
-    else:
-        assert len({e.data_ptr() for e in embeddings}) == 3
 
 
 def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
@@ -462,3 +433,20 @@ def test_preset_parameter_counts_are_near_table_8():
     for previous, name in zip(names, names[1:]):
         added, paper_added = counts[name] - counts[previous], TABLE_8[name] - TABLE_8[previous]
         assert abs(added - paper_added) <= 1.0, (name, added, paper_added)
+
+
+def test_linear_init_option_and_presets():
+    """`linear_init="xavier"` (paper 003's recipe, its presets) vs the package's shared law (`small`, `tiny`)."""
+    def linear_std(model):
+        return model.model.encoder.branches[0].layers[0].ffn.fc1.weight.std().item()
+
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "base").linear_init == "xavier"
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "lowres-dual").linear_init == "xavier"
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "small").linear_init == "default"
+    d, ffn = 32, 64  # tiny sizes: fc1 is d -> ffn
+    xavier = linear_std(tiny_model(linear_init="xavier"))
+    default = linear_std(tiny_model())
+    assert abs(xavier - (2.0 / (d + ffn)) ** 0.5) < 0.02  # Xavier-uniform: std sqrt(2 / (fan_in + fan_out))
+    assert abs(default - (1.0 / (3.0 * d)) ** 0.5) < 0.02  # U(±1/sqrt(fan_in)): std 1/sqrt(3 fan_in)
+    with pytest.raises(ValueError, match="linear_init"):
+        tiny_model(linear_init="glorot")

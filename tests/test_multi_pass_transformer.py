@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModelForSeq2SeqLM
+from transformers import AutoConfig
 from transformers.testing_utils import CaptureLogger
 
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip
 from hf_unified_mt.configuration_multi_pass_transformer import MultiPassTransformerConfig
 from hf_unified_mt.modeling_mt_common import (
     MTDecoder,
@@ -256,6 +257,30 @@ def test_training_objectives():
     assert set(matches) == {0, 1}, "both passes are drawn"
 
 
+def test_sum_objective_keeps_every_pass_under_train_py_label_smoothing(tmp_path):
+    """train.py's --label_smoothing_factor (on by default) goes into the model, which keeps its labels in the
+    Trainer and so still sums the losses of all passes."""
+    from hf_unified_mt.batching import TokenBatchSeq2SeqTrainer
+    from test_training import load_script
+
+    train_script = load_script("train")
+    ids, _ = random_batch(VOCAB, pad_last=0)
+    labels = torch.roll(ids, 1, dims=1)
+    model = tiny_model(num_passes=2, training_objective="sum").train()
+    args = train_script.MTTrainingArguments(
+        output_dir=str(tmp_path), label_smoothing_factor=0.1, eval_strategy="no", use_cpu=True, report_to="none"
+    )
+    train_script.move_label_smoothing_into_model(model, args)
+    assert args.label_smoothing_factor == 0.0 and model.config.label_smoothing == 0.1
+    trainer = TokenBatchSeq2SeqTrainer(model=model, args=args)
+    assert trainer.label_smoother is None
+    loss = trainer.compute_loss(model, {"input_ids": ids, "labels": labels})
+    per_pass = [_loss(model, ids, labels, encoder_pass=p) for p in (1, 2)]
+    assert torch.allclose(loss, per_pass[0] + per_pass[1], atol=1e-6)
+    model.config.label_smoothing = 0.0
+    assert not torch.allclose(_loss(model, ids, labels, encoder_pass=2), per_pass[1])  # the passes were smoothed
+
+
 def test_forward_with_labels_returns_loss_and_every_parameter_trains():
     model = tiny_model(connection_type="soft", routing_pattern="c").train()
     ids, mask = random_batch(VOCAB)
@@ -359,15 +384,7 @@ def test_generate_with_and_without_cache_is_identical(variant):
         dict(num_beams=4, num_return_sequences=2, encoder_pass=1),
         dict(do_sample=True, top_k=10),
     ]
-    for kwargs in settings:
-        outputs = []
-        for use_cache in (True, False):
-            torch.manual_seed(0)
-            outputs.append(model.generate(source[:4], max_new_tokens=10, min_new_tokens=10, use_cache=use_cache,
-                                          **kwargs))
-        assert torch.equal(outputs[0], outputs[1]), kwargs
-        assert outputs[0].shape[1] == 11
-        assert len(outputs[0][:, 1:].unique()) > 3, "the model decodes real sequences, not a repeated token"
+    assert_generate_is_identical_without_cache(model, source[:4], settings=settings, new_tokens=10)
 
 
 @pytest.mark.parametrize("variant", ["hard", "pre-norm-b-3-passes"])
@@ -393,22 +410,10 @@ def test_save_and_load_round_trip(tmp_path):
     model = tiny_model(connection_type="soft", routing_pattern="c")
     with torch.no_grad():
         model.model.encoder.connections.logits.normal_(0, 2.0)
-    model.save_pretrained(tmp_path)
-    for code_file in ("modeling_multi_pass_transformer.py", "configuration_multi_pass_transformer.py",
-                      "modeling_mt_common.py", "configuration_mt_common.py", "cache_mt.py", "pipeline_translation.py"):
-        assert (tmp_path / code_file).exists(), code_file
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is type(model)
+    reloaded = assert_save_and_reload_round_trip(
+        model, tmp_path, shared_and_tied=True, forward_kwargs=(dict(encoder_pass=1), dict(encoder_pass=2))
+    )
     assert torch.equal(reloaded.model.encoder.connection_weights, model.model.encoder.connection_weights)
-    ids, mask = random_batch(VOCAB)
-    with torch.no_grad():
-        for encoder_pass in (1, 2):
-            a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, encoder_pass=encoder_pass).logits
-            b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, encoder_pass=encoder_pass).logits
-            assert torch.equal(a, b)
-    embeddings = [reloaded.model.encoder.embed_tokens.weight, reloaded.model.decoder.embed_tokens.weight,
-                  reloaded.lm_head.weight]
-    assert all(e is embeddings[0] for e in embeddings), "shared and tied embeddings stay one parameter"
 
     hard = tiny_model(hard_connections=[2, 0, 1], num_passes=3, inference_pass=2)
     hard.save_pretrained(tmp_path / "hard")

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip
 from hf_unified_mt.modeling_multi_unit_transformer import (
     AutoShuffle,
     MultiUnitLossLoggingCallback,
@@ -146,15 +147,7 @@ def test_generate_with_and_without_cache_is_identical(variant):
     settings = [dict(), dict(num_beams=4, num_return_sequences=2), dict(do_sample=True, top_k=10)]
     if variant == "untied-separate-vocab":  # only the embeddings differ from "bias-seq"
         settings = settings[1:2]
-    for kwargs in settings:
-        outputs = []
-        for use_cache in (True, False):
-            torch.manual_seed(0)
-            outputs.append(model.generate(ids, attention_mask=mask, max_new_tokens=12, min_new_tokens=12,
-                                          use_cache=use_cache, **kwargs))
-        assert torch.equal(outputs[0], outputs[1]), kwargs
-        assert outputs[0].shape[1] == 13
-        assert len(set(outputs[0][:, 1:].flatten().tolist())) > 3, "varied outputs, not one repeated token"
+    assert_generate_is_identical_without_cache(model, ids, mask, settings=settings)
 
 
 def test_translation_does_not_depend_on_batch_or_padding():
@@ -177,26 +170,9 @@ def test_save_and_load_round_trip(tmp_path, variant):
     model = trained_mute_model(**VARIANTS[variant])
     for layer in model.model.encoder.layers:
         assert not torch.allclose(layer.unit_order.weight, torch.full((4, 4), 0.25)), "a trained M"
-    model.save_pretrained(tmp_path)
-    for code_file in ("modeling_multi_unit_transformer.py", "configuration_multi_unit_transformer.py",
-                      "modeling_mt_common.py", "cache_mt.py", "configuration_mt_common.py"):
-        assert (tmp_path / code_file).exists(), code_file
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is type(model)
+    reloaded = assert_save_and_reload_round_trip(model, tmp_path, shared_and_tied=variant == "bias-seq")
     for a, b in zip(model.state_dict().values(), reloaded.state_dict().values()):
         assert torch.equal(a, b)
-    ids, mask = random_batch(VOCAB)
-    target = ids % model.config.decoder_vocab_size
-    with torch.no_grad():
-        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-        b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-    assert torch.equal(a, b)
-    embeddings = [reloaded.model.encoder.embed_tokens.weight, reloaded.model.decoder.embed_tokens.weight,
-                  reloaded.lm_head.weight]
-    if variant == "bias-seq":
-        assert all(e is embeddings[0] for e in embeddings), "shared and tied embeddings stay one parameter"
-    else:
-        assert len({e.data_ptr() for e in embeddings}) == 3
 
 
 def test_trust_remote_code_in_a_fresh_process(tmp_path, tokenizer):

@@ -105,3 +105,25 @@ def test_sinusoidal_positions_and_shift_tokens_right():
     assert torch.allclose(positions[1, 0], torch.sin(torch.tensor(1.0)))
     labels = torch.tensor([[5, 6, 2, -100]])
     assert shift_tokens_right(labels, pad_token_id=0, decoder_start_token_id=1).tolist() == [[1, 5, 6, 2]]
+
+
+def test_loss_is_label_smoothed_token_mean_and_exact_under_accumulation():
+    ids, mask = random_batch(40)
+    labels = torch.roll(ids, 1, dims=1).masked_fill(mask == 0, -100)
+    plain = plain_model()
+    smoothed = plain_model(label_smoothing=0.1)
+    out = smoothed(input_ids=ids, attention_mask=mask, labels=labels)
+    log_probs = out.logits.log_softmax(-1)[labels != -100]
+    targets = labels[labels != -100]
+    nll = -log_probs.gather(1, targets[:, None]).mean()
+    assert torch.allclose(out.loss, 0.9 * nll + 0.1 * -log_probs.mean(), atol=1e-5)
+    assert torch.allclose(plain(input_ids=ids, attention_mask=mask, labels=labels).loss, nll, atol=1e-5)
+    # Gradient accumulation: each micro-batch divides by the tokens of the whole batch, so the parts add up.
+    halves = [slice(0, 2), slice(2, 3)]
+    total = sum(
+        smoothed(input_ids=ids[h], attention_mask=mask[h], labels=labels[h], num_items_in_batch=len(targets)).loss
+        for h in halves
+    )
+    assert torch.allclose(total, out.loss, atol=1e-5)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        PlainTransformerConfig(label_smoothing=1.0)

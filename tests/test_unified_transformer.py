@@ -2,10 +2,9 @@
 
 import pytest
 import torch
-from transformers import AutoModelForSeq2SeqLM
 
-import hf_unified_mt
-from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
+from conftest import random_batch, tiny_model, trained_tiny_model
+from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip
 
 
 VARIANTS = {
@@ -54,22 +53,7 @@ def test_incremental_decoding_matches_full_forward(variant, attn_implementation,
 def test_generate_with_and_without_cache_is_identical(variant):
     model = trained_tiny_model(**VARIANTS[variant])
     ids, mask = random_batch(model.config.vocab_size)
-    settings = [
-        dict(),
-        dict(num_beams=4, num_return_sequences=2),
-        dict(num_beams=4, num_return_sequences=2, length_penalty=0.7),
-        dict(do_sample=True, top_k=10),
-        dict(do_sample=True, num_beams=3, temperature=1.5),
-    ]
-    for kwargs in settings:
-        outputs = []
-        for use_cache in (True, False):
-            torch.manual_seed(0)
-            outputs.append(model.generate(ids, attention_mask=mask, max_new_tokens=12, use_cache=use_cache,
-                                          min_new_tokens=12, **kwargs))
-        assert torch.equal(outputs[0], outputs[1]), kwargs
-        assert outputs[0].shape[1] == 13  # start token + 12 tokens: the test really decoded a long output
-        assert len(set(outputs[0][:, 1:].flatten().tolist())) > 3, "varied outputs, not one repeated token"
+    assert_generate_is_identical_without_cache(model, ids, mask)
 
 
 def test_translation_does_not_depend_on_batch_or_padding():
@@ -90,25 +74,8 @@ def test_translation_does_not_depend_on_batch_or_padding():
 @pytest.mark.parametrize("variant", ["prime", "untied-separate-vocab"])
 def test_save_and_load_round_trip(tmp_path, variant):
     model = tiny_model(**VARIANTS[variant])
-    model.save_pretrained(tmp_path)
+    assert_save_and_reload_round_trip(model, tmp_path, shared_and_tied=variant == "prime")
     assert (tmp_path / "model.safetensors").exists()
-    for code_file in ("modeling_unified_transformer.py", "modeling_mt_common.py", "cache_mt.py",
-                      "configuration_unified_transformer.py", "configuration_mt_common.py", "pipeline_translation.py"):
-        assert (tmp_path / code_file).exists(), code_file
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is type(model)
-    ids, mask = random_batch(model.config.vocab_size)
-    target = ids % model.config.decoder_vocab_size
-    with torch.no_grad():
-        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-        b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-    assert torch.equal(a, b)
-    embeddings = [reloaded.model.encoder.embed_tokens.weight, reloaded.model.decoder.embed_tokens.weight,
-                  reloaded.lm_head.weight]
-    if variant == "prime":
-        assert all(e is embeddings[0] for e in embeddings), "shared and tied embeddings stay one parameter"
-    else:
-        assert len({e.data_ptr() for e in embeddings}) == 3
 
 
 def test_share_without_tie_keeps_output_projection_separate():

@@ -34,6 +34,7 @@ _SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _SCRIPT_DIR]
 
 import datasets
+import torch
 import transformers
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -237,6 +238,12 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
         if str(self.eval_strategy) in ("no", str(IntervalStrategy.NO)) and self.load_best_model_at_end:
             logger.info("eval_strategy is 'no': best-checkpoint selection (load_best_model_at_end) is turned off")
             self.load_best_model_at_end = False
+        if self.dataloader_pin_memory and (self.use_cpu or not torch.accelerator.is_available()):
+            self.dataloader_pin_memory = False  # nothing to pin for: torch would warn on every dataloader
+        if not self.predict_with_generate and self.metric_for_best_model in ("bleu", "chrf", "eval_bleu", "eval_chrf"):
+            # without generation, evaluation yields only the loss: select checkpoints by it
+            logger.info("predict_with_generate is False: checkpoints are selected by validation loss")
+            self.metric_for_best_model, self.greater_is_better = "loss", False
         super().__post_init__()
 
 
@@ -412,6 +419,16 @@ def apply_model_length_limit(model, data_args: DataArguments) -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def move_label_smoothing_into_model(model, training_args: MTTrainingArguments) -> None:
+    """Models of this package smooth their own cross-entropy (`config.label_smoothing`) and may add terms of their own
+    to the loss (MUTE's AutoShuffle penalty, MPT's sum over passes). The Trainer's label smoother would take the labels
+    away from them and lose those terms, so `--label_smoothing_factor` goes into the model config instead. Models
+    without that option (MarianMT) keep the Trainer's label smoother."""
+    if "label_smoothing" in model.config.to_dict() and training_args.label_smoothing_factor:
+        model.config.label_smoothing = training_args.label_smoothing_factor
+        training_args.label_smoothing_factor = 0.0
+
+
 def _resolve_checkpoint(training_args: MTTrainingArguments) -> str | None:
     """`--resume_from_checkpoint` as a path: `last`/`true`/`auto` mean the newest checkpoint in `output_dir`."""
     value = training_args.resume_from_checkpoint
@@ -508,11 +525,7 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
         bos_token_id=tokenizer.bos_token_id,
         decoder_start_token_id=getattr(model.config, "decoder_start_token_id", None),
     )
-    if "label_smoothing" in model.config.to_dict() and training_args.label_smoothing_factor:
-        # The model smooths its own cross-entropy (and adds terms of its own to the loss, e.g. MUTE's penalty): the
-        # Trainer's label smoother would take the labels away from it.
-        model.config.label_smoothing = training_args.label_smoothing_factor
-        training_args.label_smoothing_factor = 0.0
+    move_label_smoothing_into_model(model, training_args)
     num_parameters = sum(p.numel() for p in model.parameters())
     logger.info("Model: %s (%s), %.2fM parameters", type(model).__name__, model_args.arch, num_parameters / 1e6)
     apply_model_length_limit(model, data_args)
@@ -599,6 +612,11 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
     # -- Test -----------------------------------------------------------------------------------------------------
     if training_args.do_predict and "test" in splits:
         clean_generation_config(trainer.model, max_new_tokens=data_args.max_target_length)
+        if not training_args.predict_with_generate:
+            # Test BLEU/chrF are scores of translations: `--predict_with_generate False` only spares the generation
+            # during evaluation in training (which then selects checkpoints by loss).
+            logger.info("Generating translations for the test split (--predict_with_generate False affects evaluation only)")
+            trainer.args.predict_with_generate = True
         trainer.compute_metrics = None  # scored below against the raw test references
         prediction = trainer.predict(
             splits["test"],

@@ -48,6 +48,10 @@ class MTConfig(PreTrainedConfig):
         share_encoder_decoder_embeddings (`bool`): One embedding matrix for source and target tokens.
         tie_word_embeddings (`bool`): Tie the output projection to the decoder input embedding.
         init_std (`float`): Standard deviation used where an architecture initialises with a normal law.
+        label_smoothing (`float`): Label smoothing of the cross-entropy the model computes when given `labels`.
+            Prefer it to the Trainer's `label_smoothing_factor`: that option takes the labels away from the model,
+            which then cannot add loss terms of its own (MUTE's AutoShuffle penalty, MPT's sum over passes).
+            `training/train.py` moves `--label_smoothing_factor` here.
         layer_types (`list[str]`, *optional*): One cache-layer type per decoder layer; filled automatically.
     """
 
@@ -79,6 +83,7 @@ class MTConfig(PreTrainedConfig):
     share_encoder_decoder_embeddings: bool = True
     tie_word_embeddings: bool = True
     init_std: float | int = 0.02
+    label_smoothing: float | int = 0.0
     layer_types: list[str] | None = None
     use_cache: bool = True
     is_encoder_decoder: bool = True
@@ -87,6 +92,12 @@ class MTConfig(PreTrainedConfig):
     eos_token_id: int | list[int] | None = 2
     decoder_start_token_id: int | None = 1
     forced_eos_token_id: int | None = None
+
+    @property
+    def num_encoder_hidden_layers(self) -> int:
+        """Layer outputs the encoder returns as `hidden_states` (after the embeddings). Negative `output_hidden_states`
+        indices on the encoder resolve against it: `num_hidden_layers` is the decoder's count (it sizes the cache)."""
+        return self.encoder_layers
 
     def __post_init__(self, **kwargs):
         _reject_misspelled_options(type(self), kwargs)
@@ -121,7 +132,7 @@ class MTConfig(PreTrainedConfig):
         for name in ("encoder_attention_heads", "decoder_attention_heads"):
             if self.d_model % getattr(self, name) != 0:
                 raise ValueError(f"`d_model` ({self.d_model}) must be divisible by `{name}` ({getattr(self, name)})")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
+        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
             _check_probability(self, name)
         if self.activation_function not in ACTIVATIONS:
             raise ValueError(f"`activation_function` must be one of {ACTIVATIONS}, got {self.activation_function!r}")

@@ -4,7 +4,7 @@ Neural Machine Translation")."""
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_mt_common import MTConfig, _check_positive, _check_probability
+from .configuration_mt_common import MTConfig, _check_positive
 
 
 NOISE_TYPES = ("identity", "swap", "disorder", "mask")
@@ -55,9 +55,6 @@ class MultiUnitTransformerConfig(MTConfig):
             of the batch, as the authors' loss does (it adds λ·ΣL_p to the *summed* cross-entropy before normalising
             by tokens); `"batch"` adds λ·ΣL_p to the token-mean cross-entropy once per batch (Eq. 20 read
             literally). Either way it is counted once per optimizer step under gradient accumulation.
-        label_smoothing (`float`): Label smoothing of the cross-entropy computed by the model. Use it instead of the
-            Trainer's `label_smoothing_factor`: that option takes the labels away from the model, which then cannot
-            add the AutoShuffle penalty to the loss.
     """
 
     model_type = "multi_unit_transformer"
@@ -86,7 +83,6 @@ class MultiUnitTransformerConfig(MTConfig):
     use_sequential_dependency: bool = False
     shuffle_penalty_weight: float | int = 1.0
     shuffle_penalty_normalization: str = "tokens"
-    label_smoothing: float | int = 0.0
 
     def __post_init__(self, **kwargs):
         if self.unit_noise_types is None and isinstance(self.num_units, int) and self.num_units > 0:
@@ -109,7 +105,6 @@ class MultiUnitTransformerConfig(MTConfig):
         for name in ("bias_sample_rate", "mask_probability"):
             if not 0.0 <= float(getattr(self, name)) <= 1.0:
                 raise ValueError(f"`{name}` must be in [0, 1], got {getattr(self, name)!r}")
-        _check_probability(self, "label_smoothing")
         if float(self.shuffle_penalty_weight) < 0:
             raise ValueError(f"`shuffle_penalty_weight` must be >= 0, got {self.shuffle_penalty_weight!r}")
         if self.shuffle_penalty_normalization not in PENALTY_NORMALIZATIONS:

@@ -30,6 +30,7 @@ from transformers.utils.output_capturing import OutputRecorder
 from .cache_mt import StatefulDecoderCacheLayer
 from .configuration_deep_transformer import DeepTransformerConfig
 from .modeling_mt_common import (
+    EncoderHiddenStates,
     MTAttention,
     MTDecoder,
     MTDecoderLayer,
@@ -271,7 +272,7 @@ class DeepTransformerPreTrainedModel(MTPreTrainedModel):
 
 class DeepTransformerEncoder(DeepTransformerPreTrainedModel, MTEncoder):
     layer_class = MTEncoderLayer
-    _can_record_outputs = {"hidden_states": MTEncoderLayer, "attentions": MTAttention}
+    _can_record_outputs = {"hidden_states": EncoderHiddenStates(MTEncoderLayer), "attentions": MTAttention}
 
 
 class DeepTransformerDecoder(DeepTransformerPreTrainedModel, MTDecoder):

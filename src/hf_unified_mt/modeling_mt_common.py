@@ -33,7 +33,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
 from transformers.utils.generic import merge_with_config_defaults
-from transformers.utils.output_capturing import capture_outputs
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .cache_mt import StatefulDecoderCacheLayer
 from .configuration_mt_common import STATEFUL_LAYER_TYPE, MTConfig
@@ -50,6 +50,30 @@ def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start
     shifted[:, 0] = decoder_start_token_id
     shifted.masked_fill_(shifted == -100, pad_token_id)
     return shifted
+
+
+def translation_cross_entropy(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    num_items_in_batch: int | torch.Tensor | None = None,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    """Token-level (label-smoothed) cross-entropy of `logits` against `labels` already aligned with them (-100 is
+    ignored): summed over tokens and divided by `num_items_in_batch`, the target tokens of the whole accumulated
+    batch, when the Trainer passes it (exact gradient accumulation, hf-integration.md pitfall 9), else by this batch's
+    target tokens. transformers' own loss functions have no label smoothing, hence this one."""
+    labels = labels.to(logits.device)
+    if num_items_in_batch is None:
+        num_items_in_batch = (labels != -100).sum()
+    denominator = torch.as_tensor(num_items_in_batch, device=logits.device).clamp_min(1).float()
+    summed = nn.functional.cross_entropy(
+        logits.float().flatten(0, -2),
+        labels.flatten(),
+        ignore_index=-100,
+        reduction="sum",
+        label_smoothing=float(label_smoothing),
+    )
+    return summed / denominator
 
 
 class SinusoidalPositionalEmbedding(nn.Module):
@@ -292,6 +316,22 @@ class MTDecoderLayer(GradientCheckpointingLayer):
             )[0],
         )
         return self.ffn_sublayer(hidden_states, self.ffn)
+
+
+class EncoderHiddenStates(list):
+    """The `hidden_states` recorder(s) of an encoder. transformers resolves negative `output_hidden_states` indices with
+    `config.num_hidden_layers` (here the decoder's layer count) unless the recorder names another config key; this
+    names `num_encoder_hidden_layers`, and also does so for several recorders (transformers reads the key from the
+    registered `hidden_states` entry, which is this list)."""
+
+    num_hidden_layers_key = "num_encoder_hidden_layers"
+
+    def __init__(self, *recorders: type[nn.Module] | OutputRecorder):
+        super().__init__(
+            recorder if isinstance(recorder, OutputRecorder) else OutputRecorder(recorder) for recorder in recorders
+        )
+        for recorder in self:
+            recorder.num_hidden_layers_key = self.num_hidden_layers_key
 
 
 def check_sequence_length(length: int, config: MTConfig, what: str) -> None:
@@ -656,11 +696,7 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
 
         loss = None
         if labels is not None:
-            # The labels are already aligned with the logits; the causal-LM loss would shift them again, so they are
-            # passed as `shift_labels`. `num_items_in_batch` makes gradient accumulation exact (pitfall 9).
-            loss = self.loss_function(
-                logits, None, self.config.decoder_vocab_size, shift_labels=labels, num_items_in_batch=num_items_in_batch
-            )
+            loss = translation_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

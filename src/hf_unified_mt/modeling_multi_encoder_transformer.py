@@ -29,6 +29,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
 from .modeling_mt_common import (
+    EncoderHiddenStates,
     MTAttention,
     MTDecoder,
     MTDecoderLayer,
@@ -399,10 +400,11 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Xavier-uniform linear layers and zero biases (the initialisation of Vaswani et al. that paper 003 adopts,
-        and ExpansionNet's for every ≥2-D parameter), PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws
-        for ConvS2S, N(0, d^-1/2) embeddings."""
-        if isinstance(module, nn.Linear):
+        """Linear layers by `config.linear_init`: the shared law, or Xavier-uniform with zero biases (the
+        initialisation of Vaswani et al. that paper 003 adopts, and ExpansionNet's for every ≥2-D parameter);
+        Xavier-uniform expansion vectors, PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws for ConvS2S,
+        N(0, d^-1/2) embeddings."""
+        if isinstance(module, nn.Linear) and self.config.linear_init == "xavier":
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 init.zeros_(module.bias)
@@ -419,7 +421,7 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
             init.normal_(module.weight_v, std=module.init_std)
             init.copy_(module.weight_g, module.weight_v.norm(dim=(1, 2), keepdim=True))  # starts at w = v
             init.zeros_(module.bias)
-        elif isinstance(module, ConvS2SBranch):  # after its children: overrides the Xavier law of its projections
+        elif isinstance(module, ConvS2SBranch):  # after its children: overrides the linear law of its projections
             for linear in (module.input_proj, module.output_proj):
                 init.normal_(linear.weight, std=math.sqrt((1.0 - module.dropout) / linear.in_features))
         else:
@@ -433,10 +435,9 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
     `output_attentions` gives the self-attention branch's attention weights."""
 
     _can_record_outputs = {
-        "hidden_states": [
-            OutputRecorder(EncoderBranch),
-            OutputRecorder(BranchCombination, capture_initial_hidden_state=False),
-        ],
+        "hidden_states": EncoderHiddenStates(
+            EncoderBranch, OutputRecorder(BranchCombination, capture_initial_hidden_state=False)
+        ),
         "attentions": MTAttention,
     }
 

@@ -32,6 +32,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig, check_pass
 from .modeling_mt_common import (
+    EncoderHiddenStates,
     MTAttention,
     MTDecoder,
     MTDecoderLayer,
@@ -163,7 +164,7 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
     """Embeddings, then the shared stack of `encoder_layers` layers run for up to `num_passes` passes."""
 
     layer_class = MultiPassEncoderLayer
-    _can_record_outputs = {"hidden_states": MultiPassEncoderLayer, "attentions": MTAttention}
+    _can_record_outputs = {"hidden_states": EncoderHiddenStates(MultiPassEncoderLayer), "attentions": MTAttention}
 
     def __init__(self, config: MultiPassTransformerConfig):
         super().__init__(config)
@@ -349,8 +350,9 @@ class MultiPassTransformerForConditionalGeneration(MultiPassTransformerPreTraine
         if self.training and labels is None and self.config.training_objective == "sum":
             logger.warning_once(
                 "training_objective='sum' needs `labels` in the model call to sum the losses of all passes; without "
-                "them (the Trainer's label smoothing, or `TokenBatchSeq2SeqTrainer`, computes the loss from the logits "
-                "itself) only the last pass is trained. Use training_objective='random' to train every pass there."
+                "them only the last pass is trained. With the Trainer, smooth labels with `config.label_smoothing` "
+                "(training/train.py moves --label_smoothing_factor there), not with `label_smoothing_factor`, which "
+                "takes the labels away from the model."
             )
         if not sum_over_passes:
             return super().forward(

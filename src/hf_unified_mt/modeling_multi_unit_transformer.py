@@ -34,6 +34,7 @@ from transformers.utils.output_capturing import OutputRecorder
 
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
 from .modeling_mt_common import (
+    EncoderHiddenStates,
     MTAttention,
     MTDecoder,
     MTDecoderLayer,
@@ -42,6 +43,7 @@ from .modeling_mt_common import (
     MTModel,
     MTPreTrainedModel,
     cache_layer_for,
+    translation_cross_entropy,
 )
 
 
@@ -607,7 +609,10 @@ def _xavier_uniform(weight: nn.Parameter, fan_in: int, fan_out: int) -> None:
 
 class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder):
     layer_class = MultiUnitTransformerEncoderLayer
-    _can_record_outputs = {"hidden_states": MultiUnitTransformerEncoderLayer, "attentions": MultiUnitSelfAttention}
+    _can_record_outputs = {
+        "hidden_states": EncoderHiddenStates(MultiUnitTransformerEncoderLayer),
+        "attentions": MultiUnitSelfAttention,
+    }
 
     def shuffle_penalty(self) -> torch.Tensor | None:
         """Σ_k L_p^k over the layers (Eq. 20), or None without the sequential dependency."""
@@ -691,22 +696,15 @@ class MultiUnitTransformerForConditionalGeneration(MultiUnitTransformerPreTraine
         gradient accumulation exact. The penalty (Eq. 19-20) is weighted by λ (and by 1/tokens with
         `shuffle_penalty_normalization="tokens"`, the authors' loss) and by this micro-batch's share of the batch's
         tokens, so that it counts once per optimizer step however the batch is split."""
-        labels = labels.to(logits.device)
-        num_tokens = (labels != -100).sum()
+        cross_entropy = translation_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
+        penalty = self.model.encoder.shuffle_penalty()
+        if penalty is None:
+            return cross_entropy, cross_entropy, None
+        num_tokens = (labels != -100).sum().to(logits.device)
         total_tokens = num_tokens
         if num_items_in_batch is not None:
             total_tokens = torch.as_tensor(num_items_in_batch, device=logits.device)
         total_tokens = total_tokens.clamp_min(1).float()
-        cross_entropy = nn.functional.cross_entropy(
-            logits.float().flatten(0, -2),
-            labels.flatten(),
-            ignore_index=-100,
-            reduction="sum",
-            label_smoothing=float(self.config.label_smoothing),
-        ) / total_tokens
-        penalty = self.model.encoder.shuffle_penalty()
-        if penalty is None:
-            return cross_entropy, cross_entropy, None
         weight = float(self.config.shuffle_penalty_weight) * num_tokens / total_tokens
         if self.config.shuffle_penalty_normalization == "tokens":
             weight = weight / total_tokens

@@ -20,6 +20,7 @@ from transformers.utils.output_capturing import OutputRecorder
 from .cache_mt import StatefulDecoderCacheLayer
 from .configuration_unified_transformer import UnifiedTransformerConfig
 from .modeling_mt_common import (
+    EncoderHiddenStates,
     MTAttention,
     MTDecoder,
     MTEncoder,
@@ -272,7 +273,10 @@ class UnifiedTransformerPreTrainedModel(MTPreTrainedModel):
 
 class UnifiedTransformerEncoder(UnifiedTransformerPreTrainedModel, MTEncoder):
     layer_class = UnifiedTransformerEncoderLayer
-    _can_record_outputs = {"hidden_states": UnifiedTransformerEncoderLayer, "attentions": PrimeSelfAttention}
+    _can_record_outputs = {
+        "hidden_states": EncoderHiddenStates(UnifiedTransformerEncoderLayer),
+        "attentions": PrimeSelfAttention,
+    }
 
 
 class UnifiedTransformerDecoder(UnifiedTransformerPreTrainedModel, MTDecoder):

@@ -26,7 +26,8 @@ def _multi_encoder_presets() -> dict[str, dict]:
         return {prefix + name: dict(sizes, encoder_branches=branches[: i + 1]) for i, name in enumerate(structures)}
 
     base = dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8, decoder_attention_heads=8,
-                encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1, max_position_embeddings=256)
+                encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1, max_position_embeddings=256,
+                linear_init="xavier")  # the paper's recipe (Vaswani et al.'s initialisation)
     tiny = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
                 encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.1, max_position_embeddings=64)
     presets = {
@@ -43,7 +44,8 @@ def _multi_encoder_presets() -> dict[str, dict]:
                             decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024,
                             max_position_embeddings=512,
                             encoder_branches=[dict(type="self_attention", layers=4),
-                                              dict(type="static_expansion", layers=8)])
+                                              dict(type="static_expansion", layers=8)],
+                            linear_init="default")  # learns within short CPU schedules (see the config's docs)
     return presets
 
 

@@ -1,0 +1,66 @@
+"""Checks every architecture's tests run the same way: generation with and without the cache, and the save / reload
+round trip. Each architecture's test file chooses the models, variants and settings."""
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSeq2SeqLM
+
+from conftest import random_batch
+
+
+# Greedy, beam search (with several returned sequences and a length penalty), sampling, beam sampling.
+GENERATION_SETTINGS = (
+    dict(),
+    dict(num_beams=4, num_return_sequences=2),
+    dict(num_beams=4, num_return_sequences=2, length_penalty=0.7),
+    dict(do_sample=True, top_k=10),
+    dict(do_sample=True, num_beams=3, temperature=1.5),
+)
+
+# Files every checkpoint carries besides the architecture's own modeling / configuration files (remote code).
+COMMON_CODE_FILES = ("modeling_mt_common.py", "configuration_mt_common.py", "cache_mt.py", "pipeline_translation.py")
+
+
+def assert_generate_is_identical_without_cache(
+    model, input_ids, attention_mask=None, settings=GENERATION_SETTINGS, new_tokens: int = 12, varied: bool = True
+):
+    """`generate()` gives the same ids with and without the cache (same seed for sampling) for every setting, decodes
+    `new_tokens` tokens, and (with `varied`) more than three distinct ones: a model that repeats one token would
+    hide a cache bug."""
+    for kwargs in settings:
+        outputs = []
+        for use_cache in (True, False):
+            torch.manual_seed(0)
+            outputs.append(model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=new_tokens,
+                                          min_new_tokens=new_tokens, use_cache=use_cache, **kwargs))
+        assert torch.equal(outputs[0], outputs[1]), kwargs
+        assert outputs[0].shape[1] == new_tokens + 1  # start token + new tokens: really decoded a long output
+        if varied:
+            assert len(outputs[0][:, 1:].unique()) > 3, f"varied outputs, not one repeated token ({kwargs})"
+
+
+def assert_save_and_reload_round_trip(model, directory: Path, shared_and_tied: bool, forward_kwargs=(dict(),)):
+    """Save, check the checkpoint carries its code, reload through `AutoModelForSeq2SeqLM`, and compare: same class,
+    identical logits (for each of `forward_kwargs`), and the embeddings still one parameter (`shared_and_tied`) or
+    three separate ones. Returns the reloaded model for architecture-specific checks."""
+    model.save_pretrained(directory)
+    model_type = model.config.model_type
+    for code_file in (f"modeling_{model_type}.py", f"configuration_{model_type}.py", *COMMON_CODE_FILES):
+        assert (Path(directory) / code_file).exists(), code_file
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(directory).eval()
+    assert type(reloaded) is type(model)
+    ids, mask = random_batch(model.config.vocab_size)
+    target = ids % model.config.decoder_vocab_size
+    with torch.no_grad():
+        for kwargs in forward_kwargs:
+            a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, **kwargs).logits
+            b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target, **kwargs).logits
+            assert torch.equal(a, b), kwargs
+    embeddings = [reloaded.model.encoder.embed_tokens.weight, reloaded.model.decoder.embed_tokens.weight,
+                  reloaded.lm_head.weight]
+    if shared_and_tied:
+        assert all(e is embeddings[0] for e in embeddings), "shared and tied embeddings stay one parameter"
+    else:
+        assert len({e.data_ptr() for e in embeddings}) == 3
+    return reloaded
