@@ -368,9 +368,10 @@ def test_translate_and_evaluate_scripts(trained, tmp_path, monkeypatch, capsys):
 
 def test_without_generation_in_evaluation_the_test_split_is_still_translated(tmp_path):
     """--predict_with_generate False: evaluation reports the loss (and selects checkpoints by it), the test scores are
-    still BLEU/chrF of generated translations."""
+    still BLEU/chrF of generated translations. A model of this package smooths its own loss: the run records the
+    smoothing it used."""
     output_dir = tmp_path / "out"
-    train(output_dir, "--predict_with_generate", "False", "--max_steps", "4", "--eval_steps", "2", "--save_steps", "2",
+    train(output_dir, "--arch", "unified_transformer", "--predict_with_generate", "False", "--max_steps", "4", "--eval_steps", "2", "--save_steps", "2",
           "--max_eval_samples", "4", "--max_test_samples", "4", "--generation_max_length", "20",
           "--num_sample_translations", "0")
     results = json.loads((output_dir / "results.json").read_text())
@@ -379,6 +380,8 @@ def test_without_generation_in_evaluation_the_test_split_is_still_translated(tmp
     state = json.loads((output_dir / "trainer_state.json").read_text())
     assert any("eval_loss" in entry for entry in state["log_history"])
     assert results["best_eval_loss"] == min(e["eval_loss"] for e in state["log_history"] if "eval_loss" in e)
+    assert json.loads((output_dir / "config.json").read_text())["label_smoothing"] == 0.1
+    assert results["training_arguments"]["label_smoothing_factor"] == 0.1
 
 
 def test_bad_data_stops_train_py_with_file_and_line(tmp_path):

@@ -584,6 +584,9 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
             **dataclasses.asdict(model_args),
             **dataclasses.asdict(data_args),
             **training_args.to_dict(),
+            # the smoothing the run used, whether the model's own loss or the Trainer's label smoother applied it
+            "label_smoothing_factor": float(getattr(model.config, "label_smoothing", 0.0))
+            or training_args.label_smoothing_factor,
         },
         "num_parameters": num_parameters,
         "vocab_size": len(tokenizer),
