@@ -63,9 +63,6 @@ def translation_cross_entropy(
     batch, when the Trainer passes it (exact gradient accumulation, hf-integration.md pitfall 9), else by this batch's
     target tokens. transformers' own loss functions have no label smoothing, hence this one."""
     labels = labels.to(logits.device)
-    if num_items_in_batch is None:
-        num_items_in_batch = (labels != -100).sum()
-    denominator = torch.as_tensor(num_items_in_batch, device=logits.device).clamp_min(1).float()
     summed = nn.functional.cross_entropy(
         logits.float().flatten(0, -2),
         labels.flatten(),
@@ -73,7 +70,15 @@ def translation_cross_entropy(
         reduction="sum",
         label_smoothing=float(label_smoothing),
     )
-    return summed / denominator
+    return summed / loss_denominator(labels, num_items_in_batch)
+
+
+def loss_denominator(labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None) -> torch.Tensor:
+    """The number of target tokens a loss is divided by: `num_items_in_batch` (the whole accumulated batch) when
+    given, else the non-ignored labels of this batch; at least 1."""
+    if num_items_in_batch is None:
+        num_items_in_batch = (labels != -100).sum()
+    return torch.as_tensor(num_items_in_batch, device=labels.device).clamp_min(1).float()
 
 
 class SinusoidalPositionalEmbedding(nn.Module):
@@ -327,11 +332,7 @@ class EncoderHiddenStates(list):
     num_hidden_layers_key = "num_encoder_hidden_layers"
 
     def __init__(self, *recorders: type[nn.Module] | OutputRecorder):
-        super().__init__(
-            recorder if isinstance(recorder, OutputRecorder) else OutputRecorder(recorder) for recorder in recorders
-        )
-        for recorder in self:
-            recorder.num_hidden_layers_key = self.num_hidden_layers_key
+        super().__init__(recorders)
 
 
 def check_sequence_length(length: int, config: MTConfig, what: str) -> None:

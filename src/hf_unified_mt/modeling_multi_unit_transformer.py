@@ -43,6 +43,7 @@ from .modeling_mt_common import (
     MTModel,
     MTPreTrainedModel,
     cache_layer_for,
+    loss_denominator,
     translation_cross_entropy,
 )
 
@@ -700,12 +701,9 @@ class MultiUnitTransformerForConditionalGeneration(MultiUnitTransformerPreTraine
         penalty = self.model.encoder.shuffle_penalty()
         if penalty is None:
             return cross_entropy, cross_entropy, None
-        num_tokens = (labels != -100).sum().to(logits.device)
-        total_tokens = num_tokens
-        if num_items_in_batch is not None:
-            total_tokens = torch.as_tensor(num_items_in_batch, device=logits.device)
-        total_tokens = total_tokens.clamp_min(1).float()
-        weight = float(self.config.shuffle_penalty_weight) * num_tokens / total_tokens
+        labels = labels.to(logits.device)
+        total_tokens = loss_denominator(labels, num_items_in_batch)
+        weight = float(self.config.shuffle_penalty_weight) * (labels != -100).sum() / total_tokens
         if self.config.shuffle_penalty_normalization == "tokens":
             weight = weight / total_tokens
         return cross_entropy + weight * penalty, cross_entropy, penalty
