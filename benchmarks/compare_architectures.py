@@ -14,7 +14,6 @@ interrupted comparison resumes where it stopped.
 
 import argparse
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -174,7 +173,7 @@ def main(argv=None):
             bleu_by_source_length=test["bleu_by_source_length"],
         ))
 
-    header = f"| model | params | BLEU | chrF | train tok/s | gen tok/s |\n|---|---:|---:|---:|---:|---:|"
+    header = "| model | params | BLEU | chrF | train tok/s | gen tok/s |\n|---|---:|---:|---:|---:|---:|"
     lines = [header] + [
         f"| {r['name']} | {r['parameters'] / 1e6:.2f}M | {r['bleu']:.2f} | {r['chrf']:.2f} | "
         f"{r['train_tokens_per_second']:.0f} | {r['generation_tokens_per_second']:.1f} |"

@@ -28,11 +28,15 @@ import platform
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
 
 import hf_unified_mt
+from hf_unified_mt.baselines import count_parameters
+
+from bench_timing import interleaved_times, synchronize
 
 
 TYPES = ("self", "aan", "merged")
@@ -40,15 +44,6 @@ TYPES = ("self", "aan", "merged")
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def count_parameters(model) -> int:
-    return sum(p.numel() for p in model.parameters())
 
 
 def build_models(args, depth: int) -> dict[str, torch.nn.Module]:
@@ -75,16 +70,7 @@ def source_batch(args, batch_size: int, length: int, seed: int) -> tuple[torch.T
 def timed_rounds(models: dict, run, repeats: int, device: str) -> dict[str, list[float]]:
     """Seconds of `run(model)` for every model in each of `repeats` rounds, after a warm-up round. Within a round the
     models run back to back, so that per-round ratios cancel slow changes of the machine's speed."""
-    times = {name: [] for name in models}
-    for round_index in range(repeats + 1):
-        for name, model in models.items():
-            synchronize(device)
-            start = time.perf_counter()
-            run(model)
-            synchronize(device)
-            if round_index > 0:
-                times[name].append(time.perf_counter() - start)
-    return times
+    return interleaved_times({name: partial(run, model) for name, model in models.items()}, repeats, device)
 
 
 def speedups(times: dict[str, list[float]]) -> dict[str, float]:

@@ -18,8 +18,7 @@ Paper 000 Table 3 setting (6-layer Prime-simple, d 512, vs a 6-layer Transformer
 import argparse
 import json
 import platform
-import statistics
-import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -28,6 +27,8 @@ from transformers import MarianMTModel
 import hf_unified_mt
 from hf_unified_mt.baselines import count_parameters, marian_config_matching
 
+from bench_timing import median_times
+
 
 def time_generations(models: dict, input_ids, attention_mask, new_tokens: int, num_beams: int, repeats: int,
                      select) -> dict[str, float]:
@@ -35,16 +36,13 @@ def time_generations(models: dict, input_ids, attention_mask, new_tokens: int, n
     timed in turn within every repeat, so that load changes on a shared machine hit them alike."""
     kwargs = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=num_beams, do_sample=False,
                   early_stopping=False)
-    times = {name: [] for name in models}
+
+    def call(name, model):
+        select(name)  # sets one config flag: negligible next to generate()
+        return model.generate(input_ids, attention_mask=attention_mask, **kwargs)
+
     with torch.inference_mode():
-        for round_index in range(repeats + 1):
-            for name, model in models.items():
-                select(name)
-                start = time.perf_counter()
-                model.generate(input_ids, attention_mask=attention_mask, **kwargs)
-                if round_index > 0:  # round 0 warms up
-                    times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+        return median_times({name: partial(call, name, model) for name, model in models.items()}, repeats)
 
 
 def main(argv=None):

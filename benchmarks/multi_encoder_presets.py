@@ -31,6 +31,8 @@ import torch
 
 import hf_unified_mt
 
+from bench_timing import synchronize
+
 
 ARCH = "multi_encoder_transformer"
 PRESETS = ["single", "dual", "triple", "quadruple", "quintuple"]
@@ -61,11 +63,6 @@ def training_step(model, source, mask, target) -> None:
     model.train()
     model.zero_grad(set_to_none=True)
     model(input_ids=source, attention_mask=mask, labels=target).loss.backward()
-
-
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def current_rss_bytes() -> int:

@@ -15,14 +15,14 @@ reported.
 import argparse
 import json
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 import hf_unified_mt
+
+from bench_timing import median_times
 
 
 def build_models(preset: str, vocab_size: int, overrides: dict, device: str) -> dict[str, tuple]:
@@ -45,11 +45,6 @@ def build_models(preset: str, vocab_size: int, overrides: dict, device: str) -> 
     }
 
 
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def encoder_call(model, kwargs: dict, input_ids, attention_mask):
     return lambda: model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
@@ -60,17 +55,8 @@ def generate_call(model, kwargs: dict, input_ids):
 
 def time_interleaved(calls: dict, repeats: int, device: str) -> dict[str, float]:
     """Median seconds of `repeats` calls of each function, after one warm-up round, timed in turn every round."""
-    times = {name: [] for name in calls}
     with torch.inference_mode():
-        for round_index in range(repeats + 1):
-            for name, call in calls.items():
-                synchronize(device)
-                start = time.perf_counter()
-                call()
-                synchronize(device)
-                if round_index > 0:  # round 0 warms up
-                    times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+        return median_times(calls, repeats, device)
 
 
 def main(argv=None):
