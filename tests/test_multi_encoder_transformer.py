@@ -450,3 +450,21 @@ def test_linear_init_option_and_presets():
     assert abs(default - (1.0 / (3.0 * d)) ** 0.5) < 0.02  # U(±1/sqrt(fan_in)): std 1/sqrt(3 fan_in)
     with pytest.raises(ValueError, match="linear_init"):
         tiny_model(linear_init="glorot")
+
+
+@pytest.mark.parametrize("linear_init", ["default", "xavier"])
+def test_convs2s_projections_keep_fairseq_initialisation(linear_init):
+    """fairseq's Linear law N(0, sqrt((1 - p) / fan_in)) on the ConvS2S branch's in/out projections, whatever the
+    model's `linear_init` (transformers initialises only modules with parameters of their own, so the law is a tag
+    on the linear layers). Wide layers so that the sample std is close to the law's."""
+    branch = dict(type="convs2s", layers=1, conv_dim=256, dropout=0.1)
+    config = hf_unified_mt.get_config(ARCH, "tiny", vocab_size=VOCAB, d_model=128, linear_init=linear_init,
+                                      encoder_branches=[branch])
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config)
+    convs2s = model.encoder.branches[0]
+    for linear in (convs2s.input_proj, convs2s.output_proj):
+        expected = math.sqrt(0.9 / linear.in_features)
+        assert abs(linear.weight.std().item() - expected) / expected < 0.03, (linear, linear.weight.std().item())
+        assert abs(linear.weight.mean().item()) < 0.1 * expected
+        assert torch.count_nonzero(linear.bias) == 0

@@ -53,3 +53,27 @@ def test_separate_projection_adds_one_value_projection_per_layer():
         hf_unified_mt.UnifiedTransformerForConditionalGeneration(shared)
     )
     assert difference == layers * (d * d + d)
+
+
+def test_small_presets_form_a_comparable_family():
+    """Every architecture's `small` has one width, depth and FFN width; the parameter counts of the models shaped like
+    a Transformer stay within 12% of the smallest (MUTE's extra units are what its paper adds); MPT's passes add no
+    parameters; the Deep Transformer's `deep-small` is the same layer at 12+12."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    def params(arch, preset="small", **overrides):
+        with torch.device("meta"):
+            return count(AutoModelForSeq2SeqLM.from_config(hf_unified_mt.get_config(arch, preset, vocab_size=8000,
+                                                                                     **overrides)))
+
+    shape_keys = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim")
+    shapes = {arch: tuple(getattr(hf_unified_mt.get_config(arch, "small"), k) for k in shape_keys)
+              for arch in hf_unified_mt.ARCHITECTURES}
+    assert set(shapes.values()) == {(256, 4, 4, 4, 1024)}, shapes
+    counts = {arch: params(arch) for arch in hf_unified_mt.ARCHITECTURES if arch != "multi_unit_transformer"}
+    counts["one-unit MUTE"] = params("multi_unit_transformer", num_units=1)
+    assert max(counts.values()) / min(counts.values()) < 1.12, counts
+    assert params("multi_pass_transformer", num_passes=1) == counts["multi_pass_transformer"]
+    deep = hf_unified_mt.get_config("deep_transformer", "deep-small")
+    assert (deep.d_model, deep.encoder_layers, deep.decoder_layers, deep.encoder_ffn_dim) == (256, 12, 12, 1024)

@@ -85,10 +85,10 @@ MARIAN_PRESETS: dict[str, dict[str, Any]] = {
         "encoder_ffn_dim": 256,
         "decoder_ffn_dim": 256,
     },
-    "small": {
+    "small": {  # the package's `small` family (hf_unified_mt.presets.SMALL): 4+4 layers, d 256, FFN 1024
         "d_model": 256,
-        "encoder_layers": 3,
-        "decoder_layers": 3,
+        "encoder_layers": 4,
+        "decoder_layers": 4,
         "encoder_attention_heads": 4,
         "decoder_attention_heads": 4,
         "encoder_ffn_dim": 1024,

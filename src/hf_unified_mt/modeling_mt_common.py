@@ -379,11 +379,13 @@ class MTPreTrainedModel(PreTrainedModel):
         (fairseq), unit LayerNorms.
 
         A linear layer can ask for another law with an attribute set where it is built: `xavier_gain` (Xavier-uniform
-        with that gain) or `kaiming_uniform_a` (kaiming-uniform with that negative slope). The tag sits on the
+        with that gain), `kaiming_uniform_a` (kaiming-uniform with that negative slope) or `normal_std` (N(0, std²)). The tag sits on the
         linear layer itself because transformers never calls `_init_weights` on a custom-code module without
         parameters of its own (an attention module holding only linear layers)."""
         if isinstance(module, nn.Linear):
-            if hasattr(module, "xavier_gain"):
+            if hasattr(module, "normal_std"):
+                init.normal_(module.weight, mean=0.0, std=module.normal_std)
+            elif hasattr(module, "xavier_gain"):
                 init.xavier_uniform_(module.weight, gain=module.xavier_gain)
             else:
                 slope = getattr(module, "kaiming_uniform_a", math.sqrt(5.0))  # sqrt(5): PyTorch's default

@@ -343,6 +343,10 @@ class ConvS2SBranch(EncoderBranch):
         self.dropout = spec["dropout"]
         self.input_proj = nn.Linear(config.d_model, spec["conv_dim"])
         self.output_proj = nn.Linear(spec["conv_dim"], config.d_model)
+        # fairseq's Linear: N(0, sqrt((1 - p) / fan_in)), zero bias. The law is a tag on each linear layer: transformers
+        # never calls `_init_weights` on this module (it has no parameters of its own), only on its children.
+        for linear in (self.input_proj, self.output_proj):
+            linear.normal_std = math.sqrt((1.0 - self.dropout) / linear.in_features)
 
     def forward(
         self,
@@ -402,9 +406,9 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
     def _init_weights(self, module):
         """Linear layers by `config.linear_init`: the shared law, or Xavier-uniform with zero biases (the
         initialisation of Vaswani et al. that paper 003 adopts, and ExpansionNet's for every ≥2-D parameter);
-        Xavier-uniform expansion vectors, PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws for ConvS2S,
-        N(0, d^-1/2) embeddings."""
-        if isinstance(module, nn.Linear) and self.config.linear_init == "xavier":
+        Xavier-uniform expansion vectors, PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws for ConvS2S
+        (its projections carry a `normal_std` tag, read by the shared law), N(0, d^-1/2) embeddings."""
+        if isinstance(module, nn.Linear) and self.config.linear_init == "xavier" and not hasattr(module, "normal_std"):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 init.zeros_(module.bias)
@@ -421,9 +425,6 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
             init.normal_(module.weight_v, std=module.init_std)
             init.copy_(module.weight_g, module.weight_v.norm(dim=(1, 2), keepdim=True))  # starts at w = v
             init.zeros_(module.bias)
-        elif isinstance(module, ConvS2SBranch):  # after its children: overrides the linear law of its projections
-            for linear in (module.input_proj, module.output_proj):
-                init.normal_(linear.weight, std=math.sqrt((1.0 - module.dropout) / linear.in_features))
         else:
             super()._init_weights(module)
 
