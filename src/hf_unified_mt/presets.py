@@ -55,6 +55,7 @@ def _multi_encoder_presets() -> dict[str, dict]:
     presets["small"] = dict(SMALL, encoder_branches=[dict(type="self_attention", layers=4),
                                                      dict(type="static_expansion", layers=4)],
                             linear_init="default")  # learns within short CPU schedules (see the config's docs)
+    presets["small-single"] = dict(presets["small"], encoder_branches=[dict(type="self_attention", layers=4)])
     return presets
 
 

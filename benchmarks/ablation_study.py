@@ -1,0 +1,581 @@
+#!/usr/bin/env python
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Controlled ablations: does each paper's headline effect reproduce inside this package?
+
+For each paper, the two (or three) arms share the code path (`training/train.py`: `Seq2SeqTrainer`), the shipped
+Bible corpus, one BPE tokenizer (committed beside the results), the initialisation law of their architecture, the
+width, the number of updates, the schedule and the seeds; they differ only in the paper's mechanism:
+
+    paper  control (A)                           mechanism (B)
+    000    Prime-simple (convolution off)        Prime (adaptive kernels 3/15)      + a Transformer of equal size
+    001    12+12 post-norm, Xavier, self-attn    + DS-Init                          + DS-Init and merged attention
+    002    1 unit                                4 units                            + 4 units with Bias + Seq.
+    003    single self-attention encoder         dual (self-attention + Static Expansion)
+    004    P = 1 (a Transformer)                 P = 2, hard connections            + P = 2, soft connections
+
+plus a MarianMT of the same size (N(0, 0.02) initialisation) for reference.
+
+    python benchmarks/ablation_study.py                      # run what is missing (headline pairs first), then report
+    python benchmarks/ablation_study.py --max_runs 2         # at most two new runs this time
+    python benchmarks/ablation_study.py --report_only        # rebuild table and plot from the result files
+
+Every finished run writes `runs/<arm>-seed<N>.json` (config, seed, updates, wall time, validation curve, test BLEU and
+chrF with signatures) and `runs/<arm>-seed<N>.test.txt.gz` (its translations of the test subset, one line per verse
+in test-split order) under `--results_dir`; finished runs are skipped, so the study accumulates across sessions and
+machines (commit each result as it lands). Checkpoints go to `--output_dir` and stay out of git. An interrupted run
+resumes from its last checkpoint. The report (`ablation_table.md`, `summary.json`, `validation_curves.png`) is rebuilt
+from the result files alone.
+
+Statistics: per arm, mean ± standard deviation over seeds; per comparison, the seed-averaged BLEU difference B - A
+with a 95% paired-bootstrap interval over test verses (the same resampled verses for every seed), and sacreBLEU's
+paired bootstrap resampling test of B against A for each seed (p-values and signature).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from sacrebleu.metrics import BLEU
+from sacrebleu.significance import PairedTest
+from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
+
+import hf_unified_mt  # noqa: F401  (registers the architectures)
+from hf_unified_mt.baselines import count_parameters
+from hf_unified_mt.data import load_parallel_data, tokenize_corpus
+from hf_unified_mt.inference import translate
+from hf_unified_mt.metrics import compute_translation_scores
+from hf_unified_mt.tokenization import load_tokenizer, train_tokenizer_on_corpus
+
+
+REPO = Path(__file__).resolve().parent.parent
+TRAIN_SCRIPT = REPO / "training" / "train.py"
+DEFAULT_RESULTS = REPO / "benchmarks" / "results" / "ablations"
+
+
+# ------------------------------------------------------------------------------------------------------------ the arms
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One model of the study: an architecture at a size preset plus the overrides that switch the paper's
+    mechanism on or off. `presets` names the size preset per study size."""
+
+    key: str
+    paper: str
+    label: str
+    arch: str
+    presets: dict
+    overrides: dict = field(default_factory=dict)
+    stage: int = 1  # 1: the paper's headline pair (run first), 2: the remaining arms
+
+
+def _sized(small: str, tiny: str = "tiny") -> dict:
+    return {"small": small, "tiny": tiny}
+
+
+ARMS: list[Arm] = [
+    Arm("000-simple", "000", "Prime-simple (attention ‖ FFN, no convolution)", "unified_transformer",
+        _sized("small"), dict(use_convolution=False)),
+    Arm("000-prime", "000", "Prime (attention ‖ dynamic conv 3/15 ‖ FFN)", "unified_transformer", _sized("small")),
+    Arm("000-transformer", "000", "Transformer (sequential sublayers, MPT with P = 1)", "multi_pass_transformer",
+        _sized("small"), dict(num_passes=1), stage=2),
+    Arm("001-xavier", "001", "12+12 post-norm, Xavier init, self-attention decoder", "deep_transformer",
+        _sized("deep-small"), dict(ds_init=False, decoder_attention_type="self")),
+    Arm("001-dsinit", "001", "12+12 post-norm + DS-Init, self-attention decoder", "deep_transformer",
+        _sized("deep-small"), dict(ds_init=True, decoder_attention_type="self")),
+    Arm("001-dsinit-matt", "001", "12+12 post-norm + DS-Init + merged attention", "deep_transformer",
+        _sized("deep-small"), dict(ds_init=True, decoder_attention_type="merged"), stage=2),
+    Arm("002-1unit", "002", "1 unit (Transformer + relative positions)", "multi_unit_transformer", _sized("small"),
+        dict(num_units=1)),
+    Arm("002-4units", "002", "MUTE, 4 units", "multi_unit_transformer", _sized("small"), dict(num_units=4)),
+    Arm("002-4units-bias-seq", "002", "MUTE, 4 units + Bias + Seq. (AutoShuffle)", "multi_unit_transformer",
+        _sized("small"), dict(num_units=4, use_bias_module=True, use_sequential_dependency=True), stage=2),
+    Arm("003-single", "003", "single self-attention encoder (B)", "multi_encoder_transformer",
+        _sized("small-single", "tiny-single")),
+    Arm("003-dual", "003", "dual encoder (B+S: + Static Expansion)", "multi_encoder_transformer",
+        _sized("small", "tiny-dual")),
+    Arm("004-p1", "004", "P = 1 (a Transformer)", "multi_pass_transformer", _sized("small"), dict(num_passes=1)),
+    Arm("004-p2-hard", "004", "MPT, P = 2, hard connections", "multi_pass_transformer", _sized("small"),
+        dict(num_passes=2, connection_type="hard")),
+    Arm("004-p2-soft", "004", "MPT, P = 2, soft connections", "multi_pass_transformer", _sized("small"),
+        dict(num_passes=2, connection_type="soft"), stage=2),
+    Arm("ref-marian", "ref", "MarianMT, same size (init N(0, 0.02))", "marian", _sized("small"), stage=2),
+]
+ARMS_BY_KEY = {arm.key: arm for arm in ARMS}
+
+# (paper, control, mechanism, the paper's claim)
+COMPARISONS: list[tuple[str, str, str, str]] = [
+    ("000", "000-simple", "000-prime", "the convolution branch helps (Table 6: Prime > Prime-simple)"),
+    ("000", "000-transformer", "000-prime", "+1 BLEU over a Transformer"),
+    ("000", "000-transformer", "000-simple", "parallel sublayers match a Transformer"),
+    ("001", "001-xavier", "001-dsinit", "deep post-norm trails or fails without DS-Init; DS-Init trains"),
+    ("001", "001-dsinit", "001-dsinit-matt", "merged attention costs ≤ 0.2 BLEU (and decodes faster)"),
+    ("002", "002-1unit", "002-4units", "+1-2 BLEU from 4 units"),
+    ("002", "002-1unit", "002-4units-bias-seq", "+1-2 BLEU (more with Bias + Seq.)"),
+    ("003", "003-single", "003-dual", "+6.4 BLEU on low-resource Sp-En"),
+    ("004", "004-p1", "004-p2-hard", "+0.8 BLEU, same parameters"),
+    ("004", "004-p1", "004-p2-soft", "+0.8 BLEU, same parameters (soft connections)"),
+]
+# Cheapest pairs first within a seed, so that a session finishes whole pairs.
+PAPER_ORDER = ["000", "003", "004", "002", "001", "ref"]
+
+
+def planned_runs(seeds: list[int], stages: set[int], only: list[str] | None) -> list[tuple[Arm, int]]:
+    """Stage 1 (headline pairs) for every seed, then stage 2; papers in `PAPER_ORDER` within a seed."""
+    arms = sorted(ARMS, key=lambda arm: PAPER_ORDER.index(arm.paper))
+    runs = []
+    for stage in sorted(stages):
+        for seed in seeds:
+            runs += [(arm, seed) for arm in arms if arm.stage == stage and (not only or arm.key in only)]
+    return runs
+
+
+# --------------------------------------------------------------------------------------------------- shared settings
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results_dir", type=Path, default=DEFAULT_RESULTS)
+    parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "ablations",
+                        help="Checkpoints (not committed)")
+    parser.add_argument("--size", choices=["small", "tiny"], default="small")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--stages", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--only", nargs="+", default=None, help="Run only these arms (keys)")
+    parser.add_argument("--max_runs", type=int, default=None, help="Stop after this many new runs")
+    parser.add_argument("--report_only", action="store_true")
+    # the training recipe, identical for every arm
+    parser.add_argument("--max_steps", type=int, default=2000)
+    parser.add_argument("--max_tokens", type=int, default=2500)
+    parser.add_argument("--learning_rate", type=float, default=1e-3)
+    parser.add_argument("--warmup_steps", type=int, default=400)
+    parser.add_argument("--label_smoothing", type=float, default=0.1)
+    parser.add_argument("--eval_every", type=int, default=250, help="Validation cross-entropy every N updates")
+    parser.add_argument("--save_every", type=int, default=500, help="Checkpoint every N updates (resume point)")
+    parser.add_argument("--tokenizer_vocab_size", type=int, default=8000)
+    parser.add_argument("--test_subset", type=int, default=1000, help="Fixed random test verses scored (0: all)")
+    parser.add_argument("--num_beams", type=int, default=4)
+    parser.add_argument("--max_train_samples", type=int, default=None, help="Tiny slices for tests")
+    parser.add_argument("--max_eval_samples", type=int, default=None, help="Tiny slices for tests")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--bootstrap_samples", type=int, default=1000)
+    parser.add_argument("--run_one", default=None, help=argparse.SUPPRESS)  # "<arm>:<seed>", in a child process
+    return parser.parse_args(argv)
+
+
+RECIPE_KEYS = ("size", "max_steps", "max_tokens", "learning_rate", "warmup_steps", "label_smoothing", "eval_every",
+               "tokenizer_vocab_size", "test_subset", "num_beams", "max_train_samples", "max_eval_samples")
+
+
+def recipe(args) -> dict:
+    """What must be equal for two runs to be compared (checked when a finished run is reused)."""
+    return {key: getattr(args, key) for key in RECIPE_KEYS}
+
+
+def run_name(arm: Arm, seed: int) -> str:
+    return f"{arm.key}-seed{seed}"
+
+
+def shared_tokenizer(args):
+    """One BPE tokenizer for every arm, trained once on the training split and kept beside the results, so that
+    runs on other machines and in later sessions use exactly the same vocabulary."""
+    path = args.results_dir / f"tokenizer-bpe{args.tokenizer_vocab_size}"
+    if not (path / "tokenizer.json").exists():
+        tokenizer = train_tokenizer_on_corpus(load_parallel_data()["train"], vocab_size=args.tokenizer_vocab_size)
+        tokenizer.save_pretrained(path)
+    return path, load_tokenizer(str(path))
+
+
+def test_subset(args) -> dict:
+    """The test verses every run is scored on: all, or a fixed random subset (seed 0) in test-split order, spread
+    over all test books. Written once beside the results with the sources and references it selects."""
+    path = args.results_dir / "test_subset.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    test = load_parallel_data()["test"]
+    total = len(test)
+    if args.test_subset and args.test_subset < total:
+        indices = sorted(random.Random(0).sample(range(total), args.test_subset))
+    else:
+        indices = list(range(total))
+    sources, references = list(test["source"]), list(test["target"])
+    subset = dict(
+        description=f"{len(indices)} of the {total} test verses (random.Random(0).sample, in test-split order)",
+        indices=indices,
+        sources_sha256=hashlib.sha256("\n".join(sources[i] for i in indices).encode()).hexdigest(),
+        references=[references[i] for i in indices],
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(subset, ensure_ascii=False, indent=1))
+    return subset
+
+
+# ------------------------------------------------------------------------------------------------------ one run
+
+
+class ValidationCrossEntropy(TrainerCallback):
+    """Token-level cross-entropy (no label smoothing, no extra loss terms) of the validation split every `every`
+    updates and at the end, computed from the logits so that every architecture is measured the same way. Dropout
+    is off during the measurement and no random numbers are drawn, so the training run is unchanged by it. The curve
+    is kept in `path` so that a resumed run continues it."""
+
+    def __init__(self, every: int, tokenizer, path: Path, max_samples: int | None = None, batch_sentences: int = 64):
+        self.every, self.path = every, path
+        self.curve = json.loads(path.read_text()) if path.exists() else []
+        validation = load_parallel_data()["validation"]
+        if max_samples is not None:
+            validation = validation.select(range(min(max_samples, len(validation))))
+        tokenized = tokenize_corpus({"validation": validation}, tokenizer)["validation"]
+        order = np.argsort([len(ids) for ids in tokenized["input_ids"]])
+        rows = [tokenized[int(i)] for i in order]
+        features = [{key: row[key] for key in ("input_ids", "attention_mask", "labels")} for row in rows]
+        self.batches = [features[i : i + batch_sentences] for i in range(0, len(features), batch_sentences)]
+        self.tokenizer = tokenizer
+
+    @torch.no_grad()
+    def measure(self, model) -> float:
+        collator = DataCollatorForSeq2Seq(self.tokenizer, model=model, label_pad_token_id=-100)
+        was_training = model.training
+        model.eval()
+        total, count = 0.0, 0
+        device = next(model.parameters()).device
+        for batch in self.batches:
+            inputs = {key: value.to(device) for key, value in collator(batch).items()}
+            labels = inputs["labels"]
+            logits = model(**inputs).logits  # (the model's own loss, with its smoothing and extra terms, is ignored)
+            total += torch.nn.functional.cross_entropy(
+                logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum"
+            ).item()
+            count += int((labels != -100).sum())
+        model.train(was_training)
+        return total / count
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        step = state.global_step
+        if (step % self.every == 0 or step == state.max_steps) and all(s != step for s, _ in self.curve):
+            self.curve.append([step, round(self.measure(model), 5)])
+            self.path.write_text(json.dumps(self.curve))
+
+
+def load_train_module():
+    """`training/train.py` as a module (the study runs exactly the training code path users run)."""
+    spec = importlib.util.spec_from_file_location("hf_unified_mt_train_script", TRAIN_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def train_arguments(arm: Arm, seed: int, args, tokenizer_path: Path, output: Path) -> list[str]:
+    argv = [
+        "--arch", arm.arch, "--preset", arm.presets[args.size],
+        "--tokenizer_name_or_path", str(tokenizer_path), "--output_dir", str(output),
+        "--max_steps", str(args.max_steps), "--max_tokens", str(args.max_tokens),
+        "--learning_rate", str(args.learning_rate), "--warmup_steps", str(args.warmup_steps),
+        "--label_smoothing_factor", str(args.label_smoothing),
+        "--eval_strategy", "no", "--save_steps", str(args.save_every), "--save_total_limit", "1",
+        "--do_predict", "False", "--num_sample_translations", "0", "--report_to", "none",
+        "--logging_steps", "25", "--seed", str(seed), "--overlong", "skip", "--disable_tqdm", "True",
+    ]
+    if arm.overrides:
+        argv += ["--config_overrides", json.dumps(arm.overrides)]
+    if args.max_train_samples is not None:
+        argv += ["--max_train_samples", str(args.max_train_samples)]
+    last = get_last_checkpoint(str(output)) if output.is_dir() else None
+    if last is not None:
+        argv += ["--resume_from_checkpoint", last]
+    return argv
+
+
+def execute_run(arm: Arm, seed: int, args) -> dict:
+    """Train one arm with one seed, translate the test subset, write the run's JSON and translations."""
+    torch.set_num_threads(args.threads)
+    tokenizer_path, tokenizer = shared_tokenizer(args)
+    subset = test_subset(args)
+    name = run_name(arm, seed)
+    output = args.output_dir / name
+    output.mkdir(parents=True, exist_ok=True)
+    curve = ValidationCrossEntropy(args.eval_every, tokenizer, output / "validation_curve.json",
+                                   max_samples=args.max_eval_samples)
+    started = time.time()
+    results = load_train_module().main(train_arguments(arm, seed, args, tokenizer_path, output), callbacks=[curve])
+    training_seconds = time.time() - started
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(output).eval()
+    test = load_parallel_data()["test"]
+    sources = [test[i]["source"] for i in subset["indices"]]
+    started = time.time()
+    limit = min(256, getattr(model.config, "max_position_embeddings", 1024) - 1)  # target positions incl. the start
+    hypotheses = translate(model, tokenizer, sources, num_beams=args.num_beams, batch_size=32, max_new_tokens=limit,
+                           max_source_length=limit)
+    decoding_seconds = time.time() - started
+    scores = compute_translation_scores(hypotheses, subset["references"])
+
+    state = json.loads((output / "trainer_state.json").read_text())
+    record = dict(
+        run=name, arm=arm.key, paper=arm.paper, label=arm.label, arch=arm.arch, preset=arm.presets[args.size],
+        overrides=arm.overrides, seed=seed, recipe=recipe(args),
+        num_parameters=count_parameters(model), config=model.config.to_diff_dict(),
+        updates=state["global_step"], epochs=round(state["epoch"], 3),
+        wall_minutes=dict(training=round(training_seconds / 60, 2), test_decoding=round(decoding_seconds / 60, 2)),
+        train_loss=[[entry["step"], entry["loss"]] for entry in state["log_history"] if "loss" in entry],
+        validation_cross_entropy=curve.curve,
+        test=dict(
+            {key: scores[key] for key in ("bleu", "chrf", "bleu_signature", "chrf_signature", "hyp_len", "ref_len")},
+            num_verses=len(hypotheses), num_beams=args.num_beams, subset_sources_sha256=subset["sources_sha256"],
+            translations=f"{name}.test.txt.gz",
+        ),
+        label_smoothing=results["training_arguments"]["label_smoothing_factor"],
+        hardware=dict(platform=platform.platform(), processor=platform.processor(), cpus=os.cpu_count(),
+                      threads=torch.get_num_threads(), torch=torch.__version__,
+                      gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None),
+        finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+    runs = args.results_dir / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    with gzip.open(runs / f"{name}.test.txt.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(hypotheses) + "\n")
+    (runs / f"{name}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))  # last: marks it finished
+    print(f"[{name}] {args.max_steps} updates, test BLEU {scores['bleu']:.2f} chrF {scores['chrf']:.2f}", flush=True)
+    return record
+
+
+def run_missing(args) -> int:
+    """Run every planned (arm, seed) without a result file, each in its own process; returns how many ran."""
+    done = 0
+    for arm, seed in planned_runs(args.seeds, set(args.stages), args.only):
+        path = args.results_dir / "runs" / f"{run_name(arm, seed)}.json"
+        if path.exists():
+            finished = json.loads(path.read_text())
+            if finished["recipe"] != recipe(args):
+                raise SystemExit(f"{path} was made with another recipe ({finished['recipe']}); use another "
+                                 f"--results_dir or the same settings ({recipe(args)})")
+            print(f"[{run_name(arm, seed)}] finished earlier: skipped", flush=True)
+            continue
+        if args.max_runs is not None and done >= args.max_runs:
+            print(f"--max_runs {args.max_runs} reached; run the command again to continue", flush=True)
+            break
+        child = [sys.executable, str(Path(__file__).resolve()), "--run_one", f"{arm.key}:{seed}"]
+        child += _settings_argv(args)
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+        print(f"[{run_name(arm, seed)}] training ({arm.label})", flush=True)
+        subprocess.run(child, check=True, env=env)
+        done += 1
+    return done
+
+
+def _settings_argv(args) -> list[str]:
+    """The parent's settings, for the child process."""
+    argv = []
+    for key, value in vars(args).items():
+        if key in ("run_one", "report_only", "only", "max_runs", "seeds", "stages") or value is None:
+            continue
+        argv += [f"--{key}", *(map(str, value) if isinstance(value, list) else [str(value)])]
+    return argv
+
+
+# ------------------------------------------------------------------------------------------------------------ report
+
+
+def load_runs(results_dir: Path) -> dict[str, dict[int, dict]]:
+    """{arm: {seed: record}} from the result files, each with its translations."""
+    runs: dict[str, dict[int, dict]] = {}
+    for path in sorted((results_dir / "runs").glob("*.json")):
+        record = json.loads(path.read_text())
+        with gzip.open(path.parent / record["test"]["translations"], "rt", encoding="utf-8") as handle:
+            record["hypotheses"] = handle.read().split("\n")[: record["test"]["num_verses"]]
+        runs.setdefault(record["arm"], {})[record["seed"]] = record
+    return runs
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else float("nan"))
+
+
+def paired_bootstrap_delta(a_runs: list[list[str]], b_runs: list[list[str]], references: list[str],
+                           samples: int, seed: int = 12345) -> tuple[float, float, float]:
+    """Seed-averaged BLEU(B) - BLEU(A) with a 95% interval: each resample draws test verses with replacement (the
+    same verses for every seed and both arms) and recomputes corpus BLEU from sacreBLEU's sufficient statistics."""
+    metric = BLEU()
+    stats = [np.array(metric._extract_corpus_statistics(h, [references])) for h in a_runs + b_runs]
+    rng = np.random.default_rng(seed)
+    n = len(references)
+
+    def score(rows) -> float:
+        return metric._compute_score_from_stats(rows.sum(axis=0).tolist()).score
+
+    def delta(index) -> float:
+        scores = [score(s[index]) for s in stats]
+        return statistics.fmean(scores[len(a_runs):]) - statistics.fmean(scores[: len(a_runs)])
+
+    observed = delta(np.arange(n))
+    resampled = np.array([delta(rng.integers(0, n, n)) for _ in range(samples)])
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    return observed, float(low), float(high)
+
+
+def sacrebleu_paired_tests(a: dict, b: dict, references: list[str], samples: int) -> tuple[dict[int, float], str]:
+    """sacreBLEU's paired bootstrap resampling of B against A, one test per seed both arms have."""
+    p_values, signature = {}, ""
+    for seed in sorted(set(a) & set(b)):
+        systems = [("A", a[seed]["hypotheses"]), ("B", b[seed]["hypotheses"])]
+        signatures, scores = PairedTest(systems, {"BLEU": BLEU()}, [references], test_type="bs",
+                                        n_samples=samples)()
+        p_values[seed] = float(scores["BLEU"][1].p_value)
+        signature = str(signatures["BLEU"])
+    return p_values, signature
+
+
+def verdict(delta: float, low: float, high: float) -> str:
+    if low > 0:
+        return "B better"
+    if high < 0:
+        return "B worse"
+    return "within noise"
+
+
+def build_report(args) -> dict:
+    runs = load_runs(args.results_dir)
+    subset = json.loads((args.results_dir / "test_subset.json").read_text())
+    references = subset["references"]
+    arms = []
+    for arm in ARMS:
+        seeds = runs.get(arm.key, {})
+        if not seeds:
+            continue
+        records = [seeds[s] for s in sorted(seeds)]
+        bleu, chrf = _mean_sd([r["test"]["bleu"] for r in records]), _mean_sd([r["test"]["chrf"] for r in records])
+        arms.append(dict(
+            arm=arm.key, paper=arm.paper, label=arm.label, seeds=sorted(seeds),
+            num_parameters=records[0]["num_parameters"], bleu=bleu, chrf=chrf,
+            validation_ce=_mean_sd([r["validation_cross_entropy"][-1][1] for r in records]),
+            updates=records[0]["updates"], epochs=records[0]["epochs"],
+            training_minutes=statistics.fmean(r["wall_minutes"]["training"] for r in records),
+        ))
+    comparisons = []
+    for paper, control, mechanism, claim in COMPARISONS:
+        a, b = runs.get(control, {}), runs.get(mechanism, {})
+        seeds = sorted(set(a) & set(b))
+        if not seeds:
+            continue
+        delta, low, high = paired_bootstrap_delta([a[s]["hypotheses"] for s in seeds],
+                                                  [b[s]["hypotheses"] for s in seeds], references,
+                                                  args.bootstrap_samples)
+        p_values, signature = sacrebleu_paired_tests(a, b, references, args.bootstrap_samples)
+        comparisons.append(dict(
+            paper=paper, control=control, mechanism=mechanism, claim=claim, seeds=seeds,
+            delta_bleu=delta, delta_ci95=[low, high], p_values=p_values, paired_test_signature=signature,
+            verdict=verdict(delta, low, high),
+        ))
+    first = next(iter(next(iter(runs.values())).values())) if runs else None
+    summary = dict(
+        recipe=first["recipe"] if first else None, hardware=first["hardware"] if first else None,
+        test_subset=subset["description"],
+        bleu_signature=first["test"]["bleu_signature"] if first else None,
+        chrf_signature=first["test"]["chrf_signature"] if first else None,
+        arms=arms, comparisons=comparisons,
+    )
+    (args.results_dir / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False))
+    table = format_tables(summary)
+    (args.results_dir / "ablation_table.md").write_text(table)
+    print(table)
+    if plot_curves(runs, args.results_dir / "validation_curves.png"):
+        print(f"wrote {args.results_dir / 'validation_curves.png'}")
+    return summary
+
+
+def _pm(pair: tuple[float, float], digits: int = 2) -> str:
+    mean, sd = pair
+    return f"{mean:.{digits}f}" + ("" if math.isnan(sd) else f" ± {sd:.{digits}f}")
+
+
+def format_tables(summary: dict) -> str:
+    lines = ["| arm | model | params | seeds | updates (epochs) | val. CE | test BLEU | test chrF | train min |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in summary["arms"]:
+        lines.append(
+            f"| {row['arm']} | {row['label']} | {row['num_parameters'] / 1e6:.2f}M | {len(row['seeds'])} | "
+            f"{row['updates']} ({row['epochs']:.1f}) | {_pm(row['validation_ce'], 3)} | {_pm(row['bleu'])} | "
+            f"{_pm(row['chrf'])} | {row['training_minutes']:.0f} |")
+    lines += ["", "| paper | B vs A | paper's claim | seeds | ΔBLEU (95% CI) | p per seed | verdict |",
+              "|---|---|---|---:|---:|---|---|"]
+    for row in summary["comparisons"]:
+        low, high = row["delta_ci95"]
+        p_values = ", ".join(f"{p:.3f}" for p in row["p_values"].values())
+        lines.append(
+            f"| {row['paper']} | {row['mechanism']} vs {row['control']} | {row['claim']} | {len(row['seeds'])} | "
+            f"{row['delta_bleu']:+.2f} ({low:+.2f}, {high:+.2f}) | {p_values} | {row['verdict']} |")
+    if summary["comparisons"]:
+        lines += ["", f"Paired test: `{summary['comparisons'][0]['paired_test_signature']}`"]
+    lines += [f"BLEU: `{summary['bleu_signature']}`; chrF: `{summary['chrf_signature']}`; "
+              f"test: {summary['test_subset']}", ""]
+    return "\n".join(lines)
+
+
+def plot_curves(runs: dict, path: Path) -> bool:
+    """Validation cross-entropy against updates, one panel per paper, one colour per arm, one line per seed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install 'hf-unified-mt[plot]'): no plot")
+        return False
+    papers = [p for p in PAPER_ORDER if any(ARMS_BY_KEY[a].paper == p for a in runs)]
+    papers = sorted(papers)
+    figure, axes = plt.subplots(1, len(papers), figsize=(4.2 * len(papers), 3.8), squeeze=False)
+    for axis, paper in zip(axes[0], papers):
+        for colour, arm in enumerate(a for a in ARMS if a.paper == paper and a.key in runs):
+            for index, seed in enumerate(sorted(runs[arm.key])):
+                curve = np.array(runs[arm.key][seed]["validation_cross_entropy"])
+                axis.plot(curve[:, 0], curve[:, 1], color=f"C{colour}", alpha=0.8, marker=".",
+                          label=arm.key if index == 0 else None)
+        axis.set_title(f"paper {paper}" if paper != "ref" else "reference")
+        axis.set_xlabel("updates")
+        axis.set_ylabel("validation cross-entropy (nats/token)")
+        axis.legend(fontsize=7)
+        axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+# -------------------------------------------------------------------------------------------------------------- main
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.run_one:
+        key, seed = args.run_one.rsplit(":", 1)
+        execute_run(ARMS_BY_KEY[key], int(seed), args)
+        return
+    if not args.report_only:
+        shared_tokenizer(args)
+        test_subset(args)
+        run_missing(args)
+    if (args.results_dir / "runs").is_dir():
+        build_report(args)
+
+
+if __name__ == "__main__":
+    main()
