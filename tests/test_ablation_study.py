@@ -1,0 +1,113 @@
+"""The ablation study command (`benchmarks/ablation_study.py`) on a tiny slice: one real run end to end (train.py,
+validation curve, test translations, result files), resume skips it, the report is rebuilt from the files alone;
+the arms of each comparison differ only in their paper's mechanism; the statistics."""
+
+import gzip
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import hf_unified_mt
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_study():
+    spec = importlib.util.spec_from_file_location("mt_benchmark_ablation_study", ROOT / "benchmarks" / "ablation_study.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+study = load_study()
+
+TINY_SLICE = ["--size", "tiny", "--max_steps", "4", "--eval_every", "2", "--save_every", "2", "--max_train_samples",
+              "48", "--max_eval_samples", "12", "--test_subset", "6", "--tokenizer_vocab_size", "300",
+              "--bootstrap_samples", "20", "--threads", "1", "--seeds", "1", "--only", "004-p1"]
+
+
+def test_one_run_resume_and_report_from_files(tmp_path, capsys):
+    argv = TINY_SLICE + ["--results_dir", str(tmp_path / "results"), "--output_dir", str(tmp_path / "out")]
+    study.main(argv)
+    runs = tmp_path / "results" / "runs"
+    record = json.loads((runs / "004-p1-seed1.json").read_text())
+    assert record["arm"] == "004-p1" and record["seed"] == 1 and record["updates"] == 4
+    assert record["config"]["num_passes"] == 1
+    assert [step for step, _ in record["validation_cross_entropy"]] == [2, 4]
+    assert all(0 < ce < 10 for _, ce in record["validation_cross_entropy"])
+    assert record["test"]["num_verses"] == 6 and record["test"]["bleu_signature"].startswith("nrefs:1")
+    with gzip.open(runs / record["test"]["translations"], "rt", encoding="utf-8") as handle:
+        assert len(handle.read().rstrip("\n").split("\n")) == 6
+    subset = json.loads((tmp_path / "results" / "test_subset.json").read_text())
+    assert len(subset["indices"]) == 6 and subset["indices"] == sorted(subset["indices"])
+    assert (tmp_path / "results" / "tokenizer-bpe300" / "tokenizer.json").exists()
+    capsys.readouterr()
+
+    # A second call skips the finished run and leaves its files as they were.
+    before = (runs / "004-p1-seed1.json").stat().st_mtime_ns
+    study.main(argv)
+    assert "004-p1-seed1] finished earlier: skipped" in capsys.readouterr().out
+    assert (runs / "004-p1-seed1.json").stat().st_mtime_ns == before
+
+    # The table is rebuilt from the result files alone.
+    for name in ("ablation_table.md", "summary.json"):
+        (tmp_path / "results" / name).unlink()
+    study.main(argv + ["--report_only"])
+    table = (tmp_path / "results" / "ablation_table.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| 004-p1 |"))
+    assert f"{record['test']['bleu']:.2f}" in row
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert summary["arms"][0]["seeds"] == [1] and summary["comparisons"] == []
+
+    # Results made with another recipe are never mixed into the study.
+    with pytest.raises(SystemExit, match="another recipe"):
+        study.main([a if a != "4" else "5" for a in argv])
+
+
+def config_of(arm, size="small"):
+    if arm.arch == "marian":
+        return None
+    return hf_unified_mt.get_config(arm.arch, arm.presets[size], vocab_size=8000, **arm.overrides).to_dict()
+
+
+@pytest.mark.parametrize("paper, control, mechanism, claim", study.COMPARISONS)
+def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, claim):
+    a, b = study.ARMS_BY_KEY[control], study.ARMS_BY_KEY[mechanism]
+    assert a.paper == b.paper == paper
+    if a.arch != b.arch:  # the Transformer of paper 000: same width, depth, FFN and vocabulary
+        keys = ("d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "encoder_attention_heads",
+                "dropout", "vocab_size")
+        assert {k: config_of(a)[k] for k in keys} == {k: config_of(b)[k] for k in keys}
+        return
+    differing = {k for k, v in config_of(a).items() if config_of(b).get(k) != v}
+    mechanism_keys = {"use_convolution", "ds_init", "decoder_attention_type", "num_units", "use_bias_module",
+                      "use_sequential_dependency", "encoder_branches", "num_passes", "connection_type",
+                      "hard_connections", "unit_noise_types"}  # (noise types: one per unit)
+    assert differing and differing <= mechanism_keys, differing
+
+
+def test_headline_pairs_run_first_for_every_seed():
+    order = [(arm.key, seed) for arm, seed in study.planned_runs([1, 2], {1, 2}, None)]
+    headline = {key for _, control, mechanism, _ in study.COMPARISONS[:1] for key in (control, mechanism)}
+    first_stage_two = min(i for i, (key, _) in enumerate(order) if study.ARMS_BY_KEY[key].stage == 2)
+    assert all(study.ARMS_BY_KEY[key].stage == 1 for key, _ in order[:first_stage_two])
+    assert {key for key, seed in order[:first_stage_two] if seed == 1} >= headline
+    assert order.index(("000-prime", 1)) < order.index(("000-simple", 2))
+    assert len(order) == len(set(order)) == 2 * len(study.ARMS)
+
+
+def test_paired_bootstrap_delta():
+    references = [f"the cat sat on mat number {i}" for i in range(40)]
+    weak = [f"a dog number {i}" for i in range(40)]
+    delta, low, high = study.paired_bootstrap_delta([weak], [weak], references, samples=50)
+    assert delta == low == high == 0.0
+    delta, low, high = study.paired_bootstrap_delta([weak, weak], [references, weak], references, samples=50)
+    assert delta > 0 and 0 < low <= delta <= high
+    assert study.verdict(delta, low, high) == "B better"
+    assert study.verdict(-delta, -high, -low) == "B worse"
+    assert study.verdict(0.1, -0.2, 0.4) == "within noise"
