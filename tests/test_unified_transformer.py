@@ -104,6 +104,29 @@ def test_fused_projections_match_unfused():
     assert torch.allclose(fused, unfused, atol=1e-5)
 
 
+@pytest.mark.parametrize("optimizer", ["fused", "foreach"])
+def test_fused_projections_follow_optimizer_steps(optimizer):
+    """Evaluation between training steps (as `Trainer` does) sees the current weights, also with a fused optimizer,
+    which updates parameters without bumping their version counters."""
+    model = tiny_model(fuse_projections_for_inference=True)
+    ids, mask = random_batch(model.config.vocab_size)
+    adamw = torch.optim.AdamW(model.parameters(), lr=0.05, **{optimizer: True})
+
+    def logits(fused: bool):
+        model.config.fuse_projections_for_inference = fused
+        with torch.no_grad():
+            return model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+
+    for _ in range(2):
+        model.train()
+        model(input_ids=ids, attention_mask=mask, labels=ids).loss.backward()
+        adamw.step()
+        adamw.zero_grad()
+        model.eval()
+        fused, unfused = logits(True), logits(False)
+        assert torch.allclose(fused, unfused, atol=1e-5), (fused - unfused).abs().max()
+
+
 def test_padding_is_zeroed_before_the_convolution():
     model = tiny_model()
     ids, mask = random_batch(model.config.vocab_size, pad_last=3)

@@ -174,7 +174,11 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
 
     def fused_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
         """W^Enc (all input projections stacked) and W^Dec (all output projections side by side), §3.3.1.
-        Rebuilt whenever a parameter changed (optimizer step, `load_state_dict`, `.to()`)."""
+        Rebuilt whenever a parameter may have changed: after any forward that could precede a weight update (training
+        mode or gradients enabled, see `forward`), and after in-place edits, `load_state_dict` or `.to()` (the
+        parameters' version counters and storage). The version counters alone are not enough: fused optimizers
+        (`torch.optim.AdamW(fused=True)`, the Trainer's default `adamw_torch_fused`) update weights without bumping
+        them."""
         inputs, outputs = self._input_linears(), self._output_linears()
         params = [p for linear in inputs + outputs for p in linear.parameters()]
         key = tuple((p.data_ptr(), p._version) for p in params)
@@ -204,6 +208,8 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         if self.is_decoder and encoder_hidden_states is None:
             raise ValueError("The Unified Transformer decoder needs `encoder_hidden_states`")
         fused = self.use_fused()
+        if not fused:
+            self._fused = None  # this forward may precede an optimizer step: rebuild at the next inference forward
         if fused:
             w_in, b_in, w_out, b_out, sizes = self.fused_weights()
             projections = nn.functional.linear(hidden_states, w_in, b_in).split(sizes, dim=-1)
