@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from transformers import initialization as init
 from transformers.cache_utils import Cache
+from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs
@@ -293,7 +294,9 @@ class DeepTransformerModel(DeepTransformerPreTrainedModel, MTModel):
     decoder_class = DeepTransformerDecoder
 
 
-class DeepTransformerForConditionalGeneration(DeepTransformerPreTrainedModel, MTForConditionalGeneration):
+class DeepTransformerForConditionalGeneration(
+    DeepTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
+):
     base_model_class = DeepTransformerModel
 
 

@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import initialization as init
 from transformers.activations import ACT2FN
+from transformers.generation import GenerationMixin
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput
@@ -497,7 +498,7 @@ class MultiEncoderTransformerModel(MultiEncoderTransformerPreTrainedModel, MTMod
 
 
 class MultiEncoderTransformerForConditionalGeneration(
-    MultiEncoderTransformerPreTrainedModel, MTForConditionalGeneration
+    MultiEncoderTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
 ):
     base_model_class = MultiEncoderTransformerModel
 

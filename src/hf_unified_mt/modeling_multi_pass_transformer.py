@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from transformers import initialization as init
 from transformers.cache_utils import Cache
+from transformers.generation import GenerationMixin
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.processing_utils import Unpack
@@ -301,7 +302,9 @@ class MultiPassTransformerModel(MultiPassTransformerPreTrainedModel, MTModel):
         )
 
 
-class MultiPassTransformerForConditionalGeneration(MultiPassTransformerPreTrainedModel, MTForConditionalGeneration):
+class MultiPassTransformerForConditionalGeneration(
+    MultiPassTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
+):
     base_model_class = MultiPassTransformerModel
 
     @can_return_tuple

@@ -25,6 +25,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache
+from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 from transformers.processing_utils import Unpack
@@ -635,7 +636,9 @@ class MultiUnitTransformerModel(MultiUnitTransformerPreTrainedModel, MTModel):
     decoder_class = MultiUnitTransformerDecoder
 
 
-class MultiUnitTransformerForConditionalGeneration(MultiUnitTransformerPreTrainedModel, MTForConditionalGeneration):
+class MultiUnitTransformerForConditionalGeneration(
+    MultiUnitTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
+):
     base_model_class = MultiUnitTransformerModel
 
     @can_return_tuple
