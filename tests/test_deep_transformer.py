@@ -144,10 +144,10 @@ def test_merged_attention_reuses_the_cross_attention_value_projection():
     hidden = torch.randn(2, 5, 32)
     encoder_states = torch.randn(2, 4, 32)
     with torch.no_grad():
-        reference, _ = layer.encoder_attn(hidden, encoder_states)
+        reference = layer.encoder_attn(hidden, encoder_states)[0]
         layer.encoder_attn.v_proj.weight.zero_()  # also the AAN branch's input projection
         layer.encoder_attn.v_proj.bias.zero_()
-        no_values, _ = layer.encoder_attn(hidden, encoder_states)
+        no_values = layer.encoder_attn(hidden, encoder_states)[0]
     # With W_v = 0 both branches vanish: only the output bias b_o remains.
     assert not torch.allclose(reference, no_values)
     assert torch.allclose(no_values, layer.encoder_attn.out_proj.bias.expand_as(no_values), atol=1e-6)
@@ -352,11 +352,53 @@ def test_output_attentions_and_hidden_states(decoder_attention_type):
     assert len(out.cross_attentions) == cfg.decoder_layers
     assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, ids.shape[1])
     assert out.cross_attentions[0][-1, :, :, -3:].abs().max() == 0, "no weight on source padding"
-    if decoder_attention_type == "self":
-        assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
-        assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
-    else:  # the average sublayers have no attention weights to report
-        assert not out.decoder_attentions
+    assert len(out.decoder_attentions) == cfg.decoder_layers  # the average sublayers report their average mask
+    assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
+    assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
+
+
+@pytest.mark.parametrize("decoder_attention_type", ["aan", "merged"])
+def test_average_sublayers_report_the_prefix_average_they_apply(decoder_attention_type):
+    """The map of an AAN / MAtt layer is M_a: row i uniform over the valid target positions j <= i, zero on padding;
+    applied to the sublayer's averaged values it gives exactly the layer's average, in a full forward and step by step
+    with the cache."""
+    model = deep_model(decoder_attention_type=decoder_attention_type)
+    model.set_attn_implementation("eager")
+    ids, mask = random_batch(VOCAB_SIZE)
+    target = ids[:, :5] % VOCAB_SIZE
+    target_mask = torch.ones_like(target)
+    target_mask[0, 3:] = 0  # the first target is padded after 3 tokens
+    layer = model.model.decoder.layers[0]
+    captured = {}
+    averaged = layer.self_attn if decoder_attention_type == "aan" else layer.encoder_attn.v_proj
+    # the first call: MAtt's value projection also projects the encoder states afterwards
+    hook = averaged.register_forward_pre_hook(lambda module, args: captured.update(input=captured.get("input", args[0])))
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask,
+                    output_attentions=True)
+    hook.remove()
+    weights = out.decoder_attentions[0]
+    assert weights.shape == (3, model.config.decoder_attention_heads, 5, 5)
+    assert torch.equal(weights[:, 0], weights[:, -1]), "the same average for every head"
+    expected_row2 = torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0, 0.0])
+    torch.testing.assert_close(weights[1, 0, 2], expected_row2)
+    assert (weights[0, :, 3:] == 0).all() and (weights[0, :, :, 3:] == 0).all(), "zero rows and columns on padding"
+    values = captured["input"] if decoder_attention_type == "aan" else averaged(captured["input"])
+    from hf_unified_mt.modeling_deep_transformer import cumulative_average
+    torch.testing.assert_close(weights[:, 0] @ values, cumulative_average(values, target_mask.bool(), None, "x"))
+    # Step by step with the cache: each step's row equals the full forward's row.
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        cache = None
+        for step in range(5):
+            step_out = model(encoder_outputs=encoder_outputs, attention_mask=mask,
+                             decoder_input_ids=target[:, step : step + 1], past_key_values=cache, use_cache=True,
+                             output_attentions=True)
+            cache = step_out.past_key_values
+            # (rows 1 and 2: the first target is padded, which a step-by-step decoder without a mask cannot know)
+            torch.testing.assert_close(
+                step_out.decoder_attentions[1][1:, :, 0], out.decoder_attentions[1][1:, :, step, : step + 1]
+            )
 
 
 def test_auto_classes_presets_and_base_model():
