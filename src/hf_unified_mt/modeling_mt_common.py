@@ -8,6 +8,7 @@ conditional-generation head with the loss. An architecture file defines its laye
 thin subclasses of `MTEncoder` / `MTDecoder`.
 """
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -335,6 +336,19 @@ class EncoderHiddenStates(list):
         super().__init__(recorders)
 
 
+def encoder_extra_outputs(encoder_outputs: BaseModelOutput, output_class: type) -> dict:
+    """The architecture-specific fields of an encoder output (beyond `BaseModelOutput`'s, e.g. MUTE's per-unit maps or
+    MPT's per-pass states), named `encoder_<field>` as on the seq2seq output, for the fields `output_class` declares.
+    """
+    declared = {field.name for field in dataclasses.fields(output_class)}
+    standard = {field.name for field in dataclasses.fields(BaseModelOutput)}
+    return {
+        f"encoder_{key}": value
+        for key, value in encoder_outputs.items()
+        if key not in standard and f"encoder_{key}" in declared
+    }
+
+
 def check_sequence_length(length: int, config: MTConfig, what: str) -> None:
     """Inputs are never truncated silently: an empty or over-long sequence is an error."""
     if length == 0:
@@ -408,6 +422,7 @@ class MTEncoder(MTPreTrainedModel):
     Every layer is called as `layer(hidden_states, attention_mask=<4D mask>, padding_mask=<[B, T] bool or None>)`."""
 
     layer_class: type[nn.Module] = None
+    output_class: type[BaseModelOutput] = BaseModelOutput  # a subclass adds an architecture's own fields
 
     def __init__(self, config: MTConfig):
         super().__init__(config)
@@ -446,7 +461,7 @@ class MTEncoder(MTPreTrainedModel):
         )
         for layer in self.layers:
             hidden_states = layer(hidden_states, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs)
-        return BaseModelOutput(last_hidden_state=self.finalize(hidden_states))
+        return self.output_class(last_hidden_state=self.finalize(hidden_states))
 
     def finalize(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """Final LayerNorm of pre-norm stacks; post-norm stacks return the states as they are."""
@@ -564,6 +579,8 @@ class MTModel(MTPreTrainedModel):
 
     encoder_class: type[MTEncoder] = None
     decoder_class: type[MTDecoder] = None
+    # A subclass declaring `encoder_<field>` receives the encoder output's extra `<field>` (`encoder_extra_outputs`).
+    output_class: type[Seq2SeqModelOutput] = Seq2SeqModelOutput
 
     def __init__(self, config: MTConfig):
         super().__init__(config)
@@ -618,7 +635,7 @@ class MTModel(MTPreTrainedModel):
             use_cache=use_cache,
             **kwargs,
         )
-        return Seq2SeqModelOutput(
+        return self.output_class(
             last_hidden_state=decoder_outputs.last_hidden_state,
             past_key_values=decoder_outputs.past_key_values,
             decoder_hidden_states=decoder_outputs.hidden_states,
@@ -627,6 +644,7 @@ class MTModel(MTPreTrainedModel):
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
+            **encoder_extra_outputs(encoder_outputs, self.output_class),
         )
 
 
@@ -634,6 +652,8 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
     """`MTModel` + output projection over the target vocabulary; the class `generate()` and the Trainer use."""
 
     base_model_class: type[MTModel] = None
+    # A subclass declaring the base model output's extra `encoder_<field>`s receives them too.
+    output_class: type[Seq2SeqLMOutput] = Seq2SeqLMOutput
 
     def __init__(self, config: MTConfig):
         super().__init__(config)
@@ -700,7 +720,10 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         loss = None
         if labels is not None:
             loss = translation_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
-        return Seq2SeqLMOutput(
+        standard = {field.name for field in dataclasses.fields(Seq2SeqModelOutput)}
+        declared = {field.name for field in dataclasses.fields(self.output_class)}
+        extra = {key: value for key, value in outputs.items() if key not in standard and key in declared}
+        return self.output_class(
             loss=loss,
             logits=logits,
             past_key_values=outputs.past_key_values,
@@ -710,6 +733,7 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
+            **extra,
         )
 
     def _prepare_cache_for_generation(self, generation_config, *args, **kwargs):
