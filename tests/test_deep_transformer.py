@@ -401,6 +401,45 @@ def test_average_sublayers_report_the_prefix_average_they_apply(decoder_attentio
             )
 
 
+@pytest.mark.parametrize("tie_word_embeddings", [True, False])
+def test_separate_source_and_target_embeddings_behave_as_documented(tmp_path, tie_word_embeddings):
+    """Source and target embeddings are separate by design (§7.2), as in Marian with
+    `share_encoder_decoder_embeddings=False`: the input-embedding API is the source side, the target side has its own
+    accessors and resize, and the output projection follows the target vocabulary."""
+    model = deep_model(tie_word_embeddings=tie_word_embeddings)
+    source, target = model.model.encoder.embed_tokens, model.get_decoder().embed_tokens
+    assert model.get_input_embeddings() is source and source is not target
+    assert model.model.get_decoder_input_embeddings() is target is model.get_decoder().get_input_embeddings()
+    assert (model.get_output_embeddings().weight is target.weight) == tie_word_embeddings
+    # set_input_embeddings replaces the source embedding only
+    replacement = type(source)(VOCAB_SIZE, 32, 0, source.embed_scale)
+    model.set_input_embeddings(replacement)
+    assert model.model.encoder.embed_tokens is replacement and model.get_decoder().embed_tokens is target
+    # resize_token_embeddings: the source vocabulary only; the output projection keeps the target vocabulary
+    model.resize_token_embeddings(VOCAB_SIZE + 7, mean_resizing=False)
+    assert model.model.encoder.embed_tokens.weight.shape[0] == model.config.vocab_size == VOCAB_SIZE + 7
+    assert target.weight.shape[0] == model.lm_head.weight.shape[0] == model.config.decoder_vocab_size == VOCAB_SIZE
+    # resize_decoder_token_embeddings: the target embedding and the output projection (still tied if it was)
+    model.resize_decoder_token_embeddings(VOCAB_SIZE + 3, mean_resizing=False)
+    target = model.get_decoder().embed_tokens
+    assert target.weight.shape[0] == model.lm_head.weight.shape[0] == model.config.decoder_vocab_size == VOCAB_SIZE + 3
+    assert (model.lm_head.weight is target.weight) == tie_word_embeddings
+    ids = torch.randint(4, VOCAB_SIZE + 7, (2, 6))
+    with torch.no_grad():
+        logits = model(input_ids=ids, decoder_input_ids=ids % (VOCAB_SIZE + 3)).logits
+    assert logits.shape == (2, 6, VOCAB_SIZE + 3)
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.equal(reloaded(input_ids=ids, decoder_input_ids=ids % (VOCAB_SIZE + 3)).logits, logits)
+    shared = deep_model(share_encoder_decoder_embeddings=True)
+    with pytest.raises(ValueError, match="share_encoder_decoder_embeddings"):
+        shared.resize_decoder_token_embeddings(VOCAB_SIZE + 3)
+    shared.resize_token_embeddings(VOCAB_SIZE + 5, mean_resizing=False)  # shared: both sides and the projection
+    assert shared.get_decoder().embed_tokens.weight.shape[0] == shared.lm_head.weight.shape[0] == VOCAB_SIZE + 5
+    assert shared.config.decoder_vocab_size == VOCAB_SIZE + 5
+
+
 def test_auto_classes_presets_and_base_model():
     assert isinstance(AutoConfig.for_model("deep_transformer"), hf_unified_mt.DeepTransformerConfig)
     assert {"tiny", "base", "deep-12", "deep-20", "deep-30", "big"} <= set(

@@ -597,9 +597,28 @@ class MTModel(MTPreTrainedModel):
         return self.encoder.embed_tokens
 
     def set_input_embeddings(self, value):
+        """Sets the source embedding; with `share_encoder_decoder_embeddings` also the target one (the same matrix).
+        With separate embeddings the target one is set with `set_decoder_input_embeddings` (as in Marian)."""
         self.encoder.embed_tokens = value
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.embed_tokens = value
+
+    def get_decoder_input_embeddings(self):
+        """The target embedding (`get_decoder().embed_tokens`) when it is separate from the source one."""
+        if self.config.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "`get_decoder_input_embeddings` is for separate source/target embeddings, but "
+                "`config.share_encoder_decoder_embeddings=True`: use `get_input_embeddings()`"
+            )
+        return self.decoder.embed_tokens
+
+    def set_decoder_input_embeddings(self, value):
+        if self.config.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "`set_decoder_input_embeddings` is for separate source/target embeddings, but "
+                "`config.share_encoder_decoder_embeddings=True`: use `set_input_embeddings()`, which sets both"
+            )
+        self.decoder.embed_tokens = value
 
     @can_return_tuple
     def forward(
@@ -673,6 +692,48 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
 
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
+
+    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True):
+        """`resize_token_embeddings` resizes the source embedding (`config.vocab_size`). With
+        `share_encoder_decoder_embeddings` that matrix is also the target embedding, so the target vocabulary
+        (`config.decoder_vocab_size`) and the output projection follow; with separate embeddings the target side is
+        left alone and resized by `resize_decoder_token_embeddings` (as in Marian). transformers' default would
+        resize the output projection to the source vocabulary."""
+        old_embeddings = self.get_input_embeddings()
+        new_embeddings = self._get_resized_embeddings(old_embeddings, new_num_tokens, pad_to_multiple_of, mean_resizing)
+        new_embeddings.requires_grad_(old_embeddings.weight.requires_grad)
+        self.set_input_embeddings(new_embeddings)
+        if self.config.share_encoder_decoder_embeddings:
+            self._resize_output_projection(new_embeddings.weight.shape[0], mean_resizing)
+        return self.get_input_embeddings()
+
+    def resize_decoder_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Resizes the target embedding and the output projection to `new_num_tokens` (`config.decoder_vocab_size`),
+        for separate source/target embeddings (`share_encoder_decoder_embeddings=False`); returns the target
+        embedding. The output projection stays tied to it with `tie_word_embeddings`."""
+        if self.config.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "`resize_decoder_token_embeddings` is for separate source/target embeddings, but "
+                "`config.share_encoder_decoder_embeddings=True`: use `resize_token_embeddings()`, which resizes both"
+            )
+        old_embeddings = self.model.get_decoder_input_embeddings()
+        if new_num_tokens is None and pad_to_multiple_of is None:
+            return old_embeddings
+        new_embeddings = self._get_resized_embeddings(old_embeddings, new_num_tokens, pad_to_multiple_of, mean_resizing)
+        new_embeddings.requires_grad_(old_embeddings.weight.requires_grad)
+        self.model.set_decoder_input_embeddings(new_embeddings)
+        self._resize_output_projection(new_embeddings.weight.shape[0], mean_resizing)
+        self.tie_weights()
+        return self.model.get_decoder_input_embeddings()
+
+    def _resize_output_projection(self, new_num_tokens: int, mean_resizing: bool) -> None:
+        """The target vocabulary changed: record it, and resize an untied output projection (a tied one is re-tied
+        to the target embedding by `tie_weights`)."""
+        self.config.decoder_vocab_size = new_num_tokens
+        if not self.config.tie_word_embeddings:
+            self.set_output_embeddings(self._get_resized_lm_head(self.lm_head, new_num_tokens, mean_resizing=mean_resizing))
 
     @can_return_tuple
     def forward(
