@@ -365,6 +365,20 @@ class DeepTransformerModel(DeepTransformerPreTrainedModel, MTModel):
 class DeepTransformerForConditionalGeneration(
     DeepTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
 ):
+    """The Deep Transformer with its output projection.
+
+    Source and target embeddings are separate by design (§7.2: the target embedding is tied to the softmax, not to the
+    source; `config.share_encoder_decoder_embeddings=False`), as in Marian with separate vocabularies:
+
+    * `get_input_embeddings()` / `set_input_embeddings()` / `resize_token_embeddings()` act on the **source**
+      embedding only (`config.vocab_size`);
+    * the target embedding is `get_decoder().embed_tokens` (also `model.get_decoder_input_embeddings()` /
+      `model.set_decoder_input_embeddings()`), and `resize_decoder_token_embeddings()` resizes it together with the
+      output projection (`config.decoder_vocab_size`), which stays tied to it with `tie_word_embeddings`.
+
+    With `share_encoder_decoder_embeddings=True` there is one matrix and `resize_token_embeddings()` resizes it all.
+    """
+
     base_model_class = DeepTransformerModel
 
 
