@@ -204,3 +204,21 @@ def test_cache_layers_can_be_inspected_layer_by_layer(name):
         cache.batch_repeat_interleave(2)
         for layer in cache.self_attention_cache.layers:
             assert layer.keys.shape[0] == layer.values.shape[0] == 2 * BATCH
+
+
+# ---------------------------------------------------------------------------------------------- tied weights
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_tied_weights_absent_from_a_checkpoint_are_the_keys_the_trainer_expects(name, tmp_path):
+    """The Trainer loads the best (or a resumed) checkpoint with `load_state_dict(strict=False)` and warns about
+    missing keys unless they are exactly `model._keys_to_ignore_on_save`: the tied targets, saved once under their
+    source."""
+    from safetensors.torch import load_file
+
+    model = make_model(name)
+    model.save_pretrained(tmp_path)
+    result = model.load_state_dict(load_file(tmp_path / "model.safetensors"), strict=False)
+    assert not result.unexpected_keys
+    assert set(result.missing_keys) == set(model._keys_to_ignore_on_save)
+    assert "lm_head.weight" in result.missing_keys  # tied to the target embedding in every tiny config

@@ -386,6 +386,14 @@ class MTPreTrainedModel(PreTrainedModel):
     def _tied_weights_for_config(self) -> dict[str, str]:
         return {}
 
+    def post_init(self):
+        super().post_init()
+        # Tied matrices are saved once, under their source: the targets (e.g. `lm_head.weight`) are absent from a
+        # checkpoint by design. Listing them as not saved is how transformers' Trainer recognises that (it re-ties
+        # instead of warning "There were missing keys in the checkpoint model loaded" when it loads the best or a
+        # resumed checkpoint with `load_state_dict`).
+        self._keys_to_ignore_on_save = set(self._keys_to_ignore_on_save or ()) | set(self.all_tied_weights_keys)
+
     @torch.no_grad()
     def _init_weights(self, module):
         """Default initialisation (architectures refine it): PyTorch's default for linear layers, which paper 000
