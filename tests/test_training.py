@@ -405,6 +405,8 @@ def test_main_command_shape_runs_without_warnings_and_shows_the_time_budget(tmp_
     assert not warnings, warnings
     generation = json.loads((output_dir / "generation_config.json").read_text())
     assert "max_length" not in generation and generation["max_new_tokens"] == 128
+    for saved in output_dir.glob("checkpoint-*/generation_config.json"):  # saved after an evaluation
+        assert "max_length" not in json.loads(saved.read_text()), saved
     assert json.loads((output_dir / "results.json").read_text())["test"]["num_sentences"] == 24
 
 
