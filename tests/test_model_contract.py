@@ -7,6 +7,8 @@ inspection layer by layer, and `GenerationMixin` among each generative class's o
 Tiny configs: vocabulary 99, pad id 1, d 16, 2+2 layers, 4 heads (3 encoder layers for the Multi-Pass hard
 connections to be a non-trivial permutation)."""
 
+import copy
+
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
@@ -222,3 +224,9 @@ def test_tied_weights_absent_from_a_checkpoint_are_the_keys_the_trainer_expects(
     assert not result.unexpected_keys
     assert set(result.missing_keys) == set(model._keys_to_ignore_on_save)
     assert "lm_head.weight" in result.missing_keys  # tied to the target embedding in every tiny config
+    # A projection untied after construction is saved (only matrices that are tied right now are left out).
+    untied = copy.deepcopy(model)
+    untied.lm_head.weight = torch.nn.Parameter(untied.lm_head.weight.detach().clone())
+    untied.save_pretrained(tmp_path / "untied")
+    assert "lm_head.weight" in load_file(tmp_path / "untied" / "model.safetensors")
+    assert "lm_head.weight" not in untied._keys_to_ignore_on_save

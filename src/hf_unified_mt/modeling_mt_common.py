@@ -386,13 +386,27 @@ class MTPreTrainedModel(PreTrainedModel):
     def _tied_weights_for_config(self) -> dict[str, str]:
         return {}
 
-    def post_init(self):
-        super().post_init()
-        # Tied matrices are saved once, under their source: the targets (e.g. `lm_head.weight`) are absent from a
-        # checkpoint by design. Listing them as not saved is how transformers' Trainer recognises that (it re-ties
-        # instead of warning "There were missing keys in the checkpoint model loaded" when it loads the best or a
-        # resumed checkpoint with `load_state_dict`).
-        self._keys_to_ignore_on_save = set(self._keys_to_ignore_on_save or ()) | set(self.all_tied_weights_keys)
+    @property
+    def _keys_to_ignore_on_save(self) -> set[str]:
+        """Tied matrices are saved once, under their source: the targets (e.g. `lm_head.weight`) are absent from a
+        checkpoint by design. Listing them as not saved is how transformers' Trainer recognises that: it re-ties
+        instead of warning "There were missing keys in the checkpoint model loaded" when it loads the best or a
+        resumed checkpoint with `load_state_dict`. Only targets that do share their source's tensor right now are
+        listed, so that a projection untied after construction is still saved."""
+        ignored = set(self.__dict__.get("_base_keys_to_ignore_on_save", ()))
+        for target, source in (getattr(self, "all_tied_weights_keys", None) or {}).items():
+            try:
+                if self.get_parameter(target) is self.get_parameter(source):
+                    ignored.add(target)
+            except AttributeError:
+                continue
+        return ignored
+
+    @_keys_to_ignore_on_save.setter
+    def _keys_to_ignore_on_save(self, value) -> None:
+        # (`PreTrainedModel.post_init` stores the set it read back; tied targets stay decided by the getter)
+        tied_targets = set(getattr(self, "all_tied_weights_keys", None) or ())
+        self.__dict__["_base_keys_to_ignore_on_save"] = set(value or ()) - tied_targets
 
     @torch.no_grad()
     def _init_weights(self, module):
