@@ -87,10 +87,10 @@ def prefix_average_weights(
     `cumulative_average` applies. The same map is repeated over the heads (the average has no heads). Built from the
     decoder's 4D causal mask (which already holds the causal structure and the target padding) when there is one,
     else from the positions."""
-    if attention_mask is not None:
+    if isinstance(attention_mask, torch.Tensor):  # eager: additive float mask; sdpa: boolean (True = attend)
         allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
         allowed = allowed[..., -query_length:, :]
-    else:
+    else:  # no mask (nothing padded, or a flex `BlockMask`): causal over the positions, padding from `padding_mask`
         device = padding_mask.device if padding_mask is not None else None
         keys = torch.arange(past_length + query_length, device=device)
         queries = torch.arange(past_length, past_length + query_length, device=device)
