@@ -372,7 +372,7 @@ def test_average_sublayers_report_the_prefix_average_they_apply(decoder_attentio
     captured = {}
     averaged = layer.self_attn if decoder_attention_type == "aan" else layer.encoder_attn.v_proj
     # the first call: MAtt's value projection also projects the encoder states afterwards
-    hook = averaged.register_forward_pre_hook(lambda module, args: captured.update(input=captured.get("input", args[0])))
+    hook = averaged.register_forward_pre_hook(lambda module, args: [captured.setdefault("input", args[0])] and None)
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask,
                     output_attentions=True)

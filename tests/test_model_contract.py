@@ -188,12 +188,14 @@ def test_cache_layers_can_be_inspected_layer_by_layer(name):
         cache = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=True).past_key_values
         assert cache.get_seq_length() == TARGET
         head_dim = config.d_model // config.decoder_attention_heads
-        assert len(cache.self_attention_cache.layers) == len(cache.cross_attention_cache.layers) == config.decoder_layers
+        layers = config.decoder_layers
+        assert len(cache.self_attention_cache.layers) == len(cache.cross_attention_cache.layers) == layers
+        keyless = config.model_type == "deep_transformer" and config.decoder_attention_type != "self"
         for layer in cache.self_attention_cache.layers:
             assert isinstance(layer.keys, torch.Tensor) and isinstance(layer.values, torch.Tensor)
             # [batch, heads, positions, head_dim]; layers without self-attention keys (average attention, merged
             # attention) hold none along the positions and count them in `get_seq_length()`
-            positions = 0 if config.model_type == "deep_transformer" and config.decoder_attention_type != "self" else TARGET
+            positions = 0 if keyless else TARGET
             assert layer.keys.shape == layer.values.shape == (BATCH, HEADS, positions, head_dim)
             assert layer.get_seq_length() == TARGET
         for layer in cache.cross_attention_cache.layers:

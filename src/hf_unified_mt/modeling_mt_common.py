@@ -755,7 +755,8 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         to the target embedding by `tie_weights`)."""
         self.config.decoder_vocab_size = new_num_tokens
         if not self.config.tie_word_embeddings:
-            self.set_output_embeddings(self._get_resized_lm_head(self.lm_head, new_num_tokens, mean_resizing=mean_resizing))
+            resized = self._get_resized_lm_head(self.lm_head, new_num_tokens, mean_resizing=mean_resizing)
+            self.set_output_embeddings(resized)
 
     @can_return_tuple
     def forward(

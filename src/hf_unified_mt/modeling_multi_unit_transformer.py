@@ -664,7 +664,9 @@ class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder
         if kwargs.get("output_unit_attentions") is None:
             requested = kwargs.get("output_attentions")
             kwargs["output_unit_attentions"] = bool(self.config.output_attentions if requested is None else requested)
-        return super().forward(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs)
+        return super().forward(
+            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+        )
 
     def shuffle_penalty(self) -> torch.Tensor | None:
         """Σ_k L_p^k over the layers (Eq. 20), or None without the sequential dependency."""
