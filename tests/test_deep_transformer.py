@@ -144,10 +144,10 @@ def test_merged_attention_reuses_the_cross_attention_value_projection():
     hidden = torch.randn(2, 5, 32)
     encoder_states = torch.randn(2, 4, 32)
     with torch.no_grad():
-        reference, _ = layer.encoder_attn(hidden, encoder_states)
+        reference = layer.encoder_attn(hidden, encoder_states)[0]
         layer.encoder_attn.v_proj.weight.zero_()  # also the AAN branch's input projection
         layer.encoder_attn.v_proj.bias.zero_()
-        no_values, _ = layer.encoder_attn(hidden, encoder_states)
+        no_values = layer.encoder_attn(hidden, encoder_states)[0]
     # With W_v = 0 both branches vanish: only the output bias b_o remains.
     assert not torch.allclose(reference, no_values)
     assert torch.allclose(no_values, layer.encoder_attn.out_proj.bias.expand_as(no_values), atol=1e-6)
@@ -352,11 +352,92 @@ def test_output_attentions_and_hidden_states(decoder_attention_type):
     assert len(out.cross_attentions) == cfg.decoder_layers
     assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, ids.shape[1])
     assert out.cross_attentions[0][-1, :, :, -3:].abs().max() == 0, "no weight on source padding"
-    if decoder_attention_type == "self":
-        assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
-        assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
-    else:  # the average sublayers have no attention weights to report
-        assert not out.decoder_attentions
+    assert len(out.decoder_attentions) == cfg.decoder_layers  # the average sublayers report their average mask
+    assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
+    assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
+
+
+@pytest.mark.parametrize("decoder_attention_type", ["aan", "merged"])
+def test_average_sublayers_report_the_prefix_average_they_apply(decoder_attention_type):
+    """The map of an AAN / MAtt layer is M_a: row i uniform over the valid target positions j <= i, zero on padding;
+    applied to the sublayer's averaged values it gives exactly the layer's average, in a full forward and step by step
+    with the cache."""
+    model = deep_model(decoder_attention_type=decoder_attention_type)
+    model.set_attn_implementation("eager")
+    ids, mask = random_batch(VOCAB_SIZE)
+    target = ids[:, :5] % VOCAB_SIZE
+    target_mask = torch.ones_like(target)
+    target_mask[0, 3:] = 0  # the first target is padded after 3 tokens
+    layer = model.model.decoder.layers[0]
+    captured = {}
+    averaged = layer.self_attn if decoder_attention_type == "aan" else layer.encoder_attn.v_proj
+    # the first call: MAtt's value projection also projects the encoder states afterwards
+    hook = averaged.register_forward_pre_hook(lambda module, args: [captured.setdefault("input", args[0])] and None)
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask,
+                    output_attentions=True)
+    hook.remove()
+    weights = out.decoder_attentions[0]
+    assert weights.shape == (3, model.config.decoder_attention_heads, 5, 5)
+    assert torch.equal(weights[:, 0], weights[:, -1]), "the same average for every head"
+    expected_row2 = torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0, 0.0])
+    torch.testing.assert_close(weights[1, 0, 2], expected_row2)
+    assert (weights[0, :, 3:] == 0).all() and (weights[0, :, :, 3:] == 0).all(), "zero rows and columns on padding"
+    values = captured["input"] if decoder_attention_type == "aan" else averaged(captured["input"])
+    from hf_unified_mt.modeling_deep_transformer import cumulative_average
+    torch.testing.assert_close(weights[:, 0] @ values, cumulative_average(values, target_mask.bool(), None, "x"))
+    # Step by step with the cache: each step's row equals the full forward's row.
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        cache = None
+        for step in range(5):
+            step_out = model(encoder_outputs=encoder_outputs, attention_mask=mask,
+                             decoder_input_ids=target[:, step : step + 1], past_key_values=cache, use_cache=True,
+                             output_attentions=True)
+            cache = step_out.past_key_values
+            # (rows 1 and 2: the first target is padded, which a step-by-step decoder without a mask cannot know)
+            torch.testing.assert_close(
+                step_out.decoder_attentions[1][1:, :, 0], out.decoder_attentions[1][1:, :, step, : step + 1]
+            )
+
+
+@pytest.mark.parametrize("tie_word_embeddings", [True, False])
+def test_separate_source_and_target_embeddings_behave_as_documented(tmp_path, tie_word_embeddings):
+    """Source and target embeddings are separate by design (§7.2), as in Marian with
+    `share_encoder_decoder_embeddings=False`: the input-embedding API is the source side, the target side has its own
+    accessors and resize, and the output projection follows the target vocabulary."""
+    model = deep_model(tie_word_embeddings=tie_word_embeddings)
+    source, target = model.model.encoder.embed_tokens, model.get_decoder().embed_tokens
+    assert model.get_input_embeddings() is source and source is not target
+    assert model.model.get_decoder_input_embeddings() is target is model.get_decoder().get_input_embeddings()
+    assert (model.get_output_embeddings().weight is target.weight) == tie_word_embeddings
+    # set_input_embeddings replaces the source embedding only
+    replacement = type(source)(VOCAB_SIZE, 32, 0, source.embed_scale)
+    model.set_input_embeddings(replacement)
+    assert model.model.encoder.embed_tokens is replacement and model.get_decoder().embed_tokens is target
+    # resize_token_embeddings: the source vocabulary only; the output projection keeps the target vocabulary
+    model.resize_token_embeddings(VOCAB_SIZE + 7, mean_resizing=False)
+    assert model.model.encoder.embed_tokens.weight.shape[0] == model.config.vocab_size == VOCAB_SIZE + 7
+    assert target.weight.shape[0] == model.lm_head.weight.shape[0] == model.config.decoder_vocab_size == VOCAB_SIZE
+    # resize_decoder_token_embeddings: the target embedding and the output projection (still tied if it was)
+    model.resize_decoder_token_embeddings(VOCAB_SIZE + 3, mean_resizing=False)
+    target = model.get_decoder().embed_tokens
+    assert target.weight.shape[0] == model.lm_head.weight.shape[0] == model.config.decoder_vocab_size == VOCAB_SIZE + 3
+    assert (model.lm_head.weight is target.weight) == tie_word_embeddings
+    ids = torch.randint(4, VOCAB_SIZE + 7, (2, 6))
+    with torch.no_grad():
+        logits = model(input_ids=ids, decoder_input_ids=ids % (VOCAB_SIZE + 3)).logits
+    assert logits.shape == (2, 6, VOCAB_SIZE + 3)
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.equal(reloaded(input_ids=ids, decoder_input_ids=ids % (VOCAB_SIZE + 3)).logits, logits)
+    shared = deep_model(share_encoder_decoder_embeddings=True)
+    with pytest.raises(ValueError, match="share_encoder_decoder_embeddings"):
+        shared.resize_decoder_token_embeddings(VOCAB_SIZE + 3)
+    shared.resize_token_embeddings(VOCAB_SIZE + 5, mean_resizing=False)  # shared: both sides and the projection
+    assert shared.get_decoder().embed_tokens.weight.shape[0] == shared.lm_head.weight.shape[0] == VOCAB_SIZE + 5
+    assert shared.config.decoder_vocab_size == VOCAB_SIZE + 5
 
 
 def test_auto_classes_presets_and_base_model():

@@ -253,6 +253,22 @@ def test_hidden_states_are_embedding_branch_outputs_and_memory():
     assert out.cross_attentions[0].shape == (3, model.config.decoder_attention_heads, 5, ids.shape[1])
 
 
+def test_output_attentions_without_a_self_attention_branch_is_a_clear_error():
+    """Static Expansion, LSTM, ConvS2S and FNet compute no attention maps: an encoder made of them has none to return,
+    which is an error naming the option, not an empty or None-filled tuple."""
+    model = tiny_model(encoder_branches=[dict(type="static_expansion", layers=2), dict(type="lstm", layers=2)])
+    model.set_attn_implementation("eager")
+    ids, mask = random_batch(VOCAB)
+    with pytest.raises(ValueError, match="output_attentions"):
+        model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True)
+    with pytest.raises(ValueError, match="output_attentions"):
+        model.generate(ids, attention_mask=mask, max_new_tokens=2, return_dict_in_generate=True,
+                       output_attentions=True)
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=2, return_dict_in_generate=True,
+                         output_hidden_states=True)  # the other outputs are available
+    assert len(out.encoder_hidden_states) == 4 and len(out.decoder_hidden_states[0]) == model.config.decoder_layers + 1
+
+
 def test_concatenation_projects_the_branch_outputs():
     model = tiny_model(branch_combination="concat")
     projection = model.model.encoder.combination.projection

@@ -456,7 +456,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
 
 # ------------------------------------------------------------------------------------------ outputs and errors
 
-def test_output_attentions_and_hidden_states_cover_every_pass():
+def test_hidden_states_and_attentions_are_those_of_the_read_pass_and_every_pass_is_in_its_own_field():
     model = tiny_model(num_passes=2)
     model.set_attn_implementation("eager")
     ids, mask = random_batch(VOCAB)
@@ -464,15 +464,32 @@ def test_output_attentions_and_hidden_states_cover_every_pass():
     for encoder_pass in (1, 2):
         out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
                     output_hidden_states=True, encoder_pass=encoder_pass)
-        assert len(out.encoder_hidden_states) == 1 + encoder_pass * n  # embeddings, then every layer call
-        assert len(out.encoder_attentions) == encoder_pass * n
+        # as config.encoder_layers says: the embeddings and one state per layer, one map per layer
+        assert len(out.encoder_hidden_states) == n + 1
+        assert len(out.encoder_attentions) == n
         assert torch.equal(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
         assert out.encoder_attentions[-1][-1, :, :, -3:].abs().max() == 0  # padding gets no attention
         assert len(out.decoder_hidden_states) == model.config.decoder_layers + 1
         assert out.cross_attentions[0].shape == (3, model.config.decoder_attention_heads, 5, ids.shape[1])
+        # every pass that ran, each laid out the same way; the read pass is the last
+        assert len(out.encoder_per_pass_hidden_states) == len(out.encoder_per_pass_attentions) == encoder_pass
+        assert all(len(states) == n + 1 for states in out.encoder_per_pass_hidden_states)
+        assert all(len(maps) == n for maps in out.encoder_per_pass_attentions)
+        assert out.encoder_per_pass_hidden_states[-1] == out.encoder_hidden_states
+        assert out.encoder_per_pass_attentions[-1] == out.encoder_attentions
     encoder = model.get_encoder()(input_ids=ids, attention_mask=mask, output_hidden_states=True,
-                                  output_pass_hidden_states=True)
-    assert torch.equal(encoder.hidden_states[n], encoder.pass_hidden_states[0])  # end of the first pass
+                                  output_attentions=True, output_pass_hidden_states=True)
+    first, second = encoder.per_pass_hidden_states
+    assert torch.equal(first[0], second[0]), "every pass starts from the embeddings X"
+    assert torch.equal(first[-1], encoder.pass_hidden_states[0])  # end of the first pass
+    assert not torch.allclose(first[1], second[1]), "the second pass's layers read the connections"
+    assert not torch.allclose(encoder.per_pass_attentions[0][0], encoder.per_pass_attentions[1][0])
+    # index selection picks among the read pass's n + 1 states; the tuple form carries the same
+    selected = model.get_encoder()(input_ids=ids, attention_mask=mask, output_hidden_states=[0, -1])
+    assert [state is None for state in selected.hidden_states] == [False] + [True] * (n - 1) + [False]
+    assert torch.equal(selected.hidden_states[-1], encoder.last_hidden_state)
+    as_tuple = model.get_encoder()(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=False)
+    assert torch.equal(as_tuple[0], encoder.last_hidden_state) and len(as_tuple[1]) == n + 1
 
 
 @pytest.mark.parametrize(

@@ -301,13 +301,24 @@ def test_output_attentions_and_hidden_states():
     cfg = model.config
     assert len(out.encoder_hidden_states) == cfg.encoder_layers + 1
     assert len(out.decoder_hidden_states) == cfg.decoder_layers + 1
-    # units × heads, unit-major
-    assert out.encoder_attentions[0].shape == (3, cfg.num_units * cfg.encoder_attention_heads, ids.shape[1], ids.shape[1])
+    source = ids.shape[1]
+    # the documented [batch, heads, src, src], one per layer: the mean of the units' maps
+    assert len(out.encoder_attentions) == cfg.encoder_layers
+    assert out.encoder_attentions[0].shape == (3, cfg.encoder_attention_heads, source, source)
     assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
-    assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, ids.shape[1])
+    assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, source)
     assert out.encoder_attentions[0][-1, :, :, -3:].abs().max() == 0  # no weight on source padding
     assert torch.allclose(out.encoder_attentions[0].sum(-1), torch.ones(()))
     assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
+    # each unit's own maps in the extra field, [batch, units, heads, src, src]
+    assert len(out.encoder_unit_attentions) == cfg.encoder_layers
+    for combined, units in zip(out.encoder_attentions, out.encoder_unit_attentions, strict=True):
+        assert units.shape == (3, cfg.num_units, cfg.encoder_attention_heads, source, source)
+        torch.testing.assert_close(units.mean(dim=1), combined)
+        assert torch.allclose(units.sum(-1), torch.ones(()))
+        assert not torch.allclose(units[:, 0], units[:, 1]), "the units have their own maps"
+    without = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5])
+    assert without.encoder_attentions is None and without.encoder_unit_attentions is None
 
 
 # ---------------------------------------------------------------------------------------------- units

@@ -90,7 +90,7 @@ def test_cache_layer_window_running_sum_and_beam_reorder():
     sums, counts = layer.update_running_sum("avg", x[:, 2:] * valid[:, 2:], valid[:, 2:])
     assert torch.equal(counts[:, -1, 0], torch.tensor([2.0, 4.0]))
     assert torch.equal(sums[:, -1], (x * valid).sum(1))
-    layer.advance(4)
+    layer.advance(x, num_heads=3)
     assert cache.get_seq_length() == 4  # no keys: the layer counts positions itself
     cache.reorder_cache(torch.tensor([1, 1]))
     assert torch.equal(layer.states["conv"][0], layer.states["conv"][1])

@@ -86,3 +86,35 @@ def test_bad_arguments():
         train_tokenizer(["a b c"], vocab_size=100, tokenizer_type="wordpiece")
     with pytest.raises(ValueError, match="larger than the 4 special tokens"):
         train_tokenizer(["a b c"], vocab_size=4)
+
+
+def test_saved_tokenizer_decodes_without_the_bpe_clean_up_warning(bpe, tmp_path):
+    """The space clean-up of decode() is for WordPiece; transformers ignores it for BPE with a warning. The tokenizer is
+    saved with it off, so reloading and decoding (also through the translation pipeline) is silent and exact."""
+    import logging
+
+    import torch
+    from transformers.utils import logging as transformers_logging
+
+    import hf_unified_mt
+
+    bpe.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["clean_up_tokenization_spaces"] is False
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = transformers_logging.get_logger("transformers")
+    logger.addHandler(handler)
+    transformers_logging.warning_once.cache_clear()  # a warning shown earlier in the session would not repeat
+    try:
+        reloaded = load_tokenizer(str(tmp_path))
+        text = "Y dijo Dios: Sea la luz ."
+        assert reloaded.decode(reloaded(text)["input_ids"], skip_special_tokens=True) == text
+        torch.manual_seed(0)
+        model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(
+            hf_unified_mt.get_config("unified_transformer", "tiny", vocab_size=len(reloaded))
+        ).eval()
+        hf_unified_mt.TranslationPipeline(model=model, tokenizer=reloaded, max_new_tokens=3)(["Sea la luz ."])
+    finally:
+        logger.removeHandler(handler)
+    assert not [r for r in records if "clean_up_tokenization_spaces" in r.getMessage()], [r.getMessage() for r in records]

@@ -384,6 +384,32 @@ def test_without_generation_in_evaluation_the_test_split_is_still_translated(tmp
     assert results["training_arguments"]["label_smoothing_factor"] == 0.1
 
 
+def test_main_command_shape_runs_without_warnings_and_shows_the_time_budget(tmp_path):
+    """The README's main command in miniature (a package model, a large max_steps that a time budget ends first,
+    one evaluation at the end, best-checkpoint loading, test prediction over several batches, samples, the progress
+    bar on): the bar counts the budget's seconds, not steps out of max_steps; best-checkpoint loading knows the
+    tied weights; test prediction does not carry a stray max_length into generate(); the reloaded tokenizer decodes
+    silently; and nothing else warns."""
+    output_dir = tmp_path / "out"
+    result = train(output_dir, "--arch", "unified_transformer", "--max_source_length", "128", "--max_target_length", "128",
+                   "--max_steps", "100000", "--max_train_minutes", "0.05", "--eval_steps", "100000",
+                   "--save_steps", "100000", "--max_eval_samples", "4", "--max_test_samples", "24",
+                   "--per_device_eval_batch_size", "6", "--generation_num_beams", "2", "--num_sample_translations", "1",
+                   "--disable_tqdm", "False")
+    output = (result.stdout + result.stderr).replace("\r", "\n")
+    assert "Training (0.05-minute budget)" in output and "/100000" not in output
+    assert "training stops after 0.1 minutes, or at max_steps=100000" in output
+    assert "There were missing keys" not in output  # the tied embeddings / output projection
+    assert "Both `max_new_tokens`" not in output and "Ignoring clean_up_tokenization_spaces" not in output
+    warnings = [line for line in output.splitlines() if "WARNING" in line or "Warning" in line or "warn(" in line]
+    assert not warnings, warnings
+    generation = json.loads((output_dir / "generation_config.json").read_text())
+    assert "max_length" not in generation and generation["max_new_tokens"] == 128
+    for saved in output_dir.glob("checkpoint-*/generation_config.json"):  # saved after an evaluation
+        assert "max_length" not in json.loads(saved.read_text()), saved
+    assert json.loads((output_dir / "results.json").read_text())["test"]["num_sentences"] == 24
+
+
 def test_bad_data_stops_train_py_with_file_and_line(tmp_path):
     train_script = load_script("train")
     bad = tmp_path / "train.tsv"

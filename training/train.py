@@ -36,6 +36,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _SCRIPT
 import datasets
 import torch
 import transformers
+from tqdm.auto import tqdm
 from transformers import (
     AutoModelForSeq2SeqLM,
     DataCollatorForSeq2Seq,
@@ -46,6 +47,7 @@ from transformers import (
     TrainerCallback,
     set_seed,
 )
+from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
 
@@ -467,6 +469,14 @@ class TimeBudgetCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.monotonic()
+        logger.info(
+            "Time budget: training stops after %.1f minutes, or at max_steps=%d if that comes first",
+            self.seconds / 60, state.max_steps,
+        )
+
+    def elapsed(self) -> float:
+        """Seconds of the budget used so far (at most the budget)."""
+        return min(time.monotonic() - self.start, self.seconds) if self.start is not None else 0.0
 
     def on_step_end(self, args, state, control, **kwargs):
         if time.monotonic() - self.start >= self.seconds:
@@ -476,6 +486,34 @@ class TimeBudgetCallback(TrainerCallback):
             if args.eval_strategy != IntervalStrategy.NO:
                 control.should_evaluate = True
         return control
+
+
+class TimeBudgetProgressCallback(ProgressCallback):
+    """The training progress bar measured against a [`TimeBudgetCallback`]: seconds of the budget used out of the
+    budget, with the optimizer step as a postfix, instead of steps out of `max_steps`, which the budget ends long
+    before (a `max_steps` of 100000 under a 10-minute budget would show 0/100000 and a many-hour ETA). Evaluation
+    bars and logs are those of transformers' `ProgressCallback`."""
+
+    def __init__(self, budget: TimeBudgetCallback):
+        super().__init__()
+        self.budget = budget
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.training_bar = tqdm(
+                total=round(self.budget.seconds),
+                desc=f"Training ({self.budget.seconds / 60:g}-minute budget)",
+                unit="s",
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total}s [{elapsed}<{remaining}{postfix}]",
+                dynamic_ncols=True,
+            )
+        self.current_step = 0
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.training_bar.set_postfix_str(f"step {state.global_step}", refresh=False)
+            self.training_bar.update(self.budget.elapsed() - self.training_bar.n)
+        self.current_step = state.global_step
 
 
 def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[str, Any]:
@@ -558,6 +596,7 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
     data_collator = DataCollatorForSeq2Seq(
         tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=data_args.pad_to_multiple_of
     )
+    time_budget = TimeBudgetCallback(training_args.max_train_minutes) if training_args.max_train_minutes else None
     trainer = TokenBatchSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -570,11 +609,12 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
             if has_validation and training_args.predict_with_generate
             else None
         ),
-        callbacks=list(callbacks or [])
-        + ([TimeBudgetCallback(training_args.max_train_minutes)] if training_args.max_train_minutes else []),
+        callbacks=list(callbacks or []) + ([time_budget] if time_budget is not None else []),
         max_tokens=data_args.max_tokens,
         max_sentences=data_args.max_sentences,
     )
+    if time_budget is not None and trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(TimeBudgetProgressCallback(time_budget))  # the bar counts the budget, not max_steps
 
     results: dict[str, Any] = {
         "arch": model_args.arch,

@@ -168,9 +168,8 @@ class DiversityRecorder:
 
     def _attention_hook(self, index: int):
         def hook(module, args, output):
-            outputs, weights = output  # [I, B, T, d], [B, I·H, T, S]
-            batch, _, length, keys = weights.shape
-            per_unit = weights.view(batch, module.num_units, -1, length, keys).mean(dim=2).transpose(0, 1)
+            outputs, _, unit_weights = output  # [I, B, T, d], mean map [B, H, T, S], per unit [B, I, H, T, S]
+            per_unit = unit_weights.mean(dim=2).transpose(0, 1)
             self._add(index, "att_pos", per_unit)
             self._add(index, "att_sub", outputs)
 

@@ -15,6 +15,7 @@ second time; the trainer turns that wrapper into a pass-through, the way `Traine
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import math
@@ -275,6 +276,17 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
 
     def _padding_multiple(self) -> int | None:
         return getattr(self.data_collator, "pad_to_multiple_of", None)
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
+        """`Seq2SeqTrainer.prediction_step`, leaving `model.generation_config` as it was: the parent fills it with
+        transformers' legacy defaults (`max_length=20`, ...) after each generation to size its padding, so that the
+        next batch's `generate(max_new_tokens=...)` warns that both `max_new_tokens` and `max_length` are set, and a
+        checkpoint saved afterwards would carry them."""
+        generation_config = copy.deepcopy(self.model.generation_config)
+        try:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys, **gen_kwargs)
+        finally:
+            self.model.generation_config = generation_config
 
     def build_token_batch_sampler(self, dataset) -> MaxTokensBatchSampler:
         """The training batch sampler for `dataset` (a tokenized dataset with `input_ids` and `labels`)."""

@@ -23,8 +23,12 @@ class StatefulDecoderCacheLayer(DynamicLayer):
     * `update_running_sum(name, x, valid)`: a cumulative sum over time and a per-row count of valid positions
       (average attention, paper 001).
 
-    A decoder layer without self-attention (so without keys) calls `advance(num_tokens)` so that
-    `get_seq_length()` still tells how many target positions were consumed (positions and masks depend on it).
+    A decoder layer without self-attention (average attention, merged attention) caches no keys or values. It calls
+    `advance(states, num_heads)`, so that `get_seq_length()` still tells how many target positions were consumed
+    (positions and masks depend on it), and so that its `keys` and `values` are inspectable like those of any
+    transformers cache layer: tensors of the documented shape `[batch, heads, 0, head_dim]`, empty along the
+    positions (nothing per position is stored; the O(1) state is in `states`). They follow beam reordering and batch
+    expansion like the states.
     """
 
     _layer_type = STATEFUL_LAYER_TYPE
@@ -57,9 +61,16 @@ class StatefulDecoderCacheLayer(DynamicLayer):
         self.states[name], self.states[name + ".count"] = sums[:, -1:], counts[:, -1:]
         return sums, counts
 
-    def advance(self, num_tokens: int) -> None:
-        """Records `num_tokens` new positions for layers that keep no keys/values."""
-        self.tokens_seen += num_tokens
+    def advance(self, states: torch.Tensor, num_heads: int) -> None:
+        """Records the positions of `states` (`[B, T, d]`) for a layer that keeps no keys/values, whose `keys` and
+        `values` become empty `[B, num_heads, 0, d / num_heads]` tensors on the first call."""
+        if not self.is_initialized:
+            batch, _, width = states.shape
+            self.dtype, self.device = states.dtype, states.device
+            self.keys = states.new_zeros(batch, num_heads, 0, width // num_heads)
+            self.values = states.new_zeros(batch, num_heads, 0, width // num_heads)
+            self.is_initialized = True
+        self.tokens_seen += states.shape[1]
 
     # ------------------------------------------------------------------ bookkeeping used by generate()
     def get_seq_length(self) -> int:
@@ -72,21 +83,22 @@ class StatefulDecoderCacheLayer(DynamicLayer):
     def _map_states(self, fn) -> None:
         self.states = {name: fn(state) for name, state in self.states.items()}
 
-    # The parent methods touch keys/values only when there are some (`get_seq_length() > 0` in the parent, which
-    # here may also count positions of a layer without keys), hence the explicit checks.
+    def _map_keys_values(self, fn) -> None:
+        # Applied whenever keys/values exist, also when they are empty along the positions (layers without keys): the
+        # parent methods skip layers whose `get_seq_length()` is 0 and would count positions of a key-less layer.
+        if self.is_initialized:
+            self.keys, self.values = fn(self.keys), fn(self.values)
+
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        if self._keys_length() > 0:
-            super().reorder_cache(beam_idx)
+        self._map_keys_values(lambda t: t.index_select(0, beam_idx.to(t.device)))
         self._map_states(lambda t: t.index_select(0, beam_idx.to(t.device)))
 
     def batch_repeat_interleave(self, repeats: int) -> None:
-        if self._keys_length() > 0:
-            super().batch_repeat_interleave(repeats)
+        self._map_keys_values(lambda t: t.repeat_interleave(repeats, dim=0))
         self._map_states(lambda t: t.repeat_interleave(repeats, dim=0))
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self._keys_length() > 0:
-            super().batch_select_indices(indices)
+        self._map_keys_values(lambda t: t[indices, ...])
         self._map_states(lambda t: t[indices, ...])
 
     def offload(self):

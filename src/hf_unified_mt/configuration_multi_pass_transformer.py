@@ -61,11 +61,6 @@ class MultiPassTransformerConfig(MTConfig):
     training_objective: str = "last"
     inference_pass: int | None = None
 
-    @property
-    def num_encoder_hidden_layers(self) -> int:
-        """The encoder returns the output of every layer call: `num_passes` × `encoder_layers`."""
-        return self.num_passes * self.encoder_layers
-
     def __post_init__(self, **kwargs):
         if self.hard_connections is None and self.connection_type == "hard":
             self.hard_connections = list(range(self.encoder_layers))  # the paper's default MPT, alpha = delta

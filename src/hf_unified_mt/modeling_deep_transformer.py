@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from transformers import initialization as init
 from transformers.cache_utils import Cache
+from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs
@@ -71,6 +72,43 @@ def cumulative_average(
     return (sums / counts.clamp(min=1.0) * valid).to(dtype)
 
 
+def prefix_average_weights(
+    attention_mask: torch.Tensor | None,
+    padding_mask: torch.Tensor | None,
+    batch: int,
+    num_heads: int,
+    query_length: int,
+    past_length: int,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """The average mask M_a of AAN (Zhang, Xiong & Su 2018, Eq. 1; paper 001 Eq. 16) as an attention map, in the
+    documented self-attention shape `[batch, heads, query, past + query]`: row i is uniform over the valid key
+    positions j <= i (current position included), and zero for a padded query position, exactly the weights that
+    `cumulative_average` applies. The same map is repeated over the heads (the average has no heads). Built from the
+    decoder's 4D causal mask (which already holds the causal structure and the target padding) when there is one,
+    else from the positions."""
+    if isinstance(attention_mask, torch.Tensor):  # eager: additive float mask; sdpa: boolean (True = attend)
+        allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
+        allowed = allowed[..., -query_length:, :]
+    else:  # no mask (nothing padded, or a flex `BlockMask`): causal over the positions, padding from `padding_mask`
+        device = padding_mask.device if padding_mask is not None else None
+        keys = torch.arange(past_length + query_length, device=device)
+        queries = torch.arange(past_length, past_length + query_length, device=device)
+        allowed = (keys[None, :] <= queries[:, None])[None, None]
+    weights = allowed.to(torch.float32)
+    weights = weights / weights.sum(dim=-1, keepdim=True).clamp(min=1.0)
+    if padding_mask is not None:
+        weights = weights * padding_mask[:, None, -query_length:, None].to(weights.dtype)
+    return weights.expand(batch, num_heads, -1, -1).to(dtype)
+
+
+def attention_maps_requested(config: DeepTransformerConfig, kwargs: dict) -> bool:
+    """Whether the caller asked for attention maps (`output_attentions` of the call, else of the config): the
+    prefix-average maps of the key-less sublayers are O(T²) and only built then."""
+    requested = kwargs.get("output_attentions")
+    return bool(getattr(config, "output_attentions", False) if requested is None else requested)
+
+
 class AAN(nn.Module):
     """Average attention network (Zhang, Xiong & Su 2018), the original form that paper 001 simplifies: the layer
     input y is averaged over the target prefix (no projection), optionally passed through an FFN, and combined with
@@ -86,6 +124,8 @@ class AAN(nn.Module):
 
     def __init__(self, config: DeepTransformerConfig):
         super().__init__()
+        self.config = config
+        self.num_heads = config.decoder_attention_heads
         self.ffn = MTFeedForward(config, config.decoder_ffn_dim) if config.aan_use_ffn else None
         self.gate = nn.Linear(2 * config.d_model, 2 * config.d_model)
 
@@ -94,11 +134,22 @@ class AAN(nn.Module):
         hidden_states: torch.Tensor,
         padding_mask: torch.Tensor | None = None,
         cache_layer: StatefulDecoderCacheLayer | None = None,
-    ) -> torch.Tensor:
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Returns the sublayer output and, when attention maps are requested, the average mask as a
+        `[batch, heads, query, key]` map (`prefix_average_weights`), like a self-attention's weights."""
+        weights = None
+        if attention_maps_requested(self.config, kwargs):
+            past_length = cache_layer.get_seq_length() if cache_layer is not None else 0
+            weights = prefix_average_weights(
+                attention_mask, padding_mask, hidden_states.shape[0], self.num_heads, hidden_states.shape[1],
+                past_length, hidden_states.dtype,
+            )
         average = cumulative_average(hidden_states, padding_mask, cache_layer, "aan")
         context = self.ffn(average) if self.ffn is not None else average
         input_gate, forget_gate = self.gate(torch.cat([hidden_states, context], dim=-1)).chunk(2, dim=-1)
-        return torch.sigmoid(input_gate) * hidden_states + torch.sigmoid(forget_gate) * context
+        return torch.sigmoid(input_gate) * hidden_states + torch.sigmoid(forget_gate) * context, weights
 
 
 class MergedAttention(MTAttention):
@@ -109,7 +160,8 @@ class MergedAttention(MTAttention):
 
     where W_v, b_v are the cross-attention's own value projection (the authors' code reuses it under the same variable
     scope, and Table 3's parameter counts confirm it) and W_o, b_o its output projection: no parameters beyond those
-    of a cross-attention. Returns the merged output and the cross-attention weights."""
+    of a cross-attention. Returns the merged output, the cross-attention weights, and, when attention maps are
+    requested, the average mask M_a as a `[batch, heads, query, key]` self-attention map (`prefix_average_weights`)."""
 
     def __init__(self, config: DeepTransformerConfig, num_heads: int, layer_idx: int):
         super().__init__(config, num_heads, is_causal=False, layer_idx=layer_idx)
@@ -121,17 +173,24 @@ class MergedAttention(MTAttention):
         past_key_values: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
         padding_mask: torch.Tensor | None = None,
+        self_attention_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+        average_weights = None
+        if attention_maps_requested(self.config, kwargs):
+            past_length = cache_layer.get_seq_length() if cache_layer is not None else 0
+            average_weights = prefix_average_weights(
+                self_attention_mask, padding_mask, hidden_states.shape[0], self.num_heads, hidden_states.shape[1],
+                past_length, hidden_states.dtype,
+            )
         # Eq. (16): simplified AAN on the shared value projection, in full width d.
-        average = cumulative_average(
-            self.v_proj(hidden_states), padding_mask, cache_layer_for(past_key_values, self.layer_idx), "merged"
-        )
+        average = cumulative_average(self.v_proj(hidden_states), padding_mask, cache_layer, "merged")
         # Eq. (1): encoder-decoder attention, heads concatenated before the output projection.
         keys, values = self.key_values(encoder_hidden_states, past_key_values, is_cross_attention=True)
         context, weights = self.attend(self.q_proj(hidden_states), keys, values, attention_mask, **kwargs)
         # Eq. (17): the two branches share W_o.
-        return self.out_proj(context + average), weights
+        return self.out_proj(context + average), weights, average_weights
 
 
 class AverageAttentionDecoderLayer(GradientCheckpointingLayer):
@@ -159,9 +218,13 @@ class AverageAttentionDecoderLayer(GradientCheckpointingLayer):
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         cache_layer = cache_layer_for(past_key_values, self.layer_idx)
-        hidden_states = self.self_attn_sublayer(hidden_states, lambda x: self.self_attn(x, padding_mask, cache_layer))
+        hidden_states = self.self_attn_sublayer(
+            hidden_states,
+            lambda x: self.self_attn(x, padding_mask, cache_layer, attention_mask=attention_mask, **kwargs)[0],
+        )
         if cache_layer is not None:
-            cache_layer.advance(hidden_states.shape[1])  # no self-attention keys: count the positions
+            # no self-attention keys: count the positions (keys/values stay empty `[B, H, 0, d_h]` tensors)
+            cache_layer.advance(hidden_states, self.encoder_attn.num_heads)
         hidden_states = self.encoder_attn_sublayer(
             hidden_states,
             lambda x: self.encoder_attn(
@@ -198,12 +261,13 @@ class MergedAttentionDecoderLayer(GradientCheckpointingLayer):
             hidden_states,
             lambda x: self.encoder_attn(
                 x, encoder_hidden_states, past_key_values=past_key_values, attention_mask=encoder_attention_mask,
-                padding_mask=padding_mask, **kwargs,
+                padding_mask=padding_mask, self_attention_mask=attention_mask, **kwargs,
             )[0],
         )
         cache_layer = cache_layer_for(past_key_values, self.layer_idx)
         if cache_layer is not None:
-            cache_layer.advance(hidden_states.shape[1])  # no self-attention keys: count the positions
+            # no self-attention keys: count the positions (keys/values stay empty `[B, H, 0, d_h]` tensors)
+            cache_layer.advance(hidden_states, self.encoder_attn.num_heads)
         return self.ffn_sublayer(hidden_states, self.ffn)
 
 
@@ -278,8 +342,13 @@ class DeepTransformerEncoder(DeepTransformerPreTrainedModel, MTEncoder):
 class DeepTransformerDecoder(DeepTransformerPreTrainedModel, MTDecoder):
     _can_record_outputs = {
         "hidden_states": list(DECODER_LAYER_CLASSES.values()),
-        # Only the standard decoder has self-attention weights; AAN and MAtt average uniformly over the prefix.
-        "attentions": OutputRecorder(MTAttention, index=1, layer_name="self_attn"),
+        # The standard decoder's self-attention weights; AAN and MAtt return their uniform prefix average M_a as the
+        # self-attention map of the layer (`prefix_average_weights`), one per layer whatever the decoder type.
+        "attentions": [
+            OutputRecorder(MTAttention, index=1, layer_name="self_attn"),
+            OutputRecorder(AAN, index=1),
+            OutputRecorder(MergedAttention, index=2),
+        ],
         "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
     }
 
@@ -293,7 +362,23 @@ class DeepTransformerModel(DeepTransformerPreTrainedModel, MTModel):
     decoder_class = DeepTransformerDecoder
 
 
-class DeepTransformerForConditionalGeneration(DeepTransformerPreTrainedModel, MTForConditionalGeneration):
+class DeepTransformerForConditionalGeneration(
+    DeepTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
+):
+    """The Deep Transformer with its output projection.
+
+    Source and target embeddings are separate by design (§7.2: the target embedding is tied to the softmax, not to the
+    source; `config.share_encoder_decoder_embeddings=False`), as in Marian with separate vocabularies:
+
+    * `get_input_embeddings()` / `set_input_embeddings()` / `resize_token_embeddings()` act on the **source**
+      embedding only (`config.vocab_size`);
+    * the target embedding is `get_decoder().embed_tokens` (also `model.get_decoder_input_embeddings()` /
+      `model.set_decoder_input_embeddings()`), and `resize_decoder_token_embeddings()` resizes it together with the
+      output projection (`config.decoder_vocab_size`), which stays tied to it with `tie_word_embeddings`.
+
+    With `share_encoder_decoder_embeddings=True` there is one matrix and `resize_token_embeddings()` resizes it all.
+    """
+
     base_model_class = DeepTransformerModel
 
 

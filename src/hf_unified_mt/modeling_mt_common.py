@@ -8,6 +8,7 @@ conditional-generation head with the loss. An architecture file defines its laye
 thin subclasses of `MTEncoder` / `MTDecoder`.
 """
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -335,6 +336,19 @@ class EncoderHiddenStates(list):
         super().__init__(recorders)
 
 
+def encoder_extra_outputs(encoder_outputs: BaseModelOutput, output_class: type) -> dict:
+    """The architecture-specific fields of an encoder output (beyond `BaseModelOutput`'s, e.g. MUTE's per-unit maps or
+    MPT's per-pass states), named `encoder_<field>` as on the seq2seq output, for the fields `output_class` declares.
+    """
+    declared = {field.name for field in dataclasses.fields(output_class)}
+    standard = {field.name for field in dataclasses.fields(BaseModelOutput)}
+    return {
+        f"encoder_{key}": value
+        for key, value in encoder_outputs.items()
+        if key not in standard and f"encoder_{key}" in declared
+    }
+
+
 def check_sequence_length(length: int, config: MTConfig, what: str) -> None:
     """Inputs are never truncated silently: an empty or over-long sequence is an error."""
     if length == 0:
@@ -372,6 +386,28 @@ class MTPreTrainedModel(PreTrainedModel):
     def _tied_weights_for_config(self) -> dict[str, str]:
         return {}
 
+    @property
+    def _keys_to_ignore_on_save(self) -> set[str]:
+        """Tied matrices are saved once, under their source: the targets (e.g. `lm_head.weight`) are absent from a
+        checkpoint by design. Listing them as not saved is how transformers' Trainer recognises that: it re-ties
+        instead of warning "There were missing keys in the checkpoint model loaded" when it loads the best or a
+        resumed checkpoint with `load_state_dict`. Only targets that do share their source's tensor right now are
+        listed, so that a projection untied after construction is still saved."""
+        ignored = set(self.__dict__.get("_base_keys_to_ignore_on_save", ()))
+        for target, source in (getattr(self, "all_tied_weights_keys", None) or {}).items():
+            try:
+                if self.get_parameter(target) is self.get_parameter(source):
+                    ignored.add(target)
+            except AttributeError:
+                continue
+        return ignored
+
+    @_keys_to_ignore_on_save.setter
+    def _keys_to_ignore_on_save(self, value) -> None:
+        # (`PreTrainedModel.post_init` stores the set it read back; tied targets stay decided by the getter)
+        tied_targets = set(getattr(self, "all_tied_weights_keys", None) or ())
+        self.__dict__["_base_keys_to_ignore_on_save"] = set(value or ()) - tied_targets
+
     @torch.no_grad()
     def _init_weights(self, module):
         """Default initialisation (architectures refine it): PyTorch's default for linear layers, which paper 000
@@ -408,6 +444,7 @@ class MTEncoder(MTPreTrainedModel):
     Every layer is called as `layer(hidden_states, attention_mask=<4D mask>, padding_mask=<[B, T] bool or None>)`."""
 
     layer_class: type[nn.Module] = None
+    output_class: type[BaseModelOutput] = BaseModelOutput  # a subclass adds an architecture's own fields
 
     def __init__(self, config: MTConfig):
         super().__init__(config)
@@ -446,7 +483,7 @@ class MTEncoder(MTPreTrainedModel):
         )
         for layer in self.layers:
             hidden_states = layer(hidden_states, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs)
-        return BaseModelOutput(last_hidden_state=self.finalize(hidden_states))
+        return self.output_class(last_hidden_state=self.finalize(hidden_states))
 
     def finalize(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """Final LayerNorm of pre-norm stacks; post-norm stacks return the states as they are."""
@@ -564,6 +601,8 @@ class MTModel(MTPreTrainedModel):
 
     encoder_class: type[MTEncoder] = None
     decoder_class: type[MTDecoder] = None
+    # A subclass declaring `encoder_<field>` receives the encoder output's extra `<field>` (`encoder_extra_outputs`).
+    output_class: type[Seq2SeqModelOutput] = Seq2SeqModelOutput
 
     def __init__(self, config: MTConfig):
         super().__init__(config)
@@ -580,9 +619,28 @@ class MTModel(MTPreTrainedModel):
         return self.encoder.embed_tokens
 
     def set_input_embeddings(self, value):
+        """Sets the source embedding; with `share_encoder_decoder_embeddings` also the target one (the same matrix).
+        With separate embeddings the target one is set with `set_decoder_input_embeddings` (as in Marian)."""
         self.encoder.embed_tokens = value
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.embed_tokens = value
+
+    def get_decoder_input_embeddings(self):
+        """The target embedding (`get_decoder().embed_tokens`) when it is separate from the source one."""
+        if self.config.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "`get_decoder_input_embeddings` is for separate source/target embeddings, but "
+                "`config.share_encoder_decoder_embeddings=True`: use `get_input_embeddings()`"
+            )
+        return self.decoder.embed_tokens
+
+    def set_decoder_input_embeddings(self, value):
+        if self.config.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "`set_decoder_input_embeddings` is for separate source/target embeddings, but "
+                "`config.share_encoder_decoder_embeddings=True`: use `set_input_embeddings()`, which sets both"
+            )
+        self.decoder.embed_tokens = value
 
     @can_return_tuple
     def forward(
@@ -618,7 +676,7 @@ class MTModel(MTPreTrainedModel):
             use_cache=use_cache,
             **kwargs,
         )
-        return Seq2SeqModelOutput(
+        return self.output_class(
             last_hidden_state=decoder_outputs.last_hidden_state,
             past_key_values=decoder_outputs.past_key_values,
             decoder_hidden_states=decoder_outputs.hidden_states,
@@ -627,6 +685,7 @@ class MTModel(MTPreTrainedModel):
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
+            **encoder_extra_outputs(encoder_outputs, self.output_class),
         )
 
 
@@ -634,6 +693,8 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
     """`MTModel` + output projection over the target vocabulary; the class `generate()` and the Trainer use."""
 
     base_model_class: type[MTModel] = None
+    # A subclass declaring the base model output's extra `encoder_<field>`s receives them too.
+    output_class: type[Seq2SeqLMOutput] = Seq2SeqLMOutput
 
     def __init__(self, config: MTConfig):
         super().__init__(config)
@@ -653,6 +714,49 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
 
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
+
+    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True):
+        """`resize_token_embeddings` resizes the source embedding (`config.vocab_size`). With
+        `share_encoder_decoder_embeddings` that matrix is also the target embedding, so the target vocabulary
+        (`config.decoder_vocab_size`) and the output projection follow; with separate embeddings the target side is
+        left alone and resized by `resize_decoder_token_embeddings` (as in Marian). transformers' default would
+        resize the output projection to the source vocabulary."""
+        old_embeddings = self.get_input_embeddings()
+        new_embeddings = self._get_resized_embeddings(old_embeddings, new_num_tokens, pad_to_multiple_of, mean_resizing)
+        new_embeddings.requires_grad_(old_embeddings.weight.requires_grad)
+        self.set_input_embeddings(new_embeddings)
+        if self.config.share_encoder_decoder_embeddings:
+            self._resize_output_projection(new_embeddings.weight.shape[0], mean_resizing)
+        return self.get_input_embeddings()
+
+    def resize_decoder_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Resizes the target embedding and the output projection to `new_num_tokens` (`config.decoder_vocab_size`),
+        for separate source/target embeddings (`share_encoder_decoder_embeddings=False`); returns the target
+        embedding. The output projection stays tied to it with `tie_word_embeddings`."""
+        if self.config.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "`resize_decoder_token_embeddings` is for separate source/target embeddings, but "
+                "`config.share_encoder_decoder_embeddings=True`: use `resize_token_embeddings()`, which resizes both"
+            )
+        old_embeddings = self.model.get_decoder_input_embeddings()
+        if new_num_tokens is None and pad_to_multiple_of is None:
+            return old_embeddings
+        new_embeddings = self._get_resized_embeddings(old_embeddings, new_num_tokens, pad_to_multiple_of, mean_resizing)
+        new_embeddings.requires_grad_(old_embeddings.weight.requires_grad)
+        self.model.set_decoder_input_embeddings(new_embeddings)
+        self._resize_output_projection(new_embeddings.weight.shape[0], mean_resizing)
+        self.tie_weights()
+        return self.model.get_decoder_input_embeddings()
+
+    def _resize_output_projection(self, new_num_tokens: int, mean_resizing: bool) -> None:
+        """The target vocabulary changed: record it, and resize an untied output projection (a tied one is re-tied
+        to the target embedding by `tie_weights`)."""
+        self.config.decoder_vocab_size = new_num_tokens
+        if not self.config.tie_word_embeddings:
+            resized = self._get_resized_lm_head(self.lm_head, new_num_tokens, mean_resizing=mean_resizing)
+            self.set_output_embeddings(resized)
 
     @can_return_tuple
     def forward(
@@ -700,7 +804,10 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         loss = None
         if labels is not None:
             loss = translation_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
-        return Seq2SeqLMOutput(
+        standard = {field.name for field in dataclasses.fields(Seq2SeqModelOutput)}
+        declared = {field.name for field in dataclasses.fields(self.output_class)}
+        extra = {key: value for key, value in outputs.items() if key not in standard and key in declared}
+        return self.output_class(
             loss=loss,
             logits=logits,
             past_key_values=outputs.past_key_values,
@@ -710,6 +817,7 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
+            **extra,
         )
 
     def _prepare_cache_for_generation(self, generation_config, *args, **kwargs):

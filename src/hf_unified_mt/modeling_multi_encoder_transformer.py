@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import initialization as init
 from transformers.activations import ACT2FN
+from transformers.generation import GenerationMixin
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput
@@ -433,7 +434,8 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
     """The shared source embedding, the encoder branches side by side, and their combination.
 
     `output_hidden_states` gives (shared embedding, output of each branch in config order, combined memory);
-    `output_attentions` gives the self-attention branch's attention weights."""
+    `output_attentions` gives the self-attention branch's attention weights, one map per layer of that branch, and
+    raises a `ValueError` for an encoder without a self-attention branch (it has no attention maps)."""
 
     _can_record_outputs = {
         "hidden_states": EncoderHiddenStates(
@@ -465,6 +467,15 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
+        requested = kwargs.get("output_attentions")
+        if (self.config.output_attentions if requested is None else requested) and not any(
+            spec["type"] == "self_attention" for spec in self.config.encoder_branches
+        ):
+            raise ValueError(
+                f"output_attentions=True: this Multi-Encoder ({self.config.branch_letters}) has no self-attention "
+                "branch, and its other branches (Static Expansion, LSTM, ConvS2S, FNet) compute no attention maps, so "
+                "the encoder has none to return; leave `output_attentions` off, or add a self-attention branch"
+            )
         hidden_states = self.embed(input_ids, inputs_embeds)
         hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
         padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
@@ -497,7 +508,7 @@ class MultiEncoderTransformerModel(MultiEncoderTransformerPreTrainedModel, MTMod
 
 
 class MultiEncoderTransformerForConditionalGeneration(
-    MultiEncoderTransformerPreTrainedModel, MTForConditionalGeneration
+    MultiEncoderTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
 ):
     base_model_class = MultiEncoderTransformerModel
 

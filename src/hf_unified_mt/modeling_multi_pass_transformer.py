@@ -23,12 +23,18 @@ import torch
 from torch import nn
 from transformers import initialization as init
 from transformers.cache_utils import Cache
+from transformers.generation import GenerationMixin
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.generic import merge_with_config_defaults
-from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+from transformers.utils.output_capturing import (
+    OutputRecorder,
+    capture_outputs,
+    resolve_hidden_states_indices,
+    selected_hidden_states,
+)
 
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig, check_pass
 from .modeling_mt_common import (
@@ -52,14 +58,49 @@ class MultiPassEncoderOutput(BaseModelOutput):
     last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`):
         Output of the pass the decoder reads.
     hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_hidden_states=True`):
-        The embeddings, then the output of every layer call in order: pass 1 layers 0..N-1, pass 2 layers 0..N-1, ...
+        `encoder_layers + 1` states of the pass the decoder reads, as for any Transformer encoder: the embeddings X
+        (the input of every pass), then the output of each layer of that pass (the last one is `last_hidden_state`).
     attentions (`tuple(torch.FloatTensor)`, *optional*, returned when `output_attentions=True`):
-        Self-attention weights of every layer call, in the same order.
+        `encoder_layers` self-attention maps of the pass the decoder reads.
     pass_hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_pass_hidden_states=True`):
         The output of each pass that ran (first to last), i.e. what the decoder would read for each choice of pass.
+    per_pass_hidden_states (`tuple(tuple(torch.FloatTensor))`, *optional*, returned when `output_hidden_states=True`):
+        For every pass that ran (first to last), its `encoder_layers + 1` states, laid out like `hidden_states`.
+    per_pass_attentions (`tuple(tuple(torch.FloatTensor))`, *optional*, returned when `output_attentions=True`):
+        For every pass that ran (first to last), its `encoder_layers` self-attention maps.
     """
 
     pass_hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    per_pass_hidden_states: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+    per_pass_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+
+
+@dataclass
+class MultiPassSeq2SeqModelOutput(Seq2SeqModelOutput):
+    r"""
+    encoder_per_pass_hidden_states (`tuple(tuple(torch.FloatTensor))`, *optional*):
+        The encoder's `per_pass_hidden_states` (every pass's `encoder_layers + 1` states); `encoder_hidden_states`
+        holds those of the pass the decoder reads.
+    encoder_per_pass_attentions (`tuple(tuple(torch.FloatTensor))`, *optional*):
+        The encoder's `per_pass_attentions`; `encoder_attentions` holds those of the pass the decoder reads.
+    """
+
+    encoder_per_pass_hidden_states: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+    encoder_per_pass_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+
+
+@dataclass
+class MultiPassSeq2SeqLMOutput(Seq2SeqLMOutput):
+    r"""
+    encoder_per_pass_hidden_states (`tuple(tuple(torch.FloatTensor))`, *optional*):
+        The encoder's `per_pass_hidden_states` (every pass's `encoder_layers + 1` states); `encoder_hidden_states`
+        holds those of the pass the decoder reads.
+    encoder_per_pass_attentions (`tuple(tuple(torch.FloatTensor))`, *optional*):
+        The encoder's `per_pass_attentions`; `encoder_attentions` holds those of the pass the decoder reads.
+    """
+
+    encoder_per_pass_hidden_states: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
+    encoder_per_pass_attentions: tuple[tuple[torch.FloatTensor, ...], ...] | None = None
 
 
 class MultiPassEncoderLayer(MTEncoderLayer):
@@ -194,8 +235,6 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
             return num_passes
         return self.config.inference_pass or num_passes
 
-    @merge_with_config_defaults
-    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -211,7 +250,59 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
             described in `pass_to_read`.
         output_pass_hidden_states (`bool`, *optional*, defaults to `False`):
             Also return the output of every pass that ran, as `pass_hidden_states`.
+
+        `hidden_states` and `attentions` are those of the pass the decoder reads (`encoder_layers + 1` states and
+        `encoder_layers` maps, as `config.encoder_layers` says); every pass's are in `per_pass_hidden_states` and
+        `per_pass_attentions`.
         """
+        return_dict = kwargs.pop("return_dict", getattr(self.config, "return_dict", True))
+        requested = kwargs.get("output_hidden_states")
+        requested = self.config.output_hidden_states if requested is None else requested
+        selection = selected_hidden_states(requested)
+        if selection is not None:  # indices select among the read pass's states: record all, select below
+            kwargs["output_hidden_states"] = True
+        outputs = self.run_passes(
+            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+            encoder_pass=encoder_pass, return_dict=True, **kwargs,
+        )
+        layers, passes = len(self.layers), outputs.pass_hidden_states
+        per_pass_states = per_pass_maps = None
+        if outputs.hidden_states is not None:
+            # The recorder saw the embeddings X (the input of the first layer call), then every layer call of every
+            # pass in order; each pass starts from X, and its last state is the pass's (normalised) output.
+            per_pass_states = tuple(
+                (outputs.hidden_states[0], *outputs.hidden_states[1 + p * layers : (p + 1) * layers], passes[p])
+                for p in range(len(passes))
+            )
+            if selection is not None:
+                kept = resolve_hidden_states_indices(self, selection, num_hidden_states=layers + 1)
+                per_pass_states = tuple(
+                    tuple(state if i in kept else None for i, state in enumerate(states)) for states in per_pass_states
+                )
+        if outputs.attentions is not None:
+            per_pass_maps = tuple(outputs.attentions[p * layers : (p + 1) * layers] for p in range(len(passes)))
+        outputs = MultiPassEncoderOutput(
+            last_hidden_state=outputs.last_hidden_state,
+            hidden_states=per_pass_states[-1] if per_pass_states is not None else None,
+            attentions=per_pass_maps[-1] if per_pass_maps is not None else None,
+            pass_hidden_states=passes if output_pass_hidden_states else None,
+            per_pass_hidden_states=per_pass_states,
+            per_pass_attentions=per_pass_maps,
+        )
+        return outputs if return_dict else outputs.to_tuple()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def run_passes(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        encoder_pass: int | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MultiPassEncoderOutput:
+        """Runs the passes; records the hidden states and attention maps of every layer call, in order, and returns
+        every pass's output in `pass_hidden_states` (`forward` arranges them per pass)."""
         num_passes = self.pass_to_read(encoder_pass)
         embeddings = self.embed(input_ids, inputs_embeds)
         # X: the same embeddings (and dropout mask) start every pass
@@ -237,10 +328,7 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
                 )
                 inner_features.append(mid if self.connect_from_mid else hidden_states)
             pass_outputs.append(self.finalize(hidden_states))
-        return MultiPassEncoderOutput(
-            last_hidden_state=pass_outputs[-1],
-            pass_hidden_states=tuple(pass_outputs) if output_pass_hidden_states else None,
-        )
+        return MultiPassEncoderOutput(last_hidden_state=pass_outputs[-1], pass_hidden_states=tuple(pass_outputs))
 
 
 class MultiPassTransformerDecoder(MultiPassTransformerPreTrainedModel, MTDecoder):
@@ -257,6 +345,7 @@ class MultiPassTransformerDecoder(MultiPassTransformerPreTrainedModel, MTDecoder
 class MultiPassTransformerModel(MultiPassTransformerPreTrainedModel, MTModel):
     encoder_class = MultiPassTransformerEncoder
     decoder_class = MultiPassTransformerDecoder
+    output_class = MultiPassSeq2SeqModelOutput
 
     @can_return_tuple
     def forward(
@@ -301,8 +390,11 @@ class MultiPassTransformerModel(MultiPassTransformerPreTrainedModel, MTModel):
         )
 
 
-class MultiPassTransformerForConditionalGeneration(MultiPassTransformerPreTrainedModel, MTForConditionalGeneration):
+class MultiPassTransformerForConditionalGeneration(
+    MultiPassTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
+):
     base_model_class = MultiPassTransformerModel
+    output_class = MultiPassSeq2SeqLMOutput
 
     @can_return_tuple
     def forward(
@@ -375,11 +467,14 @@ class MultiPassTransformerForConditionalGeneration(MultiPassTransformerPreTraine
             **encoder_kwargs,
         )
         total_loss, outputs = 0.0, None
-        for pass_output in encoder_outputs.pass_hidden_states:
-            pass_encoder_outputs = BaseModelOutput(
+        for index, pass_output in enumerate(encoder_outputs.pass_hidden_states):
+            per_pass_states, per_pass_maps = encoder_outputs.per_pass_hidden_states, encoder_outputs.per_pass_attentions
+            pass_encoder_outputs = MultiPassEncoderOutput(
                 last_hidden_state=pass_output,
-                hidden_states=encoder_outputs.hidden_states,
-                attentions=encoder_outputs.attentions,
+                hidden_states=per_pass_states[index] if per_pass_states is not None else None,
+                attentions=per_pass_maps[index] if per_pass_maps is not None else None,
+                per_pass_hidden_states=per_pass_states,
+                per_pass_attentions=per_pass_maps,
             )
             outputs = super().forward(encoder_outputs=pass_encoder_outputs, **decoder_kwargs, **kwargs)
             total_loss = total_loss + outputs.loss
@@ -388,6 +483,9 @@ class MultiPassTransformerForConditionalGeneration(MultiPassTransformerPreTraine
 
 
 __all__ = [
+    "MultiPassEncoderOutput",
+    "MultiPassSeq2SeqModelOutput",
+    "MultiPassSeq2SeqLMOutput",
     "MultiPassTransformerPreTrainedModel",
     "MultiPassTransformerModel",
     "MultiPassTransformerForConditionalGeneration",

@@ -25,8 +25,9 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache
+from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.processing_utils import Unpack
 from transformers.trainer_callback import TrainerCallback
 from transformers.utils import TransformersKwargs, can_return_tuple, logging
@@ -164,8 +165,11 @@ class MultiUnitSelfAttention(nn.Module):
     the units are stacked, so all units run as one batched matmul per projection (`config.batched_units`), or one unit
     at a time with the same weights.
 
-    Returns the unit outputs `[I, B, T, d]` (after each unit's output projection) and the attention weights
-    `[B, I·H, T, T]`, unit-major (units × heads, 4D like every transformers model)."""
+    Returns the unit outputs `[I, B, T, d]` (after each unit's output projection), the layer's attention map in the
+    documented `[B, H, T, T]` shape, and the units' own maps `[B, I, H, T, T]`. The layer's map combines the units
+    by their plain mean, (1/I) Σ_i A_i: every row stays a distribution over the source positions, and it does not
+    depend on the combination weights c_i of Eq. 10/15 (which may be negative and weigh the unit *outputs*, after
+    their FFNs, not the maps)."""
 
     def __init__(self, config: MultiUnitTransformerConfig):
         super().__init__()
@@ -185,13 +189,14 @@ class MultiUnitSelfAttention(nn.Module):
 
     def forward(
         self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if self.batched:
             outputs, weights = self.attend(unit_inputs, attention_mask, slice(None))
         else:
             per_unit = [self.attend(unit_inputs, attention_mask, slice(i, i + 1)) for i in range(self.num_units)]
             outputs, weights = torch.cat([o for o, _ in per_unit]), torch.cat([w for _, w in per_unit])
-        return outputs, weights.transpose(0, 1).flatten(1, 2)
+        unit_weights = weights.transpose(0, 1)  # [B, I, H, T, T]
+        return outputs, unit_weights.mean(dim=1), unit_weights
 
     def attend(
         self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None, units: slice
@@ -504,7 +509,7 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
         unit_inputs = self.layer_norm(hidden_states)
         if self.bias_module is not None:
             unit_inputs = self.bias_module(unit_inputs, padding_mask)  # Eq. (11)
-        attention, _ = self.self_attn(unit_inputs, attention_mask)
+        attention = self.self_attn(unit_inputs, attention_mask)[0]
         states = hidden_states + nn.functional.dropout(attention, p=self.dropout, training=self.training)  # Eq. (8)
         ffn = self.ffn(states)
         unit_outputs = states + nn.functional.dropout(ffn, p=self.dropout, training=self.training)  # Eq. (9)
@@ -540,8 +545,34 @@ class MultiUnitTransformerDecoderLayer(MTDecoderLayer):
 
 
 @dataclass
+class MultiUnitEncoderOutput(BaseModelOutput):
+    r"""
+    attentions (`tuple(torch.FloatTensor)`, *optional*, returned when `output_attentions=True`):
+        One map per layer, `[batch, heads, src, src]`: the mean of the layer's units' maps.
+    unit_attentions (`tuple(torch.FloatTensor)`, *optional*, returned when `output_attentions=True`):
+        One tensor per layer, `[batch, units, heads, src, src]`: each unit's own self-attention map.
+    """
+
+    unit_attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class MultiUnitSeq2SeqModelOutput(Seq2SeqModelOutput):
+    r"""
+    encoder_unit_attentions (`tuple(torch.FloatTensor)`, *optional*, returned when `output_attentions=True`):
+        One tensor per encoder layer, `[batch, units, heads, src, src]`: each unit's map; `encoder_attentions` holds
+        their mean.
+    """
+
+    encoder_unit_attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
 class MultiUnitSeq2SeqLMOutput(Seq2SeqLMOutput):
     r"""
+    encoder_unit_attentions (`tuple(torch.FloatTensor)`, *optional*, returned when `output_attentions=True`):
+        One tensor per encoder layer, `[batch, units, heads, src, src]`: each unit's map; `encoder_attentions` holds
+        their mean.
     cross_entropy (`torch.FloatTensor` of shape `()`, *optional*):
         The cross-entropy part of `loss` (label-smoothed with `config.label_smoothing`), returned with `labels`.
     shuffle_penalty (`torch.FloatTensor` of shape `()`, *optional*):
@@ -550,6 +581,7 @@ class MultiUnitSeq2SeqLMOutput(Seq2SeqLMOutput):
         `config.shuffle_penalty_normalization`.
     """
 
+    encoder_unit_attentions: tuple[torch.FloatTensor, ...] | None = None
     cross_entropy: torch.FloatTensor | None = None
     shuffle_penalty: torch.FloatTensor | None = None
 
@@ -609,11 +641,32 @@ def _xavier_uniform(weight: nn.Parameter, fan_in: int, fan_out: int) -> None:
 
 
 class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder):
+    """`attentions` holds one `[batch, heads, src, src]` map per layer, the mean over the units, and
+    `unit_attentions` each unit's maps, `[batch, units, heads, src, src]` (both with `output_attentions`)."""
+
     layer_class = MultiUnitTransformerEncoderLayer
+    output_class = MultiUnitEncoderOutput
     _can_record_outputs = {
         "hidden_states": EncoderHiddenStates(MultiUnitTransformerEncoderLayer),
-        "attentions": MultiUnitSelfAttention,
+        "attentions": OutputRecorder(MultiUnitSelfAttention, index=1),
+        "unit_attentions": OutputRecorder(MultiUnitSelfAttention, index=2),
     }
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MultiUnitEncoderOutput:
+        # The per-unit maps come with the layer maps: `output_attentions` (of the call, else of the config) asks for
+        # both.
+        if kwargs.get("output_unit_attentions") is None:
+            requested = kwargs.get("output_attentions")
+            kwargs["output_unit_attentions"] = bool(self.config.output_attentions if requested is None else requested)
+        return super().forward(
+            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+        )
 
     def shuffle_penalty(self) -> torch.Tensor | None:
         """Σ_k L_p^k over the layers (Eq. 20), or None without the sequential dependency."""
@@ -633,10 +686,14 @@ class MultiUnitTransformerDecoder(MultiUnitTransformerPreTrainedModel, MTDecoder
 class MultiUnitTransformerModel(MultiUnitTransformerPreTrainedModel, MTModel):
     encoder_class = MultiUnitTransformerEncoder
     decoder_class = MultiUnitTransformerDecoder
+    output_class = MultiUnitSeq2SeqModelOutput
 
 
-class MultiUnitTransformerForConditionalGeneration(MultiUnitTransformerPreTrainedModel, MTForConditionalGeneration):
+class MultiUnitTransformerForConditionalGeneration(
+    MultiUnitTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
+):
     base_model_class = MultiUnitTransformerModel
+    output_class = MultiUnitSeq2SeqLMOutput
 
     @can_return_tuple
     def forward(
@@ -774,6 +831,8 @@ class MultiUnitLossLoggingCallback(TrainerCallback):
 
 __all__ = [
     "MultiUnitLossLoggingCallback",
+    "MultiUnitEncoderOutput",
+    "MultiUnitSeq2SeqModelOutput",
     "MultiUnitSeq2SeqLMOutput",
     "MultiUnitTransformerPreTrainedModel",
     "MultiUnitTransformerModel",

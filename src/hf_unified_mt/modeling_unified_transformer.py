@@ -12,6 +12,7 @@ from torch import nn
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache
+from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs
@@ -299,7 +300,9 @@ class UnifiedTransformerModel(UnifiedTransformerPreTrainedModel, MTModel):
     decoder_class = UnifiedTransformerDecoder
 
 
-class UnifiedTransformerForConditionalGeneration(UnifiedTransformerPreTrainedModel, MTForConditionalGeneration):
+class UnifiedTransformerForConditionalGeneration(
+    UnifiedTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
+):
     base_model_class = UnifiedTransformerModel
 
 

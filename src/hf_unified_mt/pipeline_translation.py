@@ -65,7 +65,9 @@ class TranslationPipeline(Pipeline):
         # One row per input, possibly several sequences each (num_return_sequences).
         return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1])}
 
-    def postprocess(self, model_outputs, clean_up_tokenization_spaces=True, return_tensors=False):
+    def postprocess(self, model_outputs, clean_up_tokenization_spaces=None, return_tensors=False):
+        # `clean_up_tokenization_spaces=None`: the tokenizer's own setting (False for the subword tokenizers of this
+        # package, whose spaces it would corrupt).
         records = []
         for sequence in model_outputs["output_ids"][0]:
             if return_tensors:

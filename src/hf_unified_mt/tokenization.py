@@ -92,6 +92,10 @@ def wrap_tokenizer(tokenizer: Tokenizer) -> PreTrainedTokenizerFast:
         padding_side="right",
         # Seq2seq models take no token_type_ids.
         model_input_names=["input_ids", "attention_mask"],
+        # The space clean-up of decode() is meant for WordPiece and strips real spaces before punctuation from BPE /
+        # Unigram output (transformers ignores it for BPE, with a warning at every first decode); saved explicitly so
+        # that every reload decodes the same way, silently.
+        clean_up_tokenization_spaces=False,
     )
 
 

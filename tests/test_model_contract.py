@@ -1,0 +1,234 @@
+"""The contract every architecture keeps with transformers' documented seq2seq outputs (`Seq2SeqLMOutput`,
+`GenerateEncoderDecoderOutput`, what Marian / BART return), checked the same way for the five architectures and their
+decoder / encoder variants: counts and shapes of attentions and hidden states against the config, `generate()` with
+`return_dict_in_generate=True` and every `output_*` flag for each decoding mode with and without the cache, cache
+inspection layer by layer, and `GenerationMixin` among each generative class's own bases.
+
+Tiny configs: vocabulary 99, pad id 1, d 16, 2+2 layers, 4 heads (3 encoder layers for the Multi-Pass hard
+connections to be a non-trivial permutation)."""
+
+import copy
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM
+from transformers.generation import GenerationMixin
+
+import hf_unified_mt
+
+
+VOCAB, PAD, BATCH, SOURCE, TARGET = 99, 1, 2, 7, 5
+HEADS = 4
+TINY = dict(vocab_size=VOCAB, pad_token_id=PAD, d_model=16, encoder_layers=2, decoder_layers=2,
+            encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=32, decoder_ffn_dim=32,
+            dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=64)
+
+VARIANTS = {
+    "unified-prime": ("unified_transformer", "tiny", dict(conv_weight_dropout=0.0)),
+    "unified-prime-simple": ("unified_transformer", "tiny", dict(use_convolution=False)),
+    "deep-self": ("deep_transformer", "tiny", dict(decoder_attention_type="self")),
+    "deep-aan": ("deep_transformer", "tiny", dict(decoder_attention_type="aan")),
+    "deep-merged": ("deep_transformer", "tiny", dict(decoder_attention_type="merged")),
+    "mute": ("multi_unit_transformer", "tiny", dict()),
+    "mute-bias-seq": ("multi_unit_transformer", "tiny", dict(use_bias_module=True, use_sequential_dependency=True)),
+    "multi-encoder-dual": ("multi_encoder_transformer", "tiny-dual", dict()),
+    "multi-encoder-quintuple": ("multi_encoder_transformer", "tiny-quintuple", dict()),
+    "mpt-hard": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1])),
+    "mpt-soft": ("multi_pass_transformer", "tiny", dict(num_passes=2, connection_type="soft")),
+}
+
+_MODELS = {}
+
+
+def make_model(name: str):
+    """The variant's tiny model (eager attention, eval mode), built once per session."""
+    if name not in _MODELS:
+        arch, preset, overrides = VARIANTS[name]
+        config = hf_unified_mt.get_config(arch, preset, **{**TINY, **overrides})
+        config._attn_implementation = "eager"
+        torch.manual_seed(0)
+        _MODELS[name] = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
+    return _MODELS[name]
+
+
+def batch():
+    """Source ids with the second row right-padded by two positions, and target ids."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, VOCAB, (BATCH, SOURCE), generator=generator)
+    ids[:, -1] = 2
+    mask = torch.ones_like(ids)
+    ids[1, -2:], mask[1, -2:] = PAD, 0
+    ids[1, -3] = 2
+    target = torch.randint(4, VOCAB, (BATCH, TARGET), generator=generator)
+    return ids, mask, target
+
+
+def expected_encoder_counts(config) -> tuple[int, int]:
+    """(hidden states, attention maps) the encoder returns, from the config: the embeddings plus one state per layer,
+    one map per self-attention layer. The Multi-Encoder returns the embedding, each branch's output and the combined
+    memory, and the maps of its self-attention branch."""
+    if config.model_type == "multi_encoder_transformer":
+        attention_layers = sum(spec["layers"] for spec in config.encoder_branches if spec["type"] == "self_attention")
+        return len(config.encoder_branches) + 2, attention_layers
+    return config.encoder_layers + 1, config.encoder_layers
+
+
+def assert_maps(maps, count, shape, what):
+    assert isinstance(maps, tuple) and len(maps) == count, f"{what}: {len(maps)} maps, expected {count}"
+    for layer, weights in enumerate(maps):
+        assert isinstance(weights, torch.Tensor), f"{what}[{layer}] is {weights!r}"
+        assert tuple(weights.shape) == shape, f"{what}[{layer}]: {tuple(weights.shape)}, expected {shape}"
+        assert (weights >= 0).all()
+
+
+def assert_states(states, count, shape, what):
+    assert isinstance(states, tuple) and len(states) == count, f"{what}: {len(states)} states, expected {count}"
+    for layer, state in enumerate(states):
+        assert isinstance(state, torch.Tensor) and tuple(state.shape) == shape, f"{what}[{layer}]"
+
+
+# ---------------------------------------------------------------------------------------------- class contract
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_generation_mixin_is_a_direct_base(name):
+    model_class = type(make_model(name))
+    assert GenerationMixin in model_class.__bases__, model_class.__bases__
+    assert model_class.can_generate()
+
+
+# ---------------------------------------------------------------------------------------------- forward outputs
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_forward_attentions_and_hidden_states_match_the_config(name):
+    model = make_model(name)
+    config = model.config
+    ids, mask, target = batch()
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, output_attentions=True,
+                    output_hidden_states=True)
+    num_states, num_maps = expected_encoder_counts(config)
+    d = config.d_model
+    assert_states(out.encoder_hidden_states, num_states, (BATCH, SOURCE, d), "encoder_hidden_states")
+    assert torch.equal(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
+    assert_maps(out.encoder_attentions, num_maps, (BATCH, HEADS, SOURCE, SOURCE), "encoder_attentions")
+    assert_states(out.decoder_hidden_states, config.decoder_layers + 1, (BATCH, TARGET, d), "decoder_hidden_states")
+    assert_maps(out.decoder_attentions, config.decoder_layers, (BATCH, HEADS, TARGET, TARGET), "decoder_attentions")
+    assert_maps(out.cross_attentions, config.decoder_layers, (BATCH, HEADS, TARGET, SOURCE), "cross_attentions")
+    # Attention rows are distributions; nothing is attended on source padding or in the future.
+    for weights in out.encoder_attentions + out.cross_attentions:
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+        assert (weights[1, ..., -2:] == 0).all()
+    for weights in out.decoder_attentions:
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+        assert (weights.triu(diagonal=1) == 0).all()
+    # The tuple form holds the same tensors (no None inside a tuple).
+    with torch.no_grad():
+        as_tuple = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, output_attentions=True,
+                         output_hidden_states=True, return_dict=False)
+    assert all(item is not None for item in as_tuple)
+
+
+# ---------------------------------------------------------------------------------------------- generate outputs
+
+
+MODES = {
+    "greedy": dict(),
+    "sample": dict(do_sample=True, top_k=10),
+    "beam": dict(num_beams=2, num_return_sequences=2),
+    "beam-sample": dict(do_sample=True, num_beams=2),
+}
+NEW_TOKENS = 3
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no-cache"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", VARIANTS)
+def test_generate_returns_every_output_per_step_and_layer(name, mode, use_cache):
+    model = make_model(name)
+    config = model.config
+    ids, mask, _ = batch()
+    settings = MODES[mode]
+    torch.manual_seed(0)
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                         use_cache=use_cache, return_dict_in_generate=True, output_attentions=True,
+                         output_hidden_states=True, output_scores=True, output_logits=True, **settings)
+    rows = BATCH * settings.get("num_beams", 1)
+    num_states, num_maps = expected_encoder_counts(config)
+    # The encoder runs once, before the batch is expanded for beams (as for every transformers model).
+    assert_states(out.encoder_hidden_states, num_states, (BATCH, SOURCE, config.d_model), "encoder_hidden_states")
+    assert_maps(out.encoder_attentions, num_maps, (BATCH, HEADS, SOURCE, SOURCE), "encoder_attentions")
+    assert out.sequences.shape == (BATCH * settings.get("num_return_sequences", 1), NEW_TOKENS + 1)
+    assert len(out.scores) == len(out.logits) == NEW_TOKENS
+    assert all(scores.shape == (rows, config.decoder_vocab_size) for scores in out.scores)
+    for field in ("decoder_attentions", "cross_attentions", "decoder_hidden_states"):
+        assert len(getattr(out, field)) == NEW_TOKENS, field
+    for step in range(NEW_TOKENS):
+        queries = 1 if use_cache else step + 1
+        assert_maps(out.decoder_attentions[step], config.decoder_layers, (rows, HEADS, queries, step + 1),
+                    f"decoder_attentions[{step}]")
+        assert_maps(out.cross_attentions[step], config.decoder_layers, (rows, HEADS, queries, SOURCE),
+                    f"cross_attentions[{step}]")
+        assert_states(out.decoder_hidden_states[step], config.decoder_layers + 1, (rows, queries, config.d_model),
+                      f"decoder_hidden_states[{step}]")
+    if "num_beams" in settings:
+        assert out.beam_indices.shape[0] == BATCH * settings.get("num_return_sequences", 1)
+
+
+# ---------------------------------------------------------------------------------------------- the cache
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_cache_layers_can_be_inspected_layer_by_layer(name):
+    model = make_model(name)
+    config = model.config
+    ids, mask, target = batch()
+    with torch.no_grad():
+        cache = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=True).past_key_values
+        assert cache.get_seq_length() == TARGET
+        head_dim = config.d_model // config.decoder_attention_heads
+        layers = config.decoder_layers
+        assert len(cache.self_attention_cache.layers) == len(cache.cross_attention_cache.layers) == layers
+        keyless = config.model_type == "deep_transformer" and config.decoder_attention_type != "self"
+        for layer in cache.self_attention_cache.layers:
+            assert isinstance(layer.keys, torch.Tensor) and isinstance(layer.values, torch.Tensor)
+            # [batch, heads, positions, head_dim]; layers without self-attention keys (average attention, merged
+            # attention) hold none along the positions and count them in `get_seq_length()`
+            positions = 0 if keyless else TARGET
+            assert layer.keys.shape == layer.values.shape == (BATCH, HEADS, positions, head_dim)
+            assert layer.get_seq_length() == TARGET
+        for layer in cache.cross_attention_cache.layers:
+            assert layer.keys.shape == layer.values.shape == (BATCH, HEADS, SOURCE, head_dim)
+        # The cache still continues decoding and follows beam reordering / batch expansion.
+        step = model(encoder_outputs=model.get_encoder()(input_ids=ids, attention_mask=mask), attention_mask=mask,
+                     decoder_input_ids=target[:, :1], past_key_values=cache, use_cache=True)
+        assert step.past_key_values.get_seq_length() == TARGET + 1
+        cache.reorder_cache(torch.tensor([1, 0]))
+        cache.batch_repeat_interleave(2)
+        for layer in cache.self_attention_cache.layers:
+            assert layer.keys.shape[0] == layer.values.shape[0] == 2 * BATCH
+
+
+# ---------------------------------------------------------------------------------------------- tied weights
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_tied_weights_absent_from_a_checkpoint_are_the_keys_the_trainer_expects(name, tmp_path):
+    """The Trainer loads the best (or a resumed) checkpoint with `load_state_dict(strict=False)` and warns about
+    missing keys unless they are exactly `model._keys_to_ignore_on_save`: the tied targets, saved once under their
+    source."""
+    from safetensors.torch import load_file
+
+    model = make_model(name)
+    model.save_pretrained(tmp_path)
+    result = model.load_state_dict(load_file(tmp_path / "model.safetensors"), strict=False)
+    assert not result.unexpected_keys
+    assert set(result.missing_keys) == set(model._keys_to_ignore_on_save)
+    assert "lm_head.weight" in result.missing_keys  # tied to the target embedding in every tiny config
+    # A projection untied after construction is saved (only matrices that are tied right now are left out).
+    untied = copy.deepcopy(model)
+    untied.lm_head.weight = torch.nn.Parameter(untied.lm_head.weight.detach().clone())
+    untied.save_pretrained(tmp_path / "untied")
+    assert "lm_head.weight" in load_file(tmp_path / "untied" / "model.safetensors")
+    assert "lm_head.weight" not in untied._keys_to_ignore_on_save
