@@ -134,6 +134,14 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("004", "004-p1", "004-p2-hard", "+0.8 BLEU, same parameters"),
     ("004", "004-p1", "004-p2-soft", "+0.8 BLEU, same parameters (soft connections)"),
 ]
+PAPER_TITLES = {
+    "000": "Unified Transformer (Zhao et al.)",
+    "001": "Deep Transformer: DS-Init, MAtt (Zhang et al.)",
+    "002": "Multi-Unit Transformer (Yan et al.)",
+    "003": "Multi-Encoder Transformer",
+    "004": "Multi-Pass Transformer (Gao et al.)",
+    "ref": "reference: MarianMT",
+}
 # Cheapest pairs first within a seed, so that a session finishes whole pairs.
 PAPER_ORDER = ["000", "003", "004", "002", "001", "ref"]
 
@@ -548,8 +556,8 @@ def plot_curves(runs: dict, path: Path) -> bool:
             for index, seed in enumerate(sorted(runs[arm.key])):
                 curve = np.array(runs[arm.key][seed]["validation_cross_entropy"])
                 axis.plot(curve[:, 0], curve[:, 1], color=f"C{colour}", alpha=0.8, marker=".",
-                          label=arm.key if index == 0 else None)
-        axis.set_title(f"paper {paper}" if paper != "ref" else "reference")
+                          linestyle=("-", "--", ":", "-.")[index % 4], label=f"{arm.key} seed {seed}")
+        axis.set_title(f"{paper}: {PAPER_TITLES[paper]}" if paper != "ref" else PAPER_TITLES[paper], fontsize=9)
         axis.set_xlabel("updates")
         axis.set_ylabel("validation cross-entropy (nats/token)")
         axis.legend(fontsize=7)
