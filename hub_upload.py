@@ -52,7 +52,7 @@ TEST_RESULTS_NAME = "test_results.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 OPTIONAL_TOKENIZER_FILES = ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja")
 
-DEFAULT_CORPUS = "bible_es_en"  # training/train.py's default (hf_unified_mt.data.DEFAULT_CORPUS)
+DEFAULT_CORPUS = "bible_es_en"  # training/train.py's default (hf_unified_mt.training.data.DEFAULT_CORPUS)
 DEFAULT_LICENSE = "apache-2.0"
 
 # Keys of config.json shared by every architecture (transformers bookkeeping and the fields of MTConfig); the others

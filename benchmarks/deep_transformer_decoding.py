@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 import hf_unified_mt
-from hf_unified_mt.baselines import count_parameters
+from hf_unified_mt.training.baselines import count_parameters
 
 from bench_timing import interleaved_times, synchronize
 

@@ -25,7 +25,7 @@ import torch
 from transformers import MarianMTModel
 
 import hf_unified_mt
-from hf_unified_mt.baselines import count_parameters, marian_config_matching
+from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
 
 from bench_timing import median_times
 

@@ -39,7 +39,7 @@ except ImportError:  # running from a source checkout that is not installed
     import hf_unified_mt
 
 from hf_unified_mt.modeling_multi_unit_transformer import MultiUnitTransformerForConditionalGeneration  # noqa: E402
-from hf_unified_mt.tokenization import train_tokenizer  # noqa: E402
+from hf_unified_mt.training.tokenization import train_tokenizer  # noqa: E402
 
 
 PAPER_TOKENS_PER_SECOND = {1: 890, 4: 863, 6: 830}  # read from §5.7 / Figure 2(b)

@@ -20,7 +20,6 @@ import argparse
 import copy
 import json
 import platform
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -28,7 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 import hf_unified_mt
-from hf_unified_mt.baselines import count_parameters, marian_config_matching
+from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
 
 from bench_timing import median_times, synchronize
 

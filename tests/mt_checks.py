@@ -1,12 +1,23 @@
-"""Checks every architecture's tests run the same way: generation with and without the cache, and the save / reload
-round trip. Each architecture's test file chooses the models, variants and settings."""
+"""Helpers the test modules share (test modules never import each other): the generation and save / reload checks
+every architecture's tests run the same way, a fresh interpreter without the package (remote code), a list dataset
+for the Trainer, and loading a `training/` script as a module."""
 
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
 from conftest import random_batch
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINING = ROOT / "training"
 
 
 # Greedy, beam search (with several returned sequences and a length penalty), sampling, beam sampling.
@@ -64,3 +75,33 @@ def assert_save_and_reload_round_trip(model, directory: Path, shared_and_tied: b
     else:
         assert len({e.data_ptr() for e in embeddings}) == 3
     return reloaded
+
+
+def run_without_package(script: str, cwd) -> dict:
+    """Runs `script` in a fresh interpreter where `import hf_unified_mt` fails, and returns its JSON output."""
+    prelude = "import sys; sys.modules['hf_unified_mt'] = None  # the package is not importable\n"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_MODULES_CACHE": str(cwd / "modules")}
+    result = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class ListDataset(torch.utils.data.Dataset):
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def load_script(name):
+    """Import a training/ script as a module (under another name: `evaluate` is a library)."""
+    spec = importlib.util.spec_from_file_location(f"mt_script_{name}", TRAINING / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the script runs
+    spec.loader.exec_module(module)
+    return module

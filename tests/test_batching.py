@@ -6,13 +6,13 @@ import torch
 from datasets import Dataset
 from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel, Seq2SeqTrainingArguments
 
-from hf_unified_mt.batching import (
+from hf_unified_mt.training.batching import (
     ExampleTooLongError,
     MaxTokensBatchSampler,
     TokenBatchSeq2SeqTrainer,
     token_batches_for_inference,
 )
-from hf_unified_mt.tokenization import train_tokenizer
+from hf_unified_mt.training.tokenization import train_tokenizer
 
 
 def random_lengths(count=500, seed=0):

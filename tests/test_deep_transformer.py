@@ -15,7 +15,7 @@ import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
 from mt_checks import assert_generate_is_identical_without_cache
 from hf_unified_mt import DeepTransformerForConditionalGeneration
-from test_hf_integration import _run_without_package
+from mt_checks import run_without_package
 
 
 VOCAB_SIZE = len(SPECIALS) + len(VOCAB_WORDS)
@@ -277,7 +277,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
     translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
     expected_translations = translator(sentences, batch_size=2)
     # One fresh interpreter for the three decoder types (each start costs seconds); the pipeline once (same code).
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM, pipeline
         ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})

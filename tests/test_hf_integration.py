@@ -1,10 +1,6 @@
 """The models behave like in-library transformers models: remote code, pipeline, Trainer, errors, common API."""
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -13,19 +9,10 @@ from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
 from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
+from mt_checks import ListDataset, run_without_package
 
 
 # ---------------------------------------------------------------------------------------------- remote code
-
-def _run_without_package(script: str, cwd) -> dict:
-    """Runs `script` in a fresh interpreter where `import hf_unified_mt` fails, and returns its JSON output."""
-    prelude = "import sys; sys.modules['hf_unified_mt'] = None  # the package is not importable\n"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_MODULES_CACHE": str(cwd / "modules")}
-    result = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], cwd=cwd, env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
 
 def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
     model = trained_tiny_model()
@@ -44,7 +31,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
     translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
     expected_pipeline = translator(sentences, batch_size=2)
 
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM, pipeline
         try:
@@ -103,17 +90,6 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
 
 
-class _ListDataset(torch.utils.data.Dataset):
-    def __init__(self, rows):
-        self.rows = rows
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __getitem__(self, i):
-        return self.rows[i]
-
-
 def _trainer_update(tmp_path, batch_size, accumulation, tokenizer):
     model = tiny_model().train()
     before = [p.detach().clone() for p in model.parameters()]
@@ -130,7 +106,7 @@ def _trainer_update(tmp_path, batch_size, accumulation, tokenizer):
         report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True, dataloader_drop_last=False,
         disable_tqdm=True, seed=0, data_seed=0,
     )
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=_ListDataset(rows),
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=ListDataset(rows),
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
     trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
     trainer.train()
@@ -293,7 +269,7 @@ def test_two_remote_code_models_in_one_process(tmp_path):
     other.save_pretrained(second)
     ids, mask = random_batch(tiny_config().vocab_size)
     expected = trained_tiny_model().generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=8).tolist()
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM
         first = AutoModelForSeq2SeqLM.from_pretrained("first", trust_remote_code=True).eval()

@@ -24,7 +24,7 @@ from transformers import AutoModelForSeq2SeqLM, GenerationConfig
 
 import hf_unified_mt
 from conftest import make_tokenizer
-from test_hf_integration import _run_without_package
+from mt_checks import run_without_package
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +148,7 @@ def test_dry_run_folders_load_and_translate_without_the_package(built, tmp_path)
     finally:
         torch.set_num_threads(threads)
     folders = {arch: str(folder) for arch, (_, folder) in built.items()}
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json
         import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline

@@ -8,6 +8,9 @@ Tiny configs: vocabulary 99, pad id 1, d 16, 2+2 layers, 4 heads (3 encoder laye
 connections to be a non-trivial permutation)."""
 
 import copy
+import importlib
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +18,7 @@ from transformers import AutoModelForSeq2SeqLM
 from transformers.generation import GenerationMixin
 
 import hf_unified_mt
+from mt_checks import COMMON_CODE_FILES, run_without_package
 
 
 VOCAB, PAD, BATCH, SOURCE, TARGET = 99, 1, 2, 7, 5
@@ -232,3 +236,75 @@ def test_tied_weights_absent_from_a_checkpoint_are_the_keys_the_trainer_expects(
     untied.save_pretrained(tmp_path / "untied")
     assert "lm_head.weight" in load_file(tmp_path / "untied" / "model.safetensors")
     assert "lm_head.weight" not in untied._keys_to_ignore_on_save
+
+
+# ---------------------------------------------------------------------------------------------- the checkpoint boundary
+
+PACKAGE_DIR = Path(hf_unified_mt.__file__).parent
+
+
+def _global_hook_counts() -> dict[str, int]:
+    """Sizes of torch's process-wide hook registries: optimizer step hooks and module hooks."""
+    optimizer = importlib.import_module("torch.optim.optimizer")
+    registries = {
+        "optimizer_pre": optimizer._global_optimizer_pre_hooks,
+        "optimizer_post": optimizer._global_optimizer_post_hooks,
+    }
+    module = importlib.import_module("torch.nn.modules.module")
+    for name in dir(module):
+        if name.startswith("_global_") and name.endswith("_hooks") and isinstance(getattr(module, name), dict):
+            registries[name] = getattr(module, name)
+    return {name: len(registry) for name, registry in registries.items()}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(name, tmp_path):
+    """The saved remote code is the architecture's two files plus the shared ones, nothing from
+    `hf_unified_mt.training`; building, saving and loading (also as remote code) installs no process-wide hook."""
+    before = _global_hook_counts()
+    arch, preset, overrides = VARIANTS[name]
+    config = hf_unified_mt.get_config(arch, preset, **{**TINY, **overrides})
+    model = AutoModelForSeq2SeqLM.from_config(config)
+    model.save_pretrained(tmp_path)
+    saved = {path.name for path in tmp_path.glob("*.py")}
+    assert saved == {f"modeling_{arch}.py", f"configuration_{arch}.py", *COMMON_CODE_FILES}
+    assert not list(tmp_path.glob("**/training/*.py"))
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, trust_remote_code=True)
+    reloaded.train()(**dict(zip(("input_ids", "attention_mask", "labels"), batch())))
+    assert _global_hook_counts() == before
+
+
+def test_remote_code_of_every_variant_installs_no_global_hooks(tmp_path):
+    """Where the package is not installed, importing the checkpoints' code, building the models and running a
+    training forward (MUTE's AutoShuffle included) leaves torch's process-wide hook registries as they were."""
+    for name, (arch, preset, overrides) in VARIANTS.items():
+        config = hf_unified_mt.get_config(arch, preset, **{**TINY, **overrides})
+        AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path / name)
+    counts = run_without_package(f"""
+        import importlib, json, torch
+        from transformers import AutoModelForSeq2SeqLM
+
+        def counts():
+            registries = importlib.import_module("torch.optim.optimizer"), importlib.import_module("torch.nn.modules.module")
+            return {{name: len(value) for module in registries for name, value in vars(module).items()
+                    if name.startswith("_global_") and name.endswith("_hooks") and isinstance(value, dict)}}
+
+        before = counts()
+        ids = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 1]])
+        for name in {list(VARIANTS)!r}:
+            model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r} + "/" + name, trust_remote_code=True)
+            assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+            model.train()(input_ids=ids, attention_mask=(ids != 1).long(), labels=ids)
+        print(json.dumps({{"before": before, "after": counts()}}))
+    """, tmp_path)
+    assert counts["before"] and counts["before"] == counts["after"]
+
+
+def test_the_flat_package_folder_is_exactly_the_union_of_the_checkpoint_closures():
+    modules = {path.name for path in PACKAGE_DIR.glob("*.py")} - {"__init__.py"}
+    closures = {f"{kind}_{arch}.py" for arch in hf_unified_mt.ARCHITECTURES for kind in ("modeling", "configuration")}
+    assert modules == closures | set(COMMON_CODE_FILES)
+    for path in PACKAGE_DIR.glob("*.py"):
+        if path.name != "__init__.py":
+            text = path.read_text(encoding="utf-8")
+            assert not re.search(r"^\s*(from|import)\s+(\.|hf_unified_mt\.)training\b", text, re.M), path.name

@@ -18,7 +18,7 @@ from hf_unified_mt.modeling_multi_encoder_transformer import (
     StaticExpansion,
     StaticExpansionBranch,
 )
-from test_hf_integration import _run_without_package
+from mt_checks import run_without_package
 
 
 VOCAB = len(SPECIALS) + len(VOCAB_WORDS)
@@ -322,7 +322,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
     expected_pipeline = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)(
         sentences, batch_size=2
     )
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM, pipeline
         model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()

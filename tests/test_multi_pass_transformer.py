@@ -30,7 +30,7 @@ from hf_unified_mt.modeling_multi_pass_transformer import (
     MultiPassTransformerForConditionalGeneration,
     MultiPassTransformerModel,
 )
-from test_hf_integration import _run_without_package
+from mt_checks import run_without_package
 
 
 VOCAB = len(SPECIALS) + len(VOCAB_WORDS)
@@ -260,8 +260,8 @@ def test_training_objectives():
 def test_sum_objective_keeps_every_pass_under_train_py_label_smoothing(tmp_path):
     """train.py's --label_smoothing_factor (on by default) goes into the model, which keeps its labels in the
     Trainer and so still sums the losses of all passes."""
-    from hf_unified_mt.batching import TokenBatchSeq2SeqTrainer
-    from test_training import load_script
+    from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
+    from mt_checks import load_script
 
     train_script = load_script("train")
     ids, _ = random_batch(VOCAB, pad_last=0)
@@ -436,7 +436,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
     sentences = ["hola mundo", "el gato ve al perro"]
     expected_pipeline = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=6)(sentences)
 
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM, pipeline
         model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()

@@ -15,9 +15,12 @@ from transformers.data.data_collator import DataCollatorForSeq2Seq
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
 from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip
-from hf_unified_mt.modeling_multi_unit_transformer import (
-    AutoShuffle,
+from hf_unified_mt.training.callbacks import (
+    AutoShuffleProjectionCallback,
     MultiUnitLossLoggingCallback,
+    project_auto_shuffle_after_steps,
+)
+from hf_unified_mt.modeling_multi_unit_transformer import (
     MultiUnitTransformerForConditionalGeneration,
     disorder_ranks,
     lipschitz_penalty,
@@ -28,7 +31,7 @@ from hf_unified_mt.modeling_multi_unit_transformer import (
     relative_position_buckets,
     swap_ranks,
 )
-from test_hf_integration import _ListDataset, _run_without_package
+from mt_checks import ListDataset, run_without_package
 
 
 VOCAB = len(SPECIALS) + len(VOCAB_WORDS)
@@ -188,7 +191,7 @@ def test_trust_remote_code_in_a_fresh_process(tmp_path, tokenizer):
     expected_pipeline = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)(
         sentences, batch_size=2
     )
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM, pipeline
         model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
@@ -233,7 +236,7 @@ def _trainer(tmp_path, tokenizer, model, batch_size, accumulation, max_steps=1, 
         save_strategy="no", logging_strategy="steps" if logging_steps else "no", logging_steps=logging_steps or 500,
         use_cpu=True, disable_tqdm=True, seed=0, data_seed=0,
     )
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=_ListDataset(rows), callbacks=callbacks,
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=ListDataset(rows), callbacks=callbacks,
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
     trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
     return trainer
@@ -253,7 +256,7 @@ def test_trainer_gradient_accumulation_matches_the_doubled_batch_with_the_penalt
 def test_trainer_keeps_m_projected_and_logs_cross_entropy_and_penalty(tmp_path, tokenizer):
     model = mute_model(**VARIANTS["bias-seq"]).train()
     trainer = _trainer(tmp_path, tokenizer, model, 4, 1, max_steps=4, logging_steps=2,
-                       callbacks=[MultiUnitLossLoggingCallback()])
+                       callbacks=[AutoShuffleProjectionCallback(), MultiUnitLossLoggingCallback()])
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert len(logs) == 2
@@ -458,14 +461,15 @@ def test_projection_makes_m_doubly_stochastic():
 def test_m_stays_projected_in_a_plain_training_loop(update):
     model = mute_model(**VARIANTS["bias-seq"]).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    project_auto_shuffle_after_steps(optimizer, model)
     ids, mask, labels = labelled_batch()
     for _ in range(3):
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         if update == "optimizer":
-            optimizer.step()  # the post-step hook projects M
+            optimizer.step()  # the hook installed on this optimizer projects M
         else:
-            with torch.no_grad():  # an update that bypasses torch.optim: the next training forward projects M
+            with torch.no_grad():  # an update that bypasses the optimizer: the next training forward projects M
                 for p in model.parameters():
                     if p.grad is not None:  # the mask embedding has none when the noise was switched off
                         p -= 0.1 * p.grad
@@ -479,17 +483,25 @@ def test_m_stays_projected_in_a_plain_training_loop(update):
     assert not torch.allclose(m, torch.full_like(m, 0.25))
 
 
-def test_optimizer_hook_only_projects_what_that_optimizer_updates():
-    shuffle = AutoShuffle(3)
+def test_projection_hook_belongs_to_one_optimizer():
+    model = mute_model(**VARIANTS["bias-seq"])
+    shuffle = model.model.encoder.layers[0].unit_order
+    unprojected = torch.tensor([[2.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
     with torch.no_grad():
-        shuffle.weight.copy_(torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+        shuffle.weight.copy_(unprojected)
     other = torch.nn.Parameter(torch.ones(2))
     other.grad = torch.zeros(2)
-    torch.optim.SGD([other], lr=0.1).step()
-    assert shuffle.weight[0, 0] == 2.0
-    shuffle.weight.grad = torch.zeros(3, 3)
-    torch.optim.SGD(shuffle.parameters(), lr=0.1).step()
-    assert torch.equal(shuffle.weight, torch.eye(3))
+    torch.optim.SGD([other], lr=0.1).step()  # no hook on this optimizer (building the model installed none)
+    assert torch.equal(shuffle.weight, unprojected)
+    optimizer = torch.optim.SGD([other], lr=0.1)
+    handle = project_auto_shuffle_after_steps(optimizer, model)
+    optimizer.step()
+    assert torch.equal(shuffle.weight, torch.eye(4))
+    handle.remove()
+    with torch.no_grad():
+        shuffle.weight.copy_(unprojected)
+    optimizer.step()
+    assert torch.equal(shuffle.weight, unprojected)
 
 
 def test_sequential_combination_equals_equations_13_to_15():
@@ -544,7 +556,7 @@ def test_unit_diversity_tool_on_the_real_corpus(tmp_path):
     tool = _load_unit_diversity()
     sentences = tool.read_column(tool.corpus_dir() / "valid.tsv.gz", "es", limit=24)
     texts = tool.read_column(tool.corpus_dir() / "train.tsv.gz", "es", limit=300)
-    from hf_unified_mt.tokenization import train_tokenizer
+    from hf_unified_mt.training.tokenization import train_tokenizer
 
     tokenizer = train_tokenizer(texts, vocab_size=300)
     model = mute_model(vocab_size=len(tokenizer))

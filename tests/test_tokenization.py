@@ -5,8 +5,8 @@ import json
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from hf_unified_mt.data import load_parallel_data
-from hf_unified_mt.tokenization import (
+from hf_unified_mt.training.data import load_parallel_data
+from hf_unified_mt.training.tokenization import (
     SPECIAL_TOKENS,
     load_tokenizer,
     train_tokenizer,

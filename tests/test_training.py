@@ -1,6 +1,5 @@
 """End to end: train.py on a slice of the real corpus, resuming, 2-process distributed training, and the scripts."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,9 +14,7 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-
-ROOT = Path(__file__).resolve().parents[1]
-TRAINING = ROOT / "training"
+from mt_checks import ROOT, TRAINING, load_script
 
 # A tiny Marian on a slice of the embedded corpus: seconds per run on 2 CPU cores.
 TINY_RUN = [
@@ -49,15 +46,6 @@ TINY_RUN = [
     "--dataloader_num_workers",
     "0",
 ]
-
-
-def load_script(name):
-    """Import a training/ script as a module (under another name: `evaluate` is a library)."""
-    spec = importlib.util.spec_from_file_location(f"mt_script_{name}", TRAINING / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the script runs
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_env(**extra):
@@ -149,7 +137,7 @@ def test_end_to_end_run_writes_a_reloadable_checkpoint(trained):
     assert any("eval_bleu" in entry and "eval_chrf" in entry for entry in state["log_history"])
 
     # The saved model reloads offline and translates the same way as at the end of the run.
-    from hf_unified_mt.inference import translate
+    from hf_unified_mt.training.inference import translate
 
     model = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
@@ -308,7 +296,7 @@ def test_average_checkpoints(trained, tmp_path):
         assert torch.allclose(state[name], (first[name] + second[name]) / 2, atol=1e-6), name
     assert model.lm_head.weight.data_ptr() == model.model.shared.weight.data_ptr()  # still tied
 
-    from hf_unified_mt.inference import translate
+    from hf_unified_mt.training.inference import translate
 
     tokenizer = AutoTokenizer.from_pretrained(averaged_dir)
     assert len(translate(model, tokenizer, ["Y dijo Dios.", ""], max_new_tokens=5)) == 2
@@ -414,7 +402,7 @@ def test_bad_data_stops_train_py_with_file_and_line(tmp_path):
     train_script = load_script("train")
     bad = tmp_path / "train.tsv"
     bad.write_text("es\ten\nhola\thello\nsolo\t\n", encoding="utf-8")
-    from hf_unified_mt.data import DataValidationError
+    from hf_unified_mt.training.data import DataValidationError
 
     with pytest.raises(DataValidationError, match=rf"{bad}, line 3: empty target \(column 'en'\)"):
         train_script.main(
@@ -468,7 +456,7 @@ def test_arguments_from_yaml_and_command_line(tmp_path):
 
 def test_other_architectures_go_through_the_package():
     train_script = load_script("train")
-    from hf_unified_mt.tokenization import train_tokenizer
+    from hf_unified_mt.training.tokenization import train_tokenizer
 
     tokenizer = train_tokenizer(["uno dos tres", "one two three"], vocab_size=30)
     model_args = train_script.ModelArguments(arch="unified_transformer", preset="tiny")

@@ -37,7 +37,7 @@ try:
 except ImportError:  # running from a source checkout that is not installed
     sys.path.insert(0, os.path.join(os.path.dirname(_SCRIPT_DIR), "src"))
 
-from hf_unified_mt.inference import clean_generation_config  # noqa: E402
+from hf_unified_mt.training.inference import clean_generation_config  # noqa: E402
 
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")

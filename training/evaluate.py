@@ -33,9 +33,9 @@ try:
 except ImportError:  # running from a source checkout that is not installed
     sys.path.insert(0, os.path.join(os.path.dirname(_SCRIPT_DIR), "src"))
 
-from hf_unified_mt.data import DEFAULT_CORPUS, load_parallel_data  # noqa: E402
-from hf_unified_mt.inference import translate  # noqa: E402
-from hf_unified_mt.metrics import (  # noqa: E402
+from hf_unified_mt.training.data import DEFAULT_CORPUS, load_parallel_data  # noqa: E402
+from hf_unified_mt.training.inference import translate  # noqa: E402
+from hf_unified_mt.training.metrics import (  # noqa: E402
     DEFAULT_LENGTH_BUCKETS,
     bleu_by_source_length,
     compute_translation_scores,

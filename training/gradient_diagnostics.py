@@ -57,11 +57,11 @@ except ImportError:  # running from a source checkout that is not installed
 
 from hf_unified_mt.modeling_deep_transformer import AAN, MergedAttention  # noqa: E402
 from hf_unified_mt.modeling_mt_common import ResidualSublayer  # noqa: E402
-from hf_unified_mt.tokenization import train_tokenizer  # noqa: E402
+from hf_unified_mt.training.tokenization import train_tokenizer  # noqa: E402
 
 
 CORPUS_FILE = Path("bible_es_en") / "train.tsv.gz"
-CORPUS_LOCATIONS = (Path(hf_unified_mt.__file__).resolve().parent / "corpora", Path("/work/shared/data"))
+CORPUS_LOCATIONS = (Path(hf_unified_mt.__file__).resolve().parent / "training" / "corpora", Path("/work/shared/data"))
 # Figure 1: the vanilla 12+12-layer post-norm Transformer without and with DS-Init.
 DEFAULT_MODELS = [
     "deep-12:ds_init=false,decoder_attention_type=self",

@@ -56,22 +56,23 @@ try:
 except ImportError:  # running from a source checkout that is not installed
     sys.path.insert(0, os.path.join(os.path.dirname(_SCRIPT_DIR), "src"))
 
-from hf_unified_mt.batching import TokenBatchSeq2SeqTrainer  # noqa: E402
-from hf_unified_mt.data import (  # noqa: E402
+from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer  # noqa: E402
+from hf_unified_mt.training.callbacks import AutoShuffleProjectionCallback  # noqa: E402
+from hf_unified_mt.training.data import (  # noqa: E402
     DEFAULT_CORPUS,
     handle_overlong,
     load_parallel_data,
     tokenize_corpus,
 )
-from hf_unified_mt.inference import clean_generation_config, make_generation_config, translate  # noqa: E402
-from hf_unified_mt.metrics import (  # noqa: E402
+from hf_unified_mt.training.inference import clean_generation_config, make_generation_config, translate  # noqa: E402
+from hf_unified_mt.training.metrics import (  # noqa: E402
     bleu_by_source_length,
     build_compute_metrics,
     compute_translation_scores,
     decode_predictions,
     format_scores,
 )
-from hf_unified_mt.tokenization import load_tokenizer, train_tokenizer_on_corpus  # noqa: E402
+from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus  # noqa: E402
 
 
 logger = logging.getLogger("train")
@@ -87,7 +88,7 @@ MARIAN_PRESETS: dict[str, dict[str, Any]] = {
         "encoder_ffn_dim": 256,
         "decoder_ffn_dim": 256,
     },
-    "small": {  # the package's `small` family (hf_unified_mt.presets.SMALL): 4+4 layers, d 256, FFN 1024
+    "small": {  # the package's `small` family (hf_unified_mt.training.presets.SMALL): 4+4 layers, d 256, FFN 1024
         "d_model": 256,
         "encoder_layers": 4,
         "decoder_layers": 4,
@@ -609,7 +610,8 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
             if has_validation and training_args.predict_with_generate
             else None
         ),
-        callbacks=list(callbacks or []) + ([time_budget] if time_budget is not None else []),
+        callbacks=[AutoShuffleProjectionCallback(), *(callbacks or [])]
+        + ([time_budget] if time_budget is not None else []),
         max_tokens=data_args.max_tokens,
         max_sentences=data_args.max_sentences,
     )

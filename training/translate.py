@@ -29,7 +29,7 @@ try:
 except ImportError:  # running from a source checkout that is not installed
     sys.path.insert(0, os.path.join(os.path.dirname(_SCRIPT_DIR), "src"))
 
-from hf_unified_mt.inference import translate  # noqa: E402
+from hf_unified_mt.training.inference import translate  # noqa: E402
 
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -52,7 +52,7 @@ except ImportError:  # running from a source checkout that is not installed
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
     import hf_unified_mt
 
-from hf_unified_mt.tokenization import train_tokenizer  # noqa: E402
+from hf_unified_mt.training.tokenization import train_tokenizer  # noqa: E402
 
 
 MEASURES = ("att_pos", "att_sub", "ffn_sub")
@@ -65,7 +65,7 @@ DEFAULT_MODELS = ["small", "small:use_bias_module=true", "small:use_bias_module=
 
 def corpus_dir() -> Path:
     """The embedded Bible corpus of the package (copied from the project's shared data folder)."""
-    packaged = Path(hf_unified_mt.__file__).parent / "corpora" / "bible_es_en"
+    packaged = Path(hf_unified_mt.__file__).parent / "training" / "corpora" / "bible_es_en"
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parents[2] / "shared" / "data" / "bible_es_en"

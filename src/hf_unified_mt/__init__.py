@@ -32,7 +32,6 @@ from .modeling_multi_pass_transformer import (
     MultiPassTransformerPreTrainedModel,
 )
 from .modeling_multi_unit_transformer import (
-    MultiUnitLossLoggingCallback,
     MultiUnitTransformerForConditionalGeneration,
     MultiUnitTransformerModel,
     MultiUnitTransformerPreTrainedModel,
@@ -43,7 +42,8 @@ from .modeling_unified_transformer import (
     UnifiedTransformerPreTrainedModel,
 )
 from .pipeline_translation import TranslationPipeline, register_translation_pipeline
-from .presets import PRESETS, available_presets, get_config
+from .training.callbacks import AutoShuffleProjectionCallback, MultiUnitLossLoggingCallback
+from .training.presets import PRESETS, available_presets, get_config
 
 
 __version__ = "0.1.0"
@@ -93,6 +93,7 @@ _register()
 
 __all__ = [
     "ARCHITECTURES",
+    "AutoShuffleProjectionCallback",
     "DeepTransformerConfig",
     "DeepTransformerForConditionalGeneration",
     "DeepTransformerModel",

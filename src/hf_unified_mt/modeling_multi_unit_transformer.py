@@ -16,12 +16,10 @@ through transformers' attention interface, as in every model of this package.
 """
 
 import math
-import weakref
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_post_hook
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache
@@ -29,7 +27,6 @@ from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.processing_utils import Unpack
-from transformers.trainer_callback import TrainerCallback
 from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import OutputRecorder
 
@@ -416,42 +413,18 @@ def project_doubly_stochastic(matrix: torch.Tensor, tolerance: float = 1e-6, max
     return projected.to(matrix.dtype)
 
 
-# Every live AutoShuffle matrix, for the optimizer hook below.
-_AUTOSHUFFLE_MODULES: "weakref.WeakSet[AutoShuffle]" = weakref.WeakSet()
-_optimizer_hook_registered = False
-
-
-def _project_after_optimizer_step(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
-    """Global `torch.optim` post-step hook: after any optimizer updated an AutoShuffle matrix, project it (Eq. 17-18,
-    "after each optimization step"), whatever loop drives the training (Trainer, Accelerate, a plain loop)."""
-    if not _AUTOSHUFFLE_MODULES:
-        return
-    updated = {id(param) for group in optimizer.param_groups for param in group["params"]}
-    for module in list(_AUTOSHUFFLE_MODULES):
-        if id(module.weight) in updated:
-            module.project_()
-
-
-def _register_optimizer_hook() -> None:
-    global _optimizer_hook_registered
-    if not _optimizer_hook_registered:
-        register_optimizer_step_post_hook(_project_after_optimizer_step)
-        _optimizer_hook_registered = True
-
-
 class AutoShuffle(nn.Module):
     """The learned I×I matrix M that orders the unit outputs (Eq. 16), approximating a permutation matrix.
 
-    M is kept non-negative with rows and columns summing to 1 (Eq. 17-18): it is projected in place after every
-    optimizer step that updates it (a global `torch.optim` post-step hook registered when the first AutoShuffle is
-    built) and, as in the authors' code, at the start of every training forward (for optimizers that bypass the hook).
+    M is kept non-negative with rows and columns summing to 1 (Eq. 17-18, "after each optimization step"): as in the
+    authors' code it is projected in place at the start of every training forward, and the training loop may also
+    project it right after each optimizer step (`MultiUnitTransformerPreTrainedModel.project_auto_shuffle_`, which the
+    package's Trainer callback calls), so that a saved M is always a projected one. Building a model installs no hook.
     The projection itself is not differentiated. Calling the module returns the matrix to use."""
 
     def __init__(self, num_units: int):
         super().__init__()
         self.weight = nn.Parameter(torch.full((num_units, num_units), 1.0 / num_units))
-        _AUTOSHUFFLE_MODULES.add(self)
-        _register_optimizer_hook()
 
     @torch.no_grad()
     def project_(self) -> None:
@@ -461,7 +434,6 @@ class AutoShuffle(nn.Module):
 
     def forward(self) -> torch.Tensor:
         if self.training:
-            _AUTOSHUFFLE_MODULES.add(self)  # copies made without __init__ (deepcopy, pickle) join the hook here
             self.project_()
             return self.weight
         # Deviation (architectures.md §3, rec. 5): at eval the authors use M as stored; we use its projection, which is
@@ -599,6 +571,14 @@ class MultiUnitTransformerPreTrainedModel(MTPreTrainedModel):
         # attention that uses the interface here is the cross-attention (`MTAttention` of modeling_mt_common.py), and
         # that is what `set_attn_implementation` selects.
         return True
+
+    def project_auto_shuffle_(self) -> None:
+        """Projects every AutoShuffle matrix M of the model in place onto the doubly stochastic matrices (Eq. 17-18),
+        the step the paper takes "after each optimization step". Training loops call it after `optimizer.step()`
+        (the package's Trainer callback does); a no-op without the sequential dependency."""
+        for module in self.modules():
+            if isinstance(module, AutoShuffle):
+                module.project_()
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -766,71 +746,7 @@ class MultiUnitTransformerForConditionalGeneration(
         return cross_entropy + weight * penalty, cross_entropy, penalty
 
 
-# ------------------------------------------------------------------------------------------------ Trainer logging
-
-
-class MultiUnitLossLoggingCallback(TrainerCallback):
-    """Adds the two parts of the training loss to the Trainer's logs, next to `loss`:
-
-    * `cross_entropy`: per optimizer step, on the same scale as the logged `loss`;
-    * `shuffle_penalty`: Σ_k L_p^k (unweighted), mean over the forward passes since the last log.
-
-    `Seq2SeqTrainer(..., callbacks=[MultiUnitLossLoggingCallback()])` shows both in the printed logs and in
-    `trainer.state.log_history`. Reporting integrations (`report_to`) run before user callbacks; to have them log both
-    too, use `MultiUnitLossLoggingCallback.add_to(trainer)`, which puts the callback first. The values are read from
-    the model outputs (`cross_entropy`, `shuffle_penalty`) by a forward hook during training."""
-
-    def __init__(self):
-        self._hook = None
-        self._sums: torch.Tensor | None = None
-        self._forwards = 0
-        self._has_penalty = False
-        self._last_logged_step = 0
-
-    @classmethod
-    def add_to(cls, trainer) -> "MultiUnitLossLoggingCallback":
-        callback = cls()
-        trainer.callback_handler.callbacks.insert(0, callback)
-        return callback
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self._last_logged_step = state.global_step
-        if self._hook is None and model is not None:
-            self._hook = model.register_forward_hook(self._record)
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
-
-    def _record(self, module, args, output) -> None:
-        cross_entropy = getattr(output, "cross_entropy", None)
-        if not module.training or cross_entropy is None:
-            return
-        penalty = getattr(output, "shuffle_penalty", None)
-        self._has_penalty = self._has_penalty or penalty is not None
-        if penalty is None:
-            penalty = torch.zeros_like(cross_entropy)
-        values = torch.stack([cross_entropy.detach().float(), penalty.detach().float()])
-        self._sums = values if self._sums is None else self._sums + values
-        self._forwards += 1
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs is None or "loss" not in logs or not self._forwards:
-            return
-        steps = max(state.global_step - self._last_logged_step, 1)
-        cross_entropy, penalty = self._sums.tolist()
-        extra = {"cross_entropy": cross_entropy / steps}
-        if self._has_penalty:
-            extra["shuffle_penalty"] = penalty / self._forwards
-        logs.update(extra)
-        if state.log_history and state.log_history[-1].get("loss") == logs["loss"]:
-            state.log_history[-1].update(extra)  # the Trainer stored a copy of the logs before calling back
-        self._sums, self._forwards, self._last_logged_step = None, 0, state.global_step
-
-
 __all__ = [
-    "MultiUnitLossLoggingCallback",
     "MultiUnitEncoderOutput",
     "MultiUnitSeq2SeqModelOutput",
     "MultiUnitSeq2SeqLMOutput",

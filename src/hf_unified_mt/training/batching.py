@@ -414,7 +414,7 @@ def token_batches_for_inference(
 ) -> list[list[int]]:
     """Group indices by length for translation (longest first), capped by sentences and padded source tokens.
 
-    Used by [`hf_unified_mt.inference.translate`]; the caller restores the input order.
+    Used by [`hf_unified_mt.training.inference.translate`]; the caller restores the input order.
     """
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
