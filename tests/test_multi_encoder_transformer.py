@@ -179,7 +179,7 @@ def test_fourier_mixing_is_the_real_part_of_the_two_dimensional_dft():
 
 
 def test_static_expansion_follows_equations_1_to_4():
-    """A per-sentence loop over the written-out equations (architectures.md §4), against the batched module."""
+    """A per-sentence loop over the written-out equations (docs/architectures.md §4), against the batched module."""
     torch.manual_seed(0)
     d, sizes = 8, [3, 2]
     module = StaticExpansion(d, sizes, dropout=0.0, sequence_aware=False)
@@ -406,7 +406,7 @@ def test_bad_config_raises_value_error_naming_the_field(overrides, message):
 
 # Table 8 of paper 003, Sk-En / En-Vi / En-It row (millions of parameters, rounded by the paper to 1M).
 TABLE_8 = {"single": 48, "dual": 61, "triple": 99, "quadruple": 109, "quintuple": 135}
-# The vocabulary is not reported; architectures.md §4 reads 48M as a Transformer base with two embedding matrices
+# The vocabulary is not reported; docs/architectures.md §4 reads 48M as a Transformer base with two embedding matrices
 # (source; target tied with the output projection) of ~4K types. 4,000 each puts Single at 48.2M.
 EN_VI = dict(vocab_size=4000, share_encoder_decoder_embeddings=False)
 

@@ -215,7 +215,7 @@ def test_parameter_count_is_a_plain_transformer_plus_n_squared_for_soft():
     for passes in (1, 2, 3):
         assert count(tiny_model(num_passes=passes)) == plain
         assert count(tiny_model(num_passes=passes, connection_type="soft")) == plain + (n * n if passes > 1 else 0)
-    # Transformer base (6+6, d 512, FFN 2048, shared and tied embeddings): 44,138,496 + 512 V (architectures.md §5)
+    # Transformer base (6+6, d 512, FFN 2048, shared and tied embeddings): 44,138,496 + 512 V (Gao et al. Table 1: 61.2M)
     for preset, extra in (("base", 0), ("base-searched", 0), ("base-soft", 36)):
         config = hf_unified_mt.get_config("multi_pass_transformer", preset, vocab_size=1000)
         with torch.device("meta"):  # shapes only: no memory, no initialisation

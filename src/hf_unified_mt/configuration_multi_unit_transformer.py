@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Configuration of the Multi-Unit Transformer, MUTE (paper 002: Yan, Meng, Zhou 2020, "Multi-Unit Transformers for
+"""Configuration of the Multi-Unit Transformer, MUTE (Yan, Meng, Zhou 2020, "Multi-Unit Transformers for
 Neural Machine Translation")."""
 
 from huggingface_hub.dataclasses import strict
@@ -18,7 +18,7 @@ class MultiUnitTransformerConfig(MTConfig):
     r"""
     Configuration of a [`MultiUnitTransformerForConditionalGeneration`]: a pre-norm Transformer whose encoder layers
     hold `num_units` parallel units (self-attention + FFN, each with its own residual) combined by learned weights
-    (Eq. 8-10, paper 002), optionally with biased unit inputs during training (Eq. 11-12) and a learned sequential
+    (Eq. 8-10 of Yan et al.), optionally with biased unit inputs during training (Eq. 11-12) and a learned sequential
     ordering of the units (AutoShuffle, Eq. 13-20). Relative positions (Shaw et al. 2018) are used in every encoder
     unit's self-attention and in the decoder's self-attention; absolute sinusoidal positions are kept.
 

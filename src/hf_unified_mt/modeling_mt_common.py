@@ -61,7 +61,7 @@ def translation_cross_entropy(
 ) -> torch.Tensor:
     """Token-level (label-smoothed) cross-entropy of `logits` against `labels` already aligned with them (-100 is
     ignored): summed over tokens and divided by `num_items_in_batch`, the target tokens of the whole accumulated
-    batch, when the Trainer passes it (exact gradient accumulation, hf-integration.md pitfall 9), else by this batch's
+    batch, when the Trainer passes it (exact gradient accumulation: a mean per micro-batch would weight short batches up), else by this batch's
     target tokens. transformers' own loss functions have no label smoothing, hence this one."""
     labels = labels.to(logits.device)
     summed = nn.functional.cross_entropy(
@@ -148,7 +148,7 @@ class MTAttention(nn.Module):
         self.head_dim = config.d_model // num_heads
         self.scaling = self.head_dim**-0.5
         self.dropout = config.attention_dropout
-        self.is_causal = is_causal  # sdpa reads this attribute (hf-integration.md pitfall 6)
+        self.is_causal = is_causal  # transformers' sdpa attention reads this attribute
         self.layer_idx = layer_idx
         self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
         self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
@@ -410,7 +410,7 @@ class MTPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Default initialisation (architectures refine it): PyTorch's default for linear layers, which paper 000
+        """Default initialisation (architectures refine it): PyTorch's default for linear layers, which Zhao et al.
         uses for its 384-wide models (U(±1/sqrt(fan_in)), zero bias), N(0, d^-1/2) embeddings with a zero padding row
         (fairseq), unit LayerNorms.
 

@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Multi-Unit Transformer, MUTE (paper 002: Yan, Meng, Zhou 2020, "Multi-Unit Transformers for Neural Machine
+"""Multi-Unit Transformer, MUTE (Yan, Meng, Zhou 2020, "Multi-Unit Transformers for Neural Machine
 Translation").
 
 Every encoder layer feeds its pre-normalised input to I parallel units, each a self-attention + FFN unit with its own
@@ -7,8 +7,8 @@ residual, and sums their outputs with learned weights (MUTE, Eq. 8-10). In train
 a differently corrupted input (Biased MUTE, Eq. 11-12), and the unit outputs can be put in a learned order and
 accumulated (Sequentially Biased MUTE with AutoShuffle, Eq. 13-20). The decoder is a standard pre-norm Transformer
 decoder. The encoder units' and the decoder's self-attention use relative position representations (Shaw et al. 2018);
-absolute sinusoidal positions are kept. Equations follow the authors' released code as summarised in
-`shared/docs/architectures.md` §3; deliberate deviations are marked "Deviation".
+absolute sinusoidal positions are kept. Equations follow the authors' released code where it differs from the
+paper's text; deliberate deviations are marked "Deviation" (the repository's docs/architectures.md §3).
 
 Attention with relative positions is computed explicitly here ("eager") whatever `config._attn_implementation` says:
 the sdpa / flash / flex kernels cannot add the relative terms to the scores and to the values. Cross-attention goes
@@ -268,7 +268,7 @@ def swap_ranks(lengths: torch.Tensor, max_length: int, max_distance: int) -> tor
     """Swapping noise: per sentence, one real token and a partner at most `max_distance` real tokens away, drawn
     uniformly among the partners inside the sentence, exchange places. Returns `rank_source` `[B, max_length]`.
 
-    Deviation (architectures.md §3, rec. 4): the authors draw the first token over the padded batch length and clamp
+    Deviation: the authors draw the first token over the padded batch length and clamp
     it, and draw the offset from {-3..2} with clamping, so the swap can hit a pad slot or be a no-op; here both tokens
     are real and distinct whenever the sentence has two tokens."""
     device = lengths.device
@@ -287,7 +287,7 @@ def disorder_ranks(lengths: torch.Tensor, max_length: int, window: int) -> torch
     """Disorder noise: per sentence, a window of `window` consecutive real tokens (the whole sentence if shorter) is
     permuted randomly. Returns `rank_source` `[B, max_length]`.
 
-    Deviation (architectures.md §3, rec. 4): the authors draw the window start over the padded batch length (it can
+    Deviation: the authors draw the window start over the padded batch length (it can
     cover padding) and allow the identity permutation; here the window lies inside the sentence and its permutation is
     never the identity (for windows of two or more tokens)."""
     device = lengths.device
@@ -436,7 +436,7 @@ class AutoShuffle(nn.Module):
         if self.training:
             self.project_()
             return self.weight
-        # Deviation (architectures.md §3, rec. 5): at eval the authors use M as stored; we use its projection, which is
+        # Deviation: at eval the authors use M as stored; we use its projection, which is
         # M itself whenever it was projected after the last optimizer step.
         if is_doubly_stochastic(self.weight):
             return self.weight

@@ -1,10 +1,10 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Unified Transformer (paper 000: Zhao et al., "Unified Transformer for Sequence-to-Sequence Learning").
+"""Unified Transformer (Zhao et al., "Unified Transformer for Sequence-to-Sequence Learning").
 
 Every layer is a *Prime* unit: self-attention, a dynamic depthwise convolution and the position-wise FFN (plus
 cross-attention in the decoder) read the same input in parallel and are summed onto one residual, followed by a
-single post-LayerNorm. Equations follow the authors' released code as summarised in
-`shared/docs/architectures.md` §0-1; deliberate deviations are marked "Deviation".
+single post-LayerNorm. Equations follow the authors' released code where it differs from the paper's text;
+deliberate deviations are marked "Deviation" (the repository's docs/architectures.md §1 has the longer derivations).
 """
 
 import torch
@@ -132,8 +132,8 @@ class PrimeSelfAttention(MTAttention):
         if self.conv is None:
             return attention, weights
         conv_input = value if self.conv_proj is None else projections[3]  # Eq. (5)
-        # Deviation (architectures.md §1, item 6): pads are zeroed before the convolution unless the config asks for
-        # the authors' unmasked behaviour.
+        # Deviation: pads are zeroed before the convolution (as in the LightConv block of Wu et al. 2019), so that a
+        # padded batch decodes like its sentences alone, unless the config asks for the authors' unmasked behaviour.
         padding_mask = padding_mask if self.config.mask_padding_before_conv else None
         convolution = self.conv(conv_input, padding_mask, cache_layer_for(past_key_values, self.layer_idx))
         return torch.cat([attention, convolution], dim=-1), weights

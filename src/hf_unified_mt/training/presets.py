@@ -18,12 +18,12 @@ SMALL = dict(d_model=256, encoder_layers=4, decoder_layers=4, encoder_attention_
 
 
 def _multi_encoder_presets() -> dict[str, dict]:
-    """Paper 003 (Multi-Encoder Transformer), Tables 7-8: Single = B, Dual = B+S, Triple = B+S+L,
+    """The Multi-Encoder Transformer (Heterogeneous Encoders Scaling), Tables 7-8: Single = B, Dual = B+S, Triple = B+S+L,
     Quadruple = B+S+L+C, Quintuple = B+S+L+C+F (B self-attention, S Static Expansion, L LSTM, C ConvS2S, F FNet).
 
     Unprefixed: the Sk-En / En-Vi / En-It setting, a Transformer base (d 512, 8 heads, FFN 2048, 6+6 layers) plus
     M=12 Static Expansion, Q=18 LSTM, U=6 ConvS2S and V=6 FNet layers; the FNet FFN width 4096 is inferred from Table 8
-    (architectures.md §4). `lowres-`: the Gl-En / Sp-En setting of Table 7 (N=3, M=Q=U=V=6); the 3-layer decoder and
+    (docs/architectures.md §4). `lowres-`: the Gl-En / Sp-En setting of Table 7 (N=3, M=Q=U=V=6); the 3-layer decoder and
     the FNet FFN width 2048 are inferred from Table 8, whose low-resource row does not reconcile otherwise.
     `tiny-`: the same structures at unit-test size; `tiny` is the tiny quintuple (all five branches).
     Sources are limited to 256 tokens, the length of the FNet transform."""
@@ -60,7 +60,7 @@ def _multi_encoder_presets() -> dict[str, dict]:
 
 
 def _deep_transformer_presets() -> dict[str, dict]:
-    """Paper 001 (DS-Init + merged attention), §7.2 and Tables 3/6. Every preset is the paper's proposed model:
+    """Zhang et al. 2019 (DS-Init + merged attention), §7.2 and Tables 3/6. Every preset is the paper's proposed model:
     post-norm, DS-Init (α = 1) and merged attention; the baselines are overrides (`ds_init=False`,
     `decoder_attention_type="self"`, `normalize_before=True` for T2T). base: d 512, FFN 2048, 8 heads,
     dp_r = dp_a = 0.1; deep-N: N+N layers with dp_r 0.3, dp_a 0.2 (the 12- and 20-layer setting, also used for 30);
@@ -89,7 +89,7 @@ def _deep_transformer_presets() -> dict[str, dict]:
 
 
 def _multi_unit_presets() -> dict[str, dict]:
-    """Paper 002 (Multi-Unit Transformer): Transformer-Base (6+6 layers, d 512, FFN 2048, 8 heads, pre-norm) with
+    """Yan et al. 2020 (Multi-Unit Transformer): Transformer-Base (6+6 layers, d 512, FFN 2048, 8 heads, pre-norm) with
     4-unit encoder layers and relative positions (k 16); dropout 0.1 (the paper: 0.4 NIST, 0.2 WMT14, 0.1 WMT18),
     label smoothing 0.1. "base" = MUTE (identical units), "base-bias" = + Bias, "base-bias-seq" = + Bias + Seq.,
     "base-relative" = the one-unit "Transformer + Relative" baseline."""
@@ -118,14 +118,14 @@ PRESETS: dict[str, dict[str, dict]] = {
                      max_position_embeddings=128, dropout=0.1),
         # CPU demonstrations (the README's main command narrows it further).
         "small": dict(SMALL),
-        # Paper 000 base (IWSLT): 12+12 Prime layers, d 384, FFN 768, 4 heads, kernels {3, 15}, dropout 0.4.
+        # Zhao et al.'s base (IWSLT): 12+12 Prime layers, d 384, FFN 768, 4 heads, kernels {3, 15}, dropout 0.4.
         "base": dict(d_model=384, encoder_layers=12, decoder_layers=12, encoder_attention_heads=4,
                      decoder_attention_heads=4, encoder_ffn_dim=768, decoder_ffn_dim=768, dropout=0.4,
                      attention_dropout=0.0, input_dropout=0.0, conv_weight_dropout=0.1),
         "base-simple": dict(d_model=384, encoder_layers=12, decoder_layers=12, encoder_attention_heads=4,
                             decoder_attention_heads=4, encoder_ffn_dim=768, decoder_ffn_dim=768, dropout=0.4,
                             use_convolution=False),
-        # Paper 000 big (WMT En-De): d 768, FFN 3072, 16 heads, dropout 0.3, attention/input dropout 0.1.
+        # Zhao et al.'s big (WMT En-De): d 768, FFN 3072, 16 heads, dropout 0.3, attention/input dropout 0.1.
         "big": dict(d_model=768, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16,
                     decoder_attention_heads=16, encoder_ffn_dim=3072, decoder_ffn_dim=3072, dropout=0.3,
                     attention_dropout=0.1, input_dropout=0.1, conv_weight_dropout=0.1),
@@ -141,7 +141,7 @@ PRESETS: dict[str, dict[str, dict]] = {
                      dropout=0.1, num_passes=2),
         # CPU demonstrations.
         "small": dict(SMALL, num_passes=2),
-        # Paper 004 (WMT14): Transformer base 6+6, d 512, FFN 2048, 8 heads, post-norm, dropout 0.1, two passes,
+        # Gao et al. (WMT14): Transformer base 6+6, d 512, FFN 2048, 8 heads, post-norm, dropout 0.1, two passes,
         # routing pattern (a). "base": the default MPT [0..5]; "base-searched": the best permutation of the random
         # search, [0, 4, 1, 5, 2, 3]; "base-soft": soft connections (Eq. 6).
         "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
