@@ -23,23 +23,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-
-try:
-    import hf_unified_mt
-except ImportError:  # running from a source checkout that is not installed
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-    import hf_unified_mt
-
-from hf_unified_mt.modeling_multi_unit_transformer import MultiUnitTransformerForConditionalGeneration  # noqa: E402
-from hf_unified_mt.training.tokenization import train_tokenizer  # noqa: E402
+import hf_unified_mt
+from hf_unified_mt.modeling_multi_unit_transformer import MultiUnitTransformerForConditionalGeneration
+from hf_unified_mt.training.tokenization import train_tokenizer
 
 
 PAPER_TOKENS_PER_SECOND = {1: 890, 4: 863, 6: 830}  # read from §5.7 / Figure 2(b)

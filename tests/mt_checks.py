@@ -99,7 +99,7 @@ class ListDataset(torch.utils.data.Dataset):
 
 
 def load_script(name):
-    """Import a training/ script as a module (under another name: `evaluate` is a library)."""
+    """Import a training/ script as a module (under a name of its own: `training/` is not a package)."""
     spec = importlib.util.spec_from_file_location(f"mt_script_{name}", TRAINING / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the script runs

@@ -333,7 +333,7 @@ def test_translate_and_evaluate_scripts(trained, tmp_path, monkeypatch, capsys):
     translate_script.main([str(output_dir), "--max_new_tokens", "8", "--no_progress"])
     assert capsys.readouterr().out.strip() == lines[2]
 
-    evaluate_script = load_script("evaluate")
+    evaluate_script = load_script("score")
     results = evaluate_script.main(
         [
             str(output_dir),
