@@ -13,9 +13,8 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
-from mt_checks import assert_generate_is_identical_without_cache
 from hf_unified_mt import DeepTransformerForConditionalGeneration
-from mt_checks import run_without_package
+from mt_checks import assert_generate_is_identical_without_cache, run_without_package
 
 
 VOCAB_SIZE = len(SPECIALS) + len(VOCAB_WORDS)
@@ -507,7 +506,7 @@ def test_gradient_diagnostics_command_on_the_real_corpus(diagnostics, tmp_path, 
     assert "Gradient norm per layer" in printed and "beta_LN" in printed and "merged" in printed
     saved = json.loads((tmp_path / "gradient_diagnostics.json").read_text())
     assert saved["data_file"].endswith("train.tsv.gz") and saved == json.loads(json.dumps(report))
-    for name, result in saved["models"].items():
+    for result in saved["models"].values():
         assert result["target_tokens"] >= 150 and math.isfinite(result["loss"])
         assert [len(result["layer_gradient_norms"][s]) for s in ("encoder", "decoder")] == [3, 3]
         assert set(result["averages"]["decoder"]) == {"merged", "ffn"}

@@ -4,7 +4,14 @@ import json
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments, pipeline
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSeq2SeqLM,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    pipeline,
+)
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
@@ -43,7 +50,9 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
         ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
         beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
         greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
-        beam_no_cache = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False).tolist()
+        beam_no_cache = model.generate(
+            ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False
+        ).tolist()
         translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
         print(json.dumps(dict(module=type(model).__module__, refused=refused, beam=beam, greedy=greedy,
                               beam_no_cache=beam_no_cache, pipeline=translator({sentences!r}, batch_size=2))))
@@ -181,7 +190,8 @@ def test_cache_built_without_config_is_refused():
     model = tiny_model()
     ids, _ = random_batch(model.config.vocab_size)
     with pytest.raises(TypeError, match="config"):
-        model(input_ids=ids, decoder_input_ids=ids[:, :1], past_key_values=EncoderDecoderCache(DynamicCache(), DynamicCache()))
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        model(input_ids=ids, decoder_input_ids=ids[:, :1], past_key_values=cache)
 
 
 # ---------------------------------------------------------------------------------------------- common API
@@ -249,7 +259,8 @@ def test_auto_classes_and_base_model(tmp_path):
     out = base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
     assert out.last_hidden_state.shape == (3, 4, config.d_model)
     base.save_pretrained(tmp_path)
-    assert json.loads((tmp_path / "config.json").read_text())["auto_map"]["AutoModel"].endswith("UnifiedTransformerModel")
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModel"].endswith("UnifiedTransformerModel")
     assert isinstance(AutoModel.from_pretrained(tmp_path), hf_unified_mt.UnifiedTransformerModel)
     assert model_can_generate()
 

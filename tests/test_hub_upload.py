@@ -137,7 +137,7 @@ def test_dry_run_folders_load_and_translate_without_the_package(built, tmp_path)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny models: more threads only contend on a busy machine
     try:
-        for arch, (checkpoint, folder) in built.items():
+        for arch, (checkpoint, _folder) in built.items():
             model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).eval()
             translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer)
             expected[arch] = dict(
@@ -233,7 +233,8 @@ def test_card_reports_recorded_training_arguments_and_other_datasets(tmp_path):
     card = ModelCard.load(folder / "README.md")
     assert card.data.language == ["de", "en"] and card.data.datasets == ["wmt16"] and card.data.license == "mit"
     assert card.data.eval_results[0].dataset_type == "wmt16" and card.data.eval_results[0].dataset_config == "de-en"
-    assert "Reina-Valera" not in card.text and "| learning_rate | `0.002` |" in card.text and "| seed | `7` |" in card.text
+    assert "Reina-Valera" not in card.text
+    assert "| learning_rate | `0.002` |" in card.text and "| seed | `7` |" in card.text
 
 
 def test_sharded_weights_are_copied_and_counted(tmp_path):
@@ -282,7 +283,8 @@ def test_missing_files_and_broken_checkpoints_are_named(built, tmp_path):
     (checkpoint / "config.json").write_text(json.dumps(config))
     with pytest.raises(hub_upload.HubUploadError) as error:
         hub_upload.inspect_checkpoint(checkpoint)
-    assert "model.safetensors" in str(error.value) and "pipeline_translation.py imports hf_unified_mt" in str(error.value)
+    assert "model.safetensors" in str(error.value)
+    assert "pipeline_translation.py imports hf_unified_mt" in str(error.value)
 
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("keep me")
@@ -357,7 +359,8 @@ class FakeHubHandler(BaseHTTPRequestHandler):
 
     def _record(self, body: bytes):
         with self.server.lock:
-            self.server.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            self.server.requests.append((self.command, self.path, headers, body))
 
     def do_PUT(self):
         body = self._body()

@@ -285,7 +285,8 @@ def test_remote_code_of_every_variant_installs_no_global_hooks(tmp_path):
         from transformers import AutoModelForSeq2SeqLM
 
         def counts():
-            registries = importlib.import_module("torch.optim.optimizer"), importlib.import_module("torch.nn.modules.module")
+            names = ("torch.optim.optimizer", "torch.nn.modules.module")
+            registries = [importlib.import_module(name) for name in names]
             return {{name: len(value) for module in registries for name, value in vars(module).items()
                     if name.startswith("_global_") and name.endswith("_hooks") and isinstance(value, dict)}}
 

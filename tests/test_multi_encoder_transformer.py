@@ -11,14 +11,13 @@ from transformers import AutoConfig, AutoModel
 
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
-from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip
 from hf_unified_mt.modeling_multi_encoder_transformer import (
     FourierMixing,
     LSTMBranch,
     StaticExpansion,
     StaticExpansionBranch,
 )
-from mt_checks import run_without_package
+from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip, run_without_package
 
 
 VOCAB = len(SPECIALS) + len(VOCAB_WORDS)

@@ -15,7 +15,7 @@ from transformers.testing_utils import CaptureLogger
 
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
-from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip
+from hf_unified_mt import modeling_multi_pass_transformer
 from hf_unified_mt.configuration_multi_pass_transformer import MultiPassTransformerConfig
 from hf_unified_mt.modeling_mt_common import (
     MTDecoder,
@@ -25,12 +25,11 @@ from hf_unified_mt.modeling_mt_common import (
     MTForConditionalGeneration,
     MTModel,
 )
-from hf_unified_mt import modeling_multi_pass_transformer
 from hf_unified_mt.modeling_multi_pass_transformer import (
     MultiPassTransformerForConditionalGeneration,
     MultiPassTransformerModel,
 )
-from mt_checks import run_without_package
+from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip, run_without_package
 
 
 VOCAB = len(SPECIALS) + len(VOCAB_WORDS)
@@ -215,7 +214,8 @@ def test_parameter_count_is_a_plain_transformer_plus_n_squared_for_soft():
     for passes in (1, 2, 3):
         assert count(tiny_model(num_passes=passes)) == plain
         assert count(tiny_model(num_passes=passes, connection_type="soft")) == plain + (n * n if passes > 1 else 0)
-    # Transformer base (6+6, d 512, FFN 2048, shared and tied embeddings): 44,138,496 + 512 V (Gao et al. Table 1: 61.2M)
+    # Transformer base (6+6, d 512, FFN 2048, shared and tied embeddings): 44,138,496 + 512 V
+    # (Gao et al., Table 1: 61.2M)
     for preset, extra in (("base", 0), ("base-searched", 0), ("base-soft", 36)):
         config = hf_unified_mt.get_config("multi_pass_transformer", preset, vocab_size=1000)
         with torch.device("meta"):  # shapes only: no memory, no initialisation

@@ -14,12 +14,6 @@ from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch
-from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip
-from hf_unified_mt.training.callbacks import (
-    AutoShuffleProjectionCallback,
-    MultiUnitLossLoggingCallback,
-    project_auto_shuffle_after_steps,
-)
 from hf_unified_mt.modeling_multi_unit_transformer import (
     MultiUnitTransformerForConditionalGeneration,
     disorder_ranks,
@@ -31,7 +25,17 @@ from hf_unified_mt.modeling_multi_unit_transformer import (
     relative_position_buckets,
     swap_ranks,
 )
-from mt_checks import ListDataset, run_without_package
+from hf_unified_mt.training.callbacks import (
+    AutoShuffleProjectionCallback,
+    MultiUnitLossLoggingCallback,
+    project_auto_shuffle_after_steps,
+)
+from mt_checks import (
+    ListDataset,
+    assert_generate_is_identical_without_cache,
+    assert_save_and_reload_round_trip,
+    run_without_package,
+)
 
 
 VOCAB = len(SPECIALS) + len(VOCAB_WORDS)
@@ -131,7 +135,8 @@ def test_incremental_decoding_matches_full_forward(variant, attn_implementation)
     model.set_attn_implementation(attn_implementation)
     ids, mask = random_batch(VOCAB)
     # 9 target positions with clipping distance 4: the last rows see clipped distances
-    target = torch.randint(4, model.config.decoder_vocab_size, (ids.shape[0], 9), generator=torch.Generator().manual_seed(3))
+    generator = torch.Generator().manual_seed(3)
+    target = torch.randint(4, model.config.decoder_vocab_size, (ids.shape[0], 9), generator=generator)
     with torch.no_grad():
         full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=False).logits
         encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
@@ -158,7 +163,8 @@ def test_translation_does_not_depend_on_batch_or_padding():
     ids, mask = random_batch(VOCAB, batch=3, pad_last=4)
     alone_ids = ids[-1:, : ids.shape[1] - 4]
     with torch.no_grad():
-        batched_enc = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state[-1, : alone_ids.shape[1]]
+        batched_enc = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        batched_enc = batched_enc[-1, : alone_ids.shape[1]]
         alone_enc = model.get_encoder()(input_ids=alone_ids).last_hidden_state[0]
     assert torch.allclose(batched_enc, alone_enc, atol=1e-5)
     for kwargs in (dict(), dict(num_beams=4)):
@@ -197,7 +203,9 @@ def test_trust_remote_code_in_a_fresh_process(tmp_path, tokenizer):
         model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
         ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
         beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-        beam_no_cache = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False).tolist()
+        beam_no_cache = model.generate(
+            ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False
+        ).tolist()
         translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
         print(json.dumps(dict(module=type(model).__module__, beam=beam, beam_no_cache=beam_no_cache,
                               pipeline=translator({sentences!r}, batch_size=2))))
@@ -392,7 +400,7 @@ def test_bias_noise_stays_inside_each_sentence(side):
     hidden[~padding_mask] = -1.0
     order, found_lengths = real_token_order(padding_mask)
     assert torch.equal(found_lengths, lengths)
-    for trial in range(30):
+    for _ in range(30):
         for noise in ("swap", "disorder"):
             if noise == "swap":
                 ranks = swap_ranks(lengths, length, max_distance=3)
@@ -536,7 +544,8 @@ def test_relative_attention_matches_the_shaw_formula():
                      for i in query_positions.tolist()])
     scores = (torch.einsum("bhtd,bhsd->bhts", q, key) + torch.einsum("bhtd,tsd->bhts", q, r)) / math.sqrt(d_h)
     expected_weights = scores.softmax(-1)
-    expected = torch.einsum("bhts,bhsd->bhtd", expected_weights, v) + torch.einsum("bhts,tsd->bhtd", expected_weights, r)
+    expected = torch.einsum("bhts,bhsd->bhtd", expected_weights, v)
+    expected = expected + torch.einsum("bhts,tsd->bhtd", expected_weights, r)
     assert torch.allclose(weights, expected_weights, atol=1e-6)
     assert torch.allclose(output, expected, atol=1e-5)
 

@@ -25,7 +25,8 @@ def prime_layer_formula(d, heads, ffn, kernels, decoder):
 
 
 def test_base_prime_matches_the_authors_logged_count():
-    model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(hf_unified_mt.get_config("unified_transformer", "base", **IWSLT))
+    config = hf_unified_mt.get_config("unified_transformer", "base", **IWSLT)
+    model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(config)
     assert count(model) == 48_193_584 - UNUSED_LAYER_NORM  # log: 48,193,584 (paper: 49M)
 
 

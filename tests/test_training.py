@@ -16,6 +16,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from mt_checks import ROOT, TRAINING, load_script
 
+
 # A tiny Marian on a slice of the embedded corpus: seconds per run on 2 CPU cores.
 TINY_RUN = [
     "--arch",
@@ -359,7 +360,8 @@ def test_without_generation_in_evaluation_the_test_split_is_still_translated(tmp
     still BLEU/chrF of generated translations. A model of this package smooths its own loss: the run records the
     smoothing it used."""
     output_dir = tmp_path / "out"
-    train(output_dir, "--arch", "unified_transformer", "--predict_with_generate", "False", "--max_steps", "4", "--eval_steps", "2", "--save_steps", "2",
+    train(output_dir, "--arch", "unified_transformer", "--predict_with_generate", "False", "--max_steps", "4",
+          "--eval_steps", "2", "--save_steps", "2",
           "--max_eval_samples", "4", "--max_test_samples", "4", "--generation_max_length", "20",
           "--num_sample_translations", "0")
     results = json.loads((output_dir / "results.json").read_text())
@@ -379,7 +381,8 @@ def test_main_command_shape_runs_without_warnings_and_shows_the_time_budget(tmp_
     tied weights; test prediction does not carry a stray max_length into generate(); the reloaded tokenizer decodes
     silently; and nothing else warns."""
     output_dir = tmp_path / "out"
-    result = train(output_dir, "--arch", "unified_transformer", "--max_source_length", "128", "--max_target_length", "128",
+    result = train(output_dir, "--arch", "unified_transformer", "--max_source_length", "128",
+                   "--max_target_length", "128",
                    "--max_steps", "100000", "--max_train_minutes", "0.05", "--eval_steps", "100000",
                    "--save_steps", "100000", "--max_eval_samples", "4", "--max_test_samples", "24",
                    "--per_device_eval_batch_size", "6", "--generation_num_beams", "2", "--num_sample_translations", "1",

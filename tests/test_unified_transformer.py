@@ -35,7 +35,8 @@ def test_incremental_decoding_matches_full_forward(variant, attn_implementation,
     model = tiny_model(**VARIANTS[variant], fuse_projections_for_inference=fused)
     model.set_attn_implementation(attn_implementation)
     ids, mask = random_batch(model.config.vocab_size)
-    target = torch.randint(4, model.config.decoder_vocab_size, (ids.shape[0], 8), generator=torch.Generator().manual_seed(3))
+    generator = torch.Generator().manual_seed(3)
+    target = torch.randint(4, model.config.decoder_vocab_size, (ids.shape[0], 8), generator=generator)
     with torch.no_grad():
         full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=False).logits
         encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
@@ -61,7 +62,8 @@ def test_translation_does_not_depend_on_batch_or_padding():
     ids, mask = random_batch(model.config.vocab_size, batch=3, pad_last=4)
     alone_ids = ids[-1:, : ids.shape[1] - 4]
     with torch.no_grad():
-        batched_enc = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state[-1, : alone_ids.shape[1]]
+        batched_enc = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        batched_enc = batched_enc[-1, : alone_ids.shape[1]]
         alone_enc = model.get_encoder()(input_ids=alone_ids).last_hidden_state[0]
     assert torch.allclose(batched_enc, alone_enc, atol=1e-5)
     for kwargs in (dict(), dict(num_beams=4)):

@@ -243,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_length", type=int, default=128, help="Truncate sentences to this many tokens")
     parser.add_argument("--tokenizer", default=None, help="Directory of a saved tokenizer")
-    parser.add_argument("--tokenizer_vocab_size", type=int, default=8000, help="Size of the tokenizer trained on the fly")
+    parser.add_argument("--tokenizer_vocab_size", type=int, default=8000,
+                        help="Size of the tokenizer trained on the fly")
     parser.add_argument("--tokenizer_training_pairs", type=int, default=None,
                         help="Train the on-the-fly tokenizer on the first N pairs of the train split (default: all)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -9,8 +9,8 @@ Importing the package registers every configuration and model with the Auto clas
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .cache_mt import StatefulDecoderCacheLayer
-from .configuration_mt_common import MTConfig
 from .configuration_deep_transformer import DeepTransformerConfig
+from .configuration_mt_common import MTConfig
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig

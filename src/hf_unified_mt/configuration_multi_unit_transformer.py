@@ -87,7 +87,8 @@ class MultiUnitTransformerConfig(MTConfig):
     def __post_init__(self, **kwargs):
         if self.unit_noise_types is None and isinstance(self.num_units, int) and self.num_units > 0:
             if self.use_bias_module:
-                self.unit_noise_types = [DEFAULT_BIASED_UNITS[i % len(DEFAULT_BIASED_UNITS)] for i in range(self.num_units)]
+                defaults = DEFAULT_BIASED_UNITS
+                self.unit_noise_types = [defaults[i % len(defaults)] for i in range(self.num_units)]
             else:
                 self.unit_noise_types = ["identity"] * self.num_units
         super().__post_init__(**kwargs)
@@ -100,7 +101,8 @@ class MultiUnitTransformerConfig(MTConfig):
                 "units share the layer's input LayerNorm"
             )
         _check_positive(self, "num_units", "relative_attention_max_distance", "swap_max_distance")
-        if not isinstance(self.disorder_window, int) or isinstance(self.disorder_window, bool) or self.disorder_window < 2:
+        window = self.disorder_window
+        if not isinstance(window, int) or isinstance(window, bool) or window < 2:
             raise ValueError(f"`disorder_window` must be an integer >= 2, got {self.disorder_window!r}")
         for name in ("bias_sample_rate", "mask_probability"):
             if not 0.0 <= float(getattr(self, name)) <= 1.0:

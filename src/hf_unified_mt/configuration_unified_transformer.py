@@ -67,7 +67,9 @@ class UnifiedTransformerConfig(MTConfig):
                 raise ValueError("`conv_kernel_sizes` must list at least one kernel size when `use_convolution=True`")
             for size in self.conv_kernel_sizes:
                 if not isinstance(size, int) or size <= 0 or size % 2 == 0:
-                    raise ValueError(f"`conv_kernel_sizes` must hold positive odd integers, got {self.conv_kernel_sizes}")
+                    raise ValueError(
+                        f"`conv_kernel_sizes` must hold positive odd integers, got {self.conv_kernel_sizes}"
+                    )
             if len(set(self.conv_kernel_sizes)) != len(self.conv_kernel_sizes):
                 raise ValueError(f"`conv_kernel_sizes` has repeated sizes: {self.conv_kernel_sizes}")
 

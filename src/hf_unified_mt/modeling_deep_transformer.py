@@ -81,12 +81,12 @@ def prefix_average_weights(
     past_length: int,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    """The average mask M_a of AAN (Zhang, Xiong & Su 2018, Eq. 1; Eq. 16 of Zhang et al. 2019) as an attention map, in the
-    documented self-attention shape `[batch, heads, query, past + query]`: row i is uniform over the valid key
+    """The average mask M_a of AAN (Zhang, Xiong & Su 2018, Eq. 1; Eq. 16 of Zhang et al. 2019) as an attention map, in
+    the documented self-attention shape `[batch, heads, query, past + query]`: row i is uniform over the valid key
     positions j <= i (current position included), and zero for a padded query position, exactly the weights that
     `cumulative_average` applies. The same map is repeated over the heads (the average has no heads). Built from the
-    decoder's 4D causal mask (which already holds the causal structure and the target padding) when there is one,
-    else from the positions."""
+    decoder's 4D causal mask (which already holds the causal structure and the target padding) when there is one, else
+    from the positions."""
     if isinstance(attention_mask, torch.Tensor):  # eager: additive float mask; sdpa: boolean (True = attend)
         allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
         allowed = allowed[..., -query_length:, :]
@@ -153,8 +153,8 @@ class AAN(nn.Module):
 
 
 class MergedAttention(MTAttention):
-    """MAtt (Eq. 16-17 of Zhang et al. 2019): the simplified AAN and the encoder-decoder attention computed in parallel from the
-    same input s and summed before one output projection,
+    """MAtt (Eq. 16-17 of Zhang et al. 2019): the simplified AAN and the encoder-decoder attention computed in
+    parallel from the same input s and summed before one output projection,
 
         MAtt(s) = (M_a (s W_v + b_v) + ATT_heads(s, H^L)) W_o + b_o,
 

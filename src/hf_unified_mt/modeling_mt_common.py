@@ -23,13 +23,13 @@ from transformers.masking_utils import (
     create_causal_mask,
     create_recurrent_attention_mask,
 )
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
-from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
@@ -60,9 +60,10 @@ def translation_cross_entropy(
     label_smoothing: float = 0.0,
 ) -> torch.Tensor:
     """Token-level (label-smoothed) cross-entropy of `logits` against `labels` already aligned with them (-100 is
-    ignored): summed over tokens and divided by `num_items_in_batch`, the target tokens of the whole accumulated
-    batch, when the Trainer passes it (exact gradient accumulation: a mean per micro-batch would weight short batches up), else by this batch's
-    target tokens. transformers' own loss functions have no label smoothing, hence this one."""
+    ignored): summed over tokens and divided by `num_items_in_batch`, the target tokens of the whole accumulated batch,
+    when the Trainer passes it (exact gradient accumulation: a mean per micro-batch would weight the tokens of short
+    batches up), else by this batch's target tokens. transformers' own loss functions have no label smoothing, hence
+    this one."""
     labels = labels.to(logits.device)
     summed = nn.functional.cross_entropy(
         logits.float().flatten(0, -2),
@@ -93,7 +94,8 @@ class SinusoidalPositionalEmbedding(nn.Module):
     def forward(self, position_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         half = self.embedding_dim // 2
         frequencies = torch.exp(
-            torch.arange(half, device=position_ids.device, dtype=torch.float32) * -(math.log(10000.0) / max(half - 1, 1))
+            torch.arange(half, device=position_ids.device, dtype=torch.float32)
+            * -(math.log(10000.0) / max(half - 1, 1))
         )
         angles = position_ids.to(torch.float32).unsqueeze(-1) * frequencies
         embedding = torch.cat([angles.sin(), angles.cos()], dim=-1)
@@ -171,7 +173,9 @@ class MTAttention(nn.Module):
         `projected` passes already computed `(k_proj(states), v_proj(states))` (fused projections)."""
         cache = past_key_values
         if isinstance(past_key_values, EncoderDecoderCache):
-            cache = past_key_values.cross_attention_cache if is_cross_attention else past_key_values.self_attention_cache
+            cache = (
+                past_key_values.cross_attention_cache if is_cross_attention else past_key_values.self_attention_cache
+            )
             if is_cross_attention and past_key_values.is_updated.get(self.layer_idx):
                 layer = cache.layers[self.layer_idx]
                 return layer.keys, layer.values
@@ -413,10 +417,9 @@ class MTPreTrainedModel(PreTrainedModel):
         """Default initialisation (architectures refine it): PyTorch's default for linear layers, which Zhao et al.
         uses for its 384-wide models (U(±1/sqrt(fan_in)), zero bias), N(0, d^-1/2) embeddings with a zero padding row
         (fairseq), unit LayerNorms.
-
-        A linear layer can ask for another law with an attribute set where it is built: `xavier_gain` (Xavier-uniform
-        with that gain), `kaiming_uniform_a` (kaiming-uniform with that negative slope) or `normal_std` (N(0, std²)). The tag sits on the
-        linear layer itself because transformers never calls `_init_weights` on a custom-code module without
+ A linear layer can ask for another law with an attribute set where it is built: `xavier_gain` (Xavier-uniform with that
+gain), `kaiming_uniform_a` (kaiming-uniform with that negative slope) or `normal_std` (N(0, std²)). The tag sits on the
+linear layer itself because transformers never calls `_init_weights` on a custom-code module without
         parameters of its own (an attention module holding only linear layers)."""
         if isinstance(module, nn.Linear):
             if hasattr(module, "normal_std"):
@@ -463,7 +466,8 @@ class MTEncoder(MTPreTrainedModel):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         check_sequence_length(inputs_embeds.shape[1], self.config, "source sequence")
-        positions = self.embed_positions(torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device), inputs_embeds.dtype)
+        position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)
+        positions = self.embed_positions(position_ids, inputs_embeds.dtype)
         return inputs_embeds + positions
 
     @merge_with_config_defaults
@@ -562,7 +566,10 @@ class MTDecoder(MTPreTrainedModel):
         # Padding mask for the recurrent sublayers: None when there is nothing to mask (decode steps, no padding).
         padding_mask = create_recurrent_attention_mask(self.config, inputs_embeds, attention_mask, self_attn_cache)
         causal_mask = create_causal_mask(
-            config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, past_key_values=self_attn_cache
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            past_key_values=self_attn_cache,
         )
         encoder_attention_mask = create_bidirectional_mask(
             config=self.config,

@@ -127,8 +127,9 @@ class MultiPassEncoderLayer(MTEncoderLayer):
             # Patterns (a)/(c), Eq. (6): S~_k = AttModule(S~_{k-1} + c_k); c_k also travels on the residual stream.
             hidden_states = hidden_states + connection
         elif connection is not None:
-            # Patterns (b)/(d), our reading of "after the residual connection" (§3.2): c_k enters the self-attention branch only, and the
-            # identity path carries S~_{k-1} alone: mid = LN(S~_{k-1} + Drop(SA(S~_{k-1} + c_k))) in post-norm.
+            # Patterns (b)/(d), our reading of "after the residual connection" (§3.2): c_k enters the self-attention
+            # branch only, and the identity path carries S~_{k-1} alone: mid = LN(S~_{k-1} + Drop(SA(S~_{k-1} + c_k)))
+            # in post-norm.
             branch_connection = connection
 
         def self_attention(inputs: torch.Tensor) -> torch.Tensor:

@@ -52,7 +52,9 @@ logger = logging.get_logger(__name__)
 # ------------------------------------------------------------------------------------------------ relative attention
 
 
-def relative_position_buckets(query_positions: torch.Tensor, key_positions: torch.Tensor, max_distance: int) -> torch.Tensor:
+def relative_position_buckets(
+    query_positions: torch.Tensor, key_positions: torch.Tensor, max_distance: int
+) -> torch.Tensor:
     """Index of the relative position representation of every (query, key) pair, `[T, S]`:
     idx(i, j) = clip(j - i, -k, k) + k (Shaw et al. 2018)."""
     distance = key_positions[None, :] - query_positions[:, None]
@@ -274,7 +276,9 @@ def swap_ranks(lengths: torch.Tensor, max_length: int, max_distance: int) -> tor
     device = lengths.device
     ranks = torch.arange(max_length, device=device).expand(len(lengths), max_length)
     first = (torch.rand(len(lengths), device=device) * lengths).long()
-    offsets = torch.cat([torch.arange(-max_distance, 0, device=device), torch.arange(1, max_distance + 1, device=device)])
+    offsets = torch.cat(
+        [torch.arange(-max_distance, 0, device=device), torch.arange(1, max_distance + 1, device=device)]
+    )
     partners = first[:, None] + offsets
     valid = (partners >= 0) & (partners < lengths[:, None])
     choice = torch.rand(partners.shape, device=device).masked_fill(~valid, -1.0).argmax(dim=1, keepdim=True)
@@ -349,7 +353,8 @@ class UnitBiasModule(nn.Module):
                 unit_inputs.append(permute_real_tokens(hidden_states, order, ranks))
             elif noise == "mask":
                 # The authors replace each token with probability 0.1 (the paper says "one input embedding").
-                replaced = (torch.rand(batch, length, device=hidden_states.device) < self.mask_probability) & padding_mask
+                draws = torch.rand(batch, length, device=hidden_states.device)
+                replaced = (draws < self.mask_probability) & padding_mask
                 embedding = next(mask_embeddings).to(hidden_states.dtype)
                 unit_inputs.append(torch.where(replaced.unsqueeze(-1), embedding, hidden_states))
             else:

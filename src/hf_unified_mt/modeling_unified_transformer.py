@@ -104,7 +104,9 @@ class PrimeSelfAttention(MTAttention):
         self.conv = PrimeDynamicConvolution(config, num_heads, is_causal) if config.use_convolution else None
         # Separate Projection ablation (Table 6): the convolution gets its own input projection W_1^C.
         self.conv_proj = (
-            nn.Linear(config.d_model, config.d_model) if config.use_convolution and not config.shared_projection else None
+            nn.Linear(config.d_model, config.d_model)
+            if config.use_convolution and not config.shared_projection
+            else None
         )
         width = 2 * config.d_model if config.use_convolution else config.d_model
         self.out_proj = nn.Linear(width, config.d_model)

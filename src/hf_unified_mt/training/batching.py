@@ -19,8 +19,8 @@ import copy
 import inspect
 import logging
 import math
-from functools import partial
 from collections.abc import Iterator, Sequence
+from functools import partial
 
 import numpy as np
 from accelerate.data_loader import BatchSamplerShard, DataLoaderDispatcher

@@ -18,12 +18,13 @@ SMALL = dict(d_model=256, encoder_layers=4, decoder_layers=4, encoder_attention_
 
 
 def _multi_encoder_presets() -> dict[str, dict]:
-    """The Multi-Encoder Transformer (Heterogeneous Encoders Scaling), Tables 7-8: Single = B, Dual = B+S, Triple = B+S+L,
-    Quadruple = B+S+L+C, Quintuple = B+S+L+C+F (B self-attention, S Static Expansion, L LSTM, C ConvS2S, F FNet).
+    """The Multi-Encoder Transformer (Heterogeneous Encoders Scaling), Tables 7-8: Single = B, Dual = B+S, Triple =
+    B+S+L, Quadruple = B+S+L+C, Quintuple = B+S+L+C+F (B self-attention, S Static Expansion, L LSTM, C ConvS2S, F FNet).
 
     Unprefixed: the Sk-En / En-Vi / En-It setting, a Transformer base (d 512, 8 heads, FFN 2048, 6+6 layers) plus
     M=12 Static Expansion, Q=18 LSTM, U=6 ConvS2S and V=6 FNet layers; the FNet FFN width 4096 is inferred from Table 8
-    (docs/architectures.md §4). `lowres-`: the Gl-En / Sp-En setting of Table 7 (N=3, M=Q=U=V=6); the 3-layer decoder and
+    (docs/architectures.md §4).
+    `lowres-`: the Gl-En / Sp-En setting of Table 7 (N=3, M=Q=U=V=6); the 3-layer decoder and
     the FNet FFN width 2048 are inferred from Table 8, whose low-resource row does not reconcile otherwise.
     `tiny-`: the same structures at unit-test size; `tiny` is the tiny quintuple (all five branches).
     Sources are limited to 256 tokens, the length of the FNet transform."""
