@@ -309,3 +309,42 @@ def test_the_flat_package_folder_is_exactly_the_union_of_the_checkpoint_closures
         if path.name != "__init__.py":
             text = path.read_text(encoding="utf-8")
             assert not re.search(r"^\s*(from|import)\s+(\.|hf_unified_mt\.)training\b", text, re.M), path.name
+
+
+# ---------------------------------------------------------------------------------------------- print(model)
+
+
+def expected_in_repr(config) -> list[str]:
+    """What `print(model)` must show of each architecture's options."""
+    norm = "pre-norm" if config.normalize_before else "post-norm"
+    shown = [f"heads={config.decoder_attention_heads}"]
+    if config.model_type == "unified_transformer":
+        shown.append("post-norm (one LayerNorm)")
+        if config.use_convolution:
+            shown += [f"kernel_sizes={list(config.conv_kernel_sizes)}", "convolution_projection=shared"]
+    elif config.model_type == "multi_unit_transformer":
+        combination = "sequential" if config.use_sequential_dependency else "weighted sum"
+        shown += [f"units={config.num_units}, pre-norm, combination={combination}", "relative_max_distance="]
+        if config.use_bias_module:
+            shown.append(f"noise_types={list(config.unit_noise_types)}")
+    elif config.model_type == "multi_pass_transformer":
+        shown += [f"passes={config.num_passes}", norm]
+        shown.append("MultiPassConnections(soft" if config.connection_type == "soft" else
+                     f"permutation={list(config.hard_connections)}")
+    elif config.model_type == "multi_encoder_transformer":
+        shown.append("BranchCombination(sum)")
+        if any(spec["type"] == "fnet" for spec in config.encoder_branches):
+            shown.append("fft_length=")
+    else:
+        shown.append(norm)
+        if config.decoder_attention_type == "aan":
+            shown.append(f"ffn={config.aan_use_ffn}, gated=True")
+    return shown
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_print_model_shows_the_architecture_options(name):
+    model = make_model(name)
+    text = repr(model)
+    for expected in expected_in_repr(model.config):
+        assert expected in text, f"{expected!r} not in print(model)"

@@ -129,6 +129,9 @@ class AAN(nn.Module):
         self.ffn = MTFeedForward(config, config.decoder_ffn_dim) if config.aan_use_ffn else None
         self.gate = nn.Linear(2 * config.d_model, 2 * config.d_model)
 
+    def extra_repr(self) -> str:
+        return f"ffn={self.ffn is not None}, gated=True"
+
     def forward(
         self,
         hidden_states: torch.Tensor,

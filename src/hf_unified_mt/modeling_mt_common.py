@@ -157,6 +157,9 @@ class MTAttention(nn.Module):
         self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
         self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
 
+    def extra_repr(self) -> str:
+        return f"heads={self.num_heads}, head_dim={self.head_dim}, causal={self.is_causal}"
+
     def split_heads(self, states: torch.Tensor) -> torch.Tensor:
         """`[B, T, d]` -> `[B, H, T, d_h]`."""
         return states.view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
@@ -259,6 +262,9 @@ class ResidualSublayer(nn.Module):
         self.layer_norm = nn.LayerNorm(config.d_model)
         self.pre_norm = config.normalize_before
         self.dropout = config.dropout
+
+    def extra_repr(self) -> str:
+        return f"{'pre' if self.pre_norm else 'post'}-norm, dropout={self.dropout}"
 
     def forward(self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         inputs = self.layer_norm(hidden_states) if self.pre_norm else hidden_states

@@ -84,6 +84,9 @@ class StaticExpansion(nn.Module):
         # E and x̄, d parameters (Table 8 leaves room for no d×d matrix), zero-initialised so training starts at v1.
         self.sequence_gain = nn.Parameter(torch.empty(d_model)) if sequence_aware else None
 
+    def extra_repr(self) -> str:
+        return f"expansion_vectors={self.group_sizes}, sequence_aware={self.sequence_gain is not None}"
+
     def expansion_queries(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """E_q, `[N, d]`, or with the sequence-aware option E'_q, `[B, N, d]`."""
         if self.sequence_gain is None:
@@ -198,6 +201,10 @@ class WeightNormConv1d(nn.Module):
         self.weight_g = nn.Parameter(torch.empty(out_channels, 1, 1))
         self.bias = nn.Parameter(torch.empty(out_channels))
 
+    def extra_repr(self) -> str:
+        out_channels, in_channels, _ = self.weight_v.shape
+        return f"{in_channels}, {out_channels}, kernel_size={self.kernel_size}"
+
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """`[B, C_in, T]` -> `[B, C_out, T]`."""
         weight = self.weight_g * self.weight_v / self.weight_v.norm(dim=(1, 2), keepdim=True)
@@ -246,6 +253,9 @@ class FourierMixing(nn.Module):
     def __init__(self, fft_length: int):
         super().__init__()
         self.fft_length = fft_length
+
+    def extra_repr(self) -> str:
+        return f"fft_length={self.fft_length}"
 
     def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         length, channels = hidden_states.shape[1:]
@@ -387,6 +397,9 @@ class BranchCombination(nn.Module):
         self.projection = (
             nn.Linear(num_branches * config.d_model, config.d_model) if config.branch_combination == "concat" else None
         )
+
+    def extra_repr(self) -> str:
+        return "concat + projection" if self.projection is not None else "sum"
 
     def forward(self, branch_outputs: list[torch.Tensor]) -> torch.Tensor:
         if self.projection is None:

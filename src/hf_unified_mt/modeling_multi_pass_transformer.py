@@ -114,6 +114,9 @@ class MultiPassEncoderLayer(MTEncoderLayer):
         # Figure 4: (a)/(c) add c_k before the residual branch point, (b)/(d) after it.
         self.connect_before_residual = config.routing_pattern in ("a", "c")
 
+    def extra_repr(self) -> str:
+        return f"connection={'before the residual' if self.connect_before_residual else 'into the self-attention'}"
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -157,6 +160,11 @@ class MultiPassConnections(nn.Module):
             self.logits = nn.Parameter(torch.zeros(self.num_layers, self.num_layers))  # w_kj
         else:
             self.permutation = list(config.hard_connections)  # tau_k
+
+    def extra_repr(self) -> str:
+        if self.soft:
+            return f"soft, layers={self.num_layers}, init={self.soft_init!r}"
+        return f"hard, permutation={self.permutation}"
 
     def weights(self) -> torch.Tensor:
         """alpha, `[N outer, N inner]`; every row sums to 1 (one-hot rows for hard connections)."""
@@ -214,6 +222,10 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
         self.connections = MultiPassConnections(config) if config.num_passes > 1 else None
         self.connect_from_mid = config.routing_pattern in ("c", "d")  # Figure 4: S^mid instead of S^out
         self.post_init()
+
+    def extra_repr(self) -> str:
+        config = self.config
+        return f"passes={config.num_passes}, routing_pattern={config.routing_pattern!r}"
 
     @property
     def connection_weights(self) -> torch.Tensor | None:

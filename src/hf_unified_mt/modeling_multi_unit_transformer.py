@@ -114,6 +114,9 @@ class RelativePositionSelfAttention(MTAttention):
         self.max_distance = config.relative_attention_max_distance
         self.relative_positions = nn.Parameter(torch.empty(2 * self.max_distance + 1, self.head_dim))
 
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, relative_max_distance={self.max_distance}"
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -186,6 +189,9 @@ class MultiUnitSelfAttention(nn.Module):
         self.out_proj_bias = nn.Parameter(torch.empty(units, d))
         self.relative_positions = nn.Parameter(torch.empty(units, 2 * self.max_distance + 1, self.head_dim))
 
+    def extra_repr(self) -> str:
+        return f"units={self.num_units}, heads={self.num_heads}, head_dim={self.head_dim}, batched={self.batched}"
+
     def forward(
         self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -234,6 +240,9 @@ class MultiUnitFeedForward(nn.Module):
         self.fc1_bias = nn.Parameter(torch.empty(units, ffn_dim))
         self.fc2_weight = nn.Parameter(torch.empty(units, ffn_dim, d))
         self.fc2_bias = nn.Parameter(torch.empty(units, d))
+
+    def extra_repr(self) -> str:
+        return f"units={self.num_units}, batched={self.batched}"
 
     def forward(self, unit_states: torch.Tensor) -> torch.Tensor:
         if self.batched:
@@ -333,6 +342,9 @@ class UnitBiasModule(nn.Module):
         # One learned mask embedding per mask unit.
         self.mask_embeddings = nn.Parameter(torch.empty(num_mask_units, config.d_model)) if num_mask_units else None
 
+    def extra_repr(self) -> str:
+        return f"noise_types={self.noise_types}, sample_rate={self.sample_rate}"
+
     def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         if not self.training or all(noise == "identity" for noise in self.noise_types):
             return hidden_states
@@ -431,6 +443,9 @@ class AutoShuffle(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.full((num_units, num_units), 1.0 / num_units))
 
+    def extra_repr(self) -> str:
+        return f"units={self.weight.shape[0]}"
+
     @torch.no_grad()
     def project_(self) -> None:
         """Projects M in place (a no-op, without writing, when it is already doubly stochastic)."""
@@ -475,6 +490,10 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
         # α of Eq. (10): unconstrained, initialised to 1/I (the authors' code).
         self.unit_weights = nn.Parameter(torch.full((config.num_units,), 1.0 / config.num_units))
         self.unit_order = AutoShuffle(config.num_units) if config.use_sequential_dependency else None
+
+    def extra_repr(self) -> str:
+        combination = "sequential" if self.unit_order is not None else "weighted sum"
+        return f"units={self.num_units}, pre-norm, combination={combination}"
 
     def forward(
         self,

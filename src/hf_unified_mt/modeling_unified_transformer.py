@@ -57,6 +57,12 @@ class PrimeDynamicConvolution(nn.Module):
         # Eq. (7): alpha_i, one learned scalar per cell, initialised equal.
         self.kernel_gate = nn.Parameter(torch.full((len(self.kernel_sizes),), 0.5))
 
+    def extra_repr(self) -> str:
+        padding = "causal" if self.is_causal else "centred"
+        return (
+            f"kernel_sizes={self.kernel_sizes}, heads={self.num_heads}, {padding}, weight_dropout={self.weight_dropout}"
+        )
+
     def kernels(self, inputs: torch.Tensor) -> torch.Tensor:
         """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7)."""
         batch, length, _ = inputs.shape
@@ -112,6 +118,10 @@ class PrimeSelfAttention(MTAttention):
         self.out_proj = nn.Linear(width, config.d_model)
         self.out_proj.kaiming_uniform_a = 1.0  # the authors' 'km' init: U(±sqrt(3 / fan_in)) over [A ; C]
 
+    def extra_repr(self) -> str:
+        projection = "none" if self.conv is None else "separate" if self.conv_proj is not None else "shared"
+        return f"{super().extra_repr()}, convolution_projection={projection}"
+
     @property
     def input_projections(self) -> list[nn.Linear]:
         return [self.q_proj, self.k_proj, self.v_proj] + ([self.conv_proj] if self.conv_proj is not None else [])
@@ -166,7 +176,16 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         self.layer_norm = nn.LayerNorm(config.d_model)
         self._fused = None
 
+    def extra_repr(self) -> str:
+        branches = ["attention", "convolution", "cross-attention", "FFN"]
+        if self.self_attn.conv is None:
+            branches.remove("convolution")
+        if not self.is_decoder:
+            branches.remove("cross-attention")
+        return f"{' + '.join(branches)} in parallel, post-norm (one LayerNorm)"
+
     # --------------------------------------------------------------- fused projections (§3.3.1)
+
     def _input_linears(self) -> list[nn.Linear]:
         cross = [self.encoder_attn.q_proj] if self.is_decoder else []
         return self.self_attn.input_projections + cross + [self.fc1]
