@@ -63,50 +63,11 @@ from hf_unified_mt.training.metrics import (
     decode_predictions,
     format_scores,
 )
+from hf_unified_mt.training.presets import MARIAN_COMMON, MARIAN_PRESETS
 from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
 
 
 logger = logging.getLogger("train")
-
-# MarianMTModel sizes for the Transformer baseline. "base" is Transformer-base (Vaswani et al., 2017).
-MARIAN_PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": {
-        "d_model": 64,
-        "encoder_layers": 2,
-        "decoder_layers": 2,
-        "encoder_attention_heads": 4,
-        "decoder_attention_heads": 4,
-        "encoder_ffn_dim": 256,
-        "decoder_ffn_dim": 256,
-    },
-    "small": {  # the package's `small` family (hf_unified_mt.training.presets.SMALL): 4+4 layers, d 256, FFN 1024
-        "d_model": 256,
-        "encoder_layers": 4,
-        "decoder_layers": 4,
-        "encoder_attention_heads": 4,
-        "decoder_attention_heads": 4,
-        "encoder_ffn_dim": 1024,
-        "decoder_ffn_dim": 1024,
-    },
-    "base": {
-        "d_model": 512,
-        "encoder_layers": 6,
-        "decoder_layers": 6,
-        "encoder_attention_heads": 8,
-        "decoder_attention_heads": 8,
-        "encoder_ffn_dim": 2048,
-        "decoder_ffn_dim": 2048,
-    },
-}
-MARIAN_COMMON = {
-    "activation_function": "relu",
-    "dropout": 0.1,
-    "attention_dropout": 0.0,
-    "activation_dropout": 0.0,
-    "scale_embedding": True,
-    "share_encoder_decoder_embeddings": True,
-    "tie_word_embeddings": True,
-}
 
 DEFAULT_SAMPLE_COUNT = 3
 

@@ -7,14 +7,25 @@
 from transformers import AutoConfig, PreTrainedConfig
 
 
-# The `small` family (CPU demonstrations and the ablation study): one width, one depth, one FFN width for every
-# architecture; each architecture's `small` is this plus only what its paper changes. Parameter counts at an 8k
-# vocabulary: 9.4M (Transformer-shaped: Prime-simple, MPT, 1-unit MUTE, single-encoder), 10.1M (Prime: + the
-# convolution's output half and kernel generators), 10.4M (Deep Transformer: separate source/target embeddings),
-# 10.5M (dual Multi-Encoder: + the Static Expansion branch); MUTE's extra units (18.9M with 4) and MPT's passes
-# (no parameters) are what those papers add.
-SMALL = dict(d_model=256, encoder_layers=4, decoder_layers=4, encoder_attention_heads=4, decoder_attention_heads=4,
-             encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1, max_position_embeddings=512)
+def shape(d_model: int, layers: int, heads: int, ffn_dim: int) -> dict[str, int]:
+    """The size of a symmetric encoder-decoder: width, layers per stack, heads, FFN width."""
+    return dict(d_model=d_model, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads,
+                decoder_attention_heads=heads, encoder_ffn_dim=ffn_dim, decoder_ffn_dim=ffn_dim)
+
+
+# Every preset below is one of these bases plus what its paper (or its use) changes, as fairseq's and torchtune's
+# model builders write theirs.
+#
+# `TINY`: unit tests, a few thousand parameters.
+TINY = shape(32, 2, 4, 64)
+# `SMALL`: CPU demonstrations and the ablation study, one width, depth and FFN width for every architecture. Parameter
+# counts at an 8k vocabulary: 9.4M (Transformer-shaped: Prime-simple, MPT, 1-unit MUTE, single-encoder), 10.1M (Prime:
+# + the convolution's output half and kernel generators), 10.4M (Deep Transformer: separate source/target
+# embeddings), 10.5M (dual Multi-Encoder: + the Static Expansion branch); MUTE's extra units (18.9M with 4) and MPT's
+# passes (no parameters) are what those papers add.
+SMALL = dict(shape(256, 4, 4, 1024), dropout=0.1, max_position_embeddings=512)
+# `BASE`: Transformer-base (Vaswani et al. 2017), the starting point of four of the five papers.
+BASE = shape(512, 6, 8, 2048)
 
 
 def _multi_encoder_presets() -> dict[str, dict]:
@@ -23,9 +34,8 @@ def _multi_encoder_presets() -> dict[str, dict]:
 
     Unprefixed: the Sk-En / En-Vi / En-It setting, a Transformer base (d 512, 8 heads, FFN 2048, 6+6 layers) plus
     M=12 Static Expansion, Q=18 LSTM, U=6 ConvS2S and V=6 FNet layers; the FNet FFN width 4096 is inferred from Table 8
-    (docs/architectures.md §4).
-    `lowres-`: the Gl-En / Sp-En setting of Table 7 (N=3, M=Q=U=V=6); the 3-layer decoder and
-    the FNet FFN width 2048 are inferred from Table 8, whose low-resource row does not reconcile otherwise.
+    (docs/architectures.md §4). `lowres-`: the Gl-En / Sp-En setting of Table 7 (N=3, M=Q=U=V=6); the 3-layer decoder
+    and the FNet FFN width 2048 are inferred from Table 8, whose low-resource row does not reconcile otherwise.
     `tiny-`: the same structures at unit-test size; `tiny` is the tiny quintuple (all five branches).
     Sources are limited to 256 tokens, the length of the FNet transform."""
     branch_types = ("self_attention", "static_expansion", "lstm", "convs2s", "fnet")
@@ -36,11 +46,9 @@ def _multi_encoder_presets() -> dict[str, dict]:
         branches[-1]["ffn_dim"] = fnet_ffn_dim
         return {prefix + name: dict(sizes, encoder_branches=branches[: i + 1]) for i, name in enumerate(structures)}
 
-    base = dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8, decoder_attention_heads=8,
-                encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1, max_position_embeddings=256,
-                linear_init="xavier")  # the paper's recipe (Vaswani et al.'s initialisation)
-    tiny = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.1, max_position_embeddings=64)
+    # the paper's recipe: Vaswani et al.'s initialisation
+    base = dict(BASE, dropout=0.1, max_position_embeddings=256, linear_init="xavier")
+    tiny = dict(TINY, dropout=0.1, max_position_embeddings=64)
     presets = {
         **family("", base, (6, 12, 18, 6, 6), fnet_ffn_dim=4096),
         **family("lowres-", dict(base, encoder_layers=3, decoder_layers=3), (3, 6, 6, 6, 6), fnet_ffn_dim=2048),
@@ -66,26 +74,18 @@ def _deep_transformer_presets() -> dict[str, dict]:
     `decoder_attention_type="self"`, `normalize_before=True` for T2T). base: d 512, FFN 2048, 8 heads,
     dp_r = dp_a = 0.1; deep-N: N+N layers with dp_r 0.3, dp_a 0.2 (the 12- and 20-layer setting, also used for 30);
     big: d 1024, FFN 4096, 16 heads, dp_r 0.3, dp_a 0.1."""
-    base = dict(d_model=512, encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=2048,
-                decoder_ffn_dim=2048)
-    big = dict(d_model=1024, encoder_attention_heads=16, decoder_attention_heads=16, encoder_ffn_dim=4096,
-               decoder_ffn_dim=4096, dropout=0.3, attention_dropout=0.1)
-    deep = dict(dropout=0.3, attention_dropout=0.2)
+    deep = dict(BASE, dropout=0.3, attention_dropout=0.2)
+    big = dict(shape(1024, 6, 16, 4096), dropout=0.3, attention_dropout=0.1)
     return {
-        # Unit tests: a few thousand parameters.
-        "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128),
+        "tiny": dict(TINY, max_position_embeddings=128),
         # CPU demonstrations: `small` is the family's 4+4; `deep-small` the same width at 12+12, a depth where
         # post-norm without DS-Init is known to struggle (the CPU setting of the DS-Init ablation).
         "small": dict(SMALL),
         "deep-small": dict(SMALL, encoder_layers=12, decoder_layers=12),
-        "base": dict(**base, encoder_layers=6, decoder_layers=6, dropout=0.1, attention_dropout=0.1),
-        "deep-12": dict(**base, **deep, encoder_layers=12, decoder_layers=12),
-        "deep-20": dict(**base, **deep, encoder_layers=20, decoder_layers=20),
-        "deep-30": dict(**base, **deep, encoder_layers=30, decoder_layers=30),
-        "big": dict(**big, encoder_layers=6, decoder_layers=6),
-        "big-deep-12": dict(**big, encoder_layers=12, decoder_layers=12),
-        "big-deep-20": dict(**big, encoder_layers=20, decoder_layers=20),
+        "base": dict(BASE, dropout=0.1, attention_dropout=0.1),
+        **{f"deep-{n}": dict(deep, encoder_layers=n, decoder_layers=n) for n in (12, 20, 30)},
+        "big": big,
+        **{f"big-deep-{n}": dict(big, encoder_layers=n, decoder_layers=n) for n in (12, 20)},
     }
 
 
@@ -94,15 +94,12 @@ def _multi_unit_presets() -> dict[str, dict]:
     4-unit encoder layers and relative positions (k 16); dropout 0.1 (the paper: 0.4 NIST, 0.2 WMT14, 0.1 WMT18),
     label smoothing 0.1. "base" = MUTE (identical units), "base-bias" = + Bias, "base-bias-seq" = + Bias + Seq.,
     "base-relative" = the one-unit "Transformer + Relative" baseline."""
-    base = dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8, decoder_attention_heads=8,
-                encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1, activation_dropout=0.1,
-                attention_dropout=0.0, num_units=4, relative_attention_max_distance=16, label_smoothing=0.1)
+    base = dict(BASE, dropout=0.1, activation_dropout=0.1, attention_dropout=0.0, num_units=4,
+                relative_attention_max_distance=16, label_smoothing=0.1)
     return {
         # Unit tests: k = 4 so that short test sentences exercise the clipping of relative distances.
-        "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128,
-                     dropout=0.1, activation_dropout=0.1, num_units=4, relative_attention_max_distance=4),
-        # CPU demonstrations.
+        "tiny": dict(TINY, max_position_embeddings=128, dropout=0.1, activation_dropout=0.1, num_units=4,
+                     relative_attention_max_distance=4),
         "small": dict(SMALL, activation_dropout=0.1, num_units=4, label_smoothing=0.1),
         "base": base,
         "base-bias": dict(base, use_bias_module=True),
@@ -111,53 +108,55 @@ def _multi_unit_presets() -> dict[str, dict]:
     }
 
 
-PRESETS: dict[str, dict[str, dict]] = {
-    "unified_transformer": {
-        # Unit tests: a few thousand parameters.
-        "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, conv_kernel_sizes=[3, 5],
-                     max_position_embeddings=128, dropout=0.1),
-        # CPU demonstrations (the README's main command narrows it further).
-        "small": dict(SMALL),
-        # Zhao et al.'s base (IWSLT): 12+12 Prime layers, d 384, FFN 768, 4 heads, kernels {3, 15}, dropout 0.4.
-        "base": dict(d_model=384, encoder_layers=12, decoder_layers=12, encoder_attention_heads=4,
-                     decoder_attention_heads=4, encoder_ffn_dim=768, decoder_ffn_dim=768, dropout=0.4,
-                     attention_dropout=0.0, input_dropout=0.0, conv_weight_dropout=0.1),
-        "base-simple": dict(d_model=384, encoder_layers=12, decoder_layers=12, encoder_attention_heads=4,
-                            decoder_attention_heads=4, encoder_ffn_dim=768, decoder_ffn_dim=768, dropout=0.4,
-                            use_convolution=False),
-        # Zhao et al.'s big (WMT En-De): d 768, FFN 3072, 16 heads, dropout 0.3, attention/input dropout 0.1.
-        "big": dict(d_model=768, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16,
-                    decoder_attention_heads=16, encoder_ffn_dim=3072, decoder_ffn_dim=3072, dropout=0.3,
-                    attention_dropout=0.1, input_dropout=0.1, conv_weight_dropout=0.1),
-        "big-simple": dict(d_model=768, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16,
-                           decoder_attention_heads=16, encoder_ffn_dim=3072, decoder_ffn_dim=3072, dropout=0.3,
-                           attention_dropout=0.1, use_convolution=False),
-    },
-    "multi_encoder_transformer": _multi_encoder_presets(),
-    "multi_pass_transformer": {
+def _unified_transformer_presets() -> dict[str, dict]:
+    """Zhao et al.: base (IWSLT), 12+12 Prime layers, d 384, FFN 768, 4 heads, kernels {3, 15}, dropout 0.4; big (WMT
+    En-De), d 768, FFN 3072, 16 heads, dropout 0.3, attention and input dropout 0.1. `-simple`: Prime-simple, the
+    layer without the convolution."""
+    base = dict(shape(384, 12, 4, 768), dropout=0.4)
+    big = dict(shape(768, 12, 16, 3072), dropout=0.3, attention_dropout=0.1)
+    return {
+        "tiny": dict(TINY, conv_kernel_sizes=[3, 5], max_position_embeddings=128, dropout=0.1),
+        "small": dict(SMALL),  # the README's main command narrows it further
+        "base": dict(base, attention_dropout=0.0, input_dropout=0.0, conv_weight_dropout=0.1),
+        "base-simple": dict(base, use_convolution=False),
+        "big": dict(big, input_dropout=0.1, conv_weight_dropout=0.1),
+        "big-simple": dict(big, use_convolution=False),
+    }
+
+
+def _multi_pass_presets() -> dict[str, dict]:
+    """Gao et al. (WMT14): Transformer base 6+6, d 512, FFN 2048, 8 heads, post-norm, dropout 0.1, two passes, routing
+    pattern (a). "base": the default MPT [0..5]; "base-searched": the best permutation of the random search,
+    [0, 4, 1, 5, 2, 3]; "base-soft": soft connections (Eq. 6)."""
+    base = dict(BASE, dropout=0.1, num_passes=2)
+    return {
         # Unit tests: 3 encoder layers, so that hard connections have non-trivial permutations.
-        "tiny": dict(d_model=32, encoder_layers=3, decoder_layers=2, encoder_attention_heads=4,
-                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128,
-                     dropout=0.1, num_passes=2),
-        # CPU demonstrations.
+        "tiny": dict(TINY, encoder_layers=3, max_position_embeddings=128, dropout=0.1, num_passes=2),
         "small": dict(SMALL, num_passes=2),
-        # Gao et al. (WMT14): Transformer base 6+6, d 512, FFN 2048, 8 heads, post-norm, dropout 0.1, two passes,
-        # routing pattern (a). "base": the default MPT [0..5]; "base-searched": the best permutation of the random
-        # search, [0, 4, 1, 5, 2, 3]; "base-soft": soft connections (Eq. 6).
-        "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
-                     decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1,
-                     attention_dropout=0.0, activation_dropout=0.0, num_passes=2),
-        "base-searched": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
-                              decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1,
-                              num_passes=2, hard_connections=[0, 4, 1, 5, 2, 3]),
-        "base-soft": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
-                          decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1,
-                          num_passes=2, connection_type="soft"),
-    },
+        "base": dict(base, attention_dropout=0.0, activation_dropout=0.0),
+        "base-searched": dict(base, hard_connections=[0, 4, 1, 5, 2, 3]),
+        "base-soft": dict(base, connection_type="soft"),
+    }
+
+
+PRESETS: dict[str, dict[str, dict]] = {
+    "unified_transformer": _unified_transformer_presets(),
+    "multi_encoder_transformer": _multi_encoder_presets(),
+    "multi_pass_transformer": _multi_pass_presets(),
     "deep_transformer": _deep_transformer_presets(),
     "multi_unit_transformer": _multi_unit_presets(),
 }
+
+# MarianMTModel sizes for the Transformer baseline (`training/train.py --arch marian`), on the same bases; `base` is
+# Transformer-base. `MARIAN_COMMON`: the settings every size shares (post-norm ReLU Transformer, shared and tied
+# embeddings, scaled embeddings).
+MARIAN_PRESETS: dict[str, dict[str, int]] = {
+    "tiny": shape(64, 2, 4, 256),
+    "small": shape(256, 4, 4, 1024),  # the `small` family's shape (`SMALL`)
+    "base": dict(BASE),
+}
+MARIAN_COMMON = dict(activation_function="relu", dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
+                     scale_embedding=True, share_encoder_decoder_embeddings=True, tie_word_embeddings=True)
 
 
 def available_presets(arch: str | None = None) -> dict[str, list[str]]:
