@@ -51,6 +51,44 @@ def assert_generate_is_identical_without_cache(
             assert len(outputs[0][:, 1:].unique()) > 3, f"varied outputs, not one repeated token ({kwargs})"
 
 
+def assert_incremental_decoding_matches_full_forward(model, input_ids, attention_mask, target, atol=1e-5, **kwargs):
+    """Decoding `target` one token at a time with the cache gives the logits of one full teacher-forced forward."""
+    with torch.no_grad():
+        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target, use_cache=False,
+                     **kwargs).logits
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        cache, steps = None, []  # the cache is created by the first step, as generate() does
+        for t in range(target.shape[1]):
+            out = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                        decoder_input_ids=target[:, t : t + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            steps.append(out.logits)
+    steps = torch.cat(steps, dim=1)
+    assert torch.allclose(steps, full, atol=atol), (steps - full).abs().max()
+
+
+def assert_translation_does_not_depend_on_batch_or_padding(
+    model, input_ids, attention_mask, pad: int, settings=(dict(), dict(num_beams=4)), encoder_kwargs=(dict(),),
+    varied: bool = True,
+):
+    """The last sentence of the batch, right-padded by `pad` positions, is encoded (for each of `encoder_kwargs`) and
+    translated (for each of `settings`) exactly as when it is alone, and its translation is not one repeated token."""
+    alone_ids = input_ids[-1:, : input_ids.shape[1] - pad]
+    with torch.no_grad():
+        for kwargs in encoder_kwargs:
+            batched = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+            alone = model.get_encoder()(input_ids=alone_ids, **kwargs)
+            batched = batched.last_hidden_state[-1, : alone_ids.shape[1]]
+            assert torch.allclose(batched, alone.last_hidden_state[0], atol=1e-5), kwargs
+    for kwargs in settings:
+        batched = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=10, min_new_tokens=10,
+                                 **kwargs)
+        alone = model.generate(alone_ids, max_new_tokens=10, min_new_tokens=10, **kwargs)
+        assert torch.equal(batched[-1], alone[0]), kwargs
+        if varied:
+            assert len(set(alone[0].tolist())) > 2, f"varied outputs, not one repeated token ({kwargs})"
+
+
 def assert_save_and_reload_round_trip(model, directory: Path, shared_and_tied: bool, forward_kwargs=(dict(),)):
     """Save, check the checkpoint carries its code, reload through `AutoModelForSeq2SeqLM`, and compare: same class,
     identical logits (for each of `forward_kwargs`), and the embeddings still one parameter (`shared_and_tied`) or
@@ -79,7 +117,10 @@ def assert_save_and_reload_round_trip(model, directory: Path, shared_and_tied: b
 
 def run_without_package(script: str, cwd) -> dict:
     """Runs `script` in a fresh interpreter where `import hf_unified_mt` fails, and returns its JSON output."""
-    prelude = "import sys; sys.modules['hf_unified_mt'] = None  # the package is not importable\n"
+    prelude = (
+        "import sys; sys.modules['hf_unified_mt'] = None  # the package is not importable\n"
+        "import torch; torch.set_num_threads(1)  # as the `single_thread` fixture does in this process\n"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_MODULES_CACHE": str(cwd / "modules")}
     result = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=300)

@@ -134,25 +134,19 @@ def test_dry_run_folders_load_and_translate_without_the_package(built, tmp_path)
     tokenizer = make_tokenizer()
     batch = tokenizer(SENTENCES, return_tensors="pt", padding=True)
     expected = {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: more threads only contend on a busy machine
-    try:
-        for arch, (checkpoint, _folder) in built.items():
-            model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).eval()
-            translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer)
-            expected[arch] = dict(
-                ids=model.generate(**batch, **GENERATE).tolist(),
-                pipeline=translator(SENTENCES, batch_size=2, **GENERATE),
-                num_parameters=sum(p.numel() for p in model.parameters()),
-            )
-    finally:
-        torch.set_num_threads(threads)
+    for arch, (checkpoint, _folder) in built.items():
+        model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).eval()
+        translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer)
+        expected[arch] = dict(
+            ids=model.generate(**batch, **GENERATE).tolist(),
+            pipeline=translator(SENTENCES, batch_size=2, **GENERATE),
+            num_parameters=sum(p.numel() for p in model.parameters()),
+        )
     folders = {arch: str(folder) for arch, (_, folder) in built.items()}
     remote = run_without_package(f"""
         import json
         import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
-        torch.set_num_threads(1)
         results = {{}}
         for arch, folder in {folders!r}.items():  # one architecture at a time (see the report on cache layers)
             model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()

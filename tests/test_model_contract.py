@@ -1,8 +1,18 @@
-"""The contract every architecture keeps with transformers' documented seq2seq outputs (`Seq2SeqLMOutput`,
-`GenerateEncoderDecoderOutput`, what Marian / BART return), checked the same way for the five architectures and their
-decoder / encoder variants: counts and shapes of attentions and hidden states against the config, `generate()` with
-`return_dict_in_generate=True` and every `output_*` flag for each decoding mode with and without the cache, cache
-inspection layer by layer, and `GenerationMixin` among each generative class's own bases.
+"""The contract every architecture keeps, checked once for the five architectures and their decoder / encoder
+variants (the shape of transformers' `ModelTesterMixin`; each `test_<arch>.py` keeps only what its paper adds):
+
+* a training forward with labels returns a finite scalar loss that reaches every parameter;
+* incremental decoding with the cache gives the logits of the full forward (eager and sdpa), and `generate()` gives
+  the same ids with and without the cache for greedy, beam and sampling modes;
+* a sentence is encoded and translated the same alone and right-padded in a batch;
+* save / reload through `AutoModelForSeq2SeqLM` gives identical logits and keeps which embeddings are one parameter;
+  a separate, untied target vocabulary round-trips too;
+* transformers' documented seq2seq outputs (`Seq2SeqLMOutput`, `GenerateEncoderDecoderOutput`, what Marian / BART
+  return): counts and shapes of attentions and hidden states against the config, `generate()` with
+  `return_dict_in_generate=True` and every `output_*` flag for each decoding mode with and without the cache, cache
+  inspection layer by layer, and `GenerationMixin` among each generative class's own bases;
+* the checkpoint boundary: a saved checkpoint carries exactly its modeling closure, and no model installs a
+  process-wide hook; `print(model)` shows the architecture's options.
 
 Tiny configs: vocabulary 99, pad id 1, d 16, 2+2 layers, 4 heads (3 encoder layers for the Multi-Pass hard
 connections to be a non-trivial permutation)."""
@@ -18,7 +28,14 @@ from transformers import AutoModelForSeq2SeqLM
 from transformers.generation import GenerationMixin
 
 import hf_unified_mt
-from mt_checks import COMMON_CODE_FILES, run_without_package
+from conftest import train_to_reverse
+from mt_checks import (
+    COMMON_CODE_FILES,
+    assert_generate_is_identical_without_cache,
+    assert_incremental_decoding_matches_full_forward,
+    assert_translation_does_not_depend_on_batch_or_padding,
+    run_without_package,
+)
 
 
 VOCAB, PAD, BATCH, SOURCE, TARGET = 99, 1, 2, 7, 5
@@ -89,6 +106,109 @@ def assert_states(states, count, shape, what):
     assert isinstance(states, tuple) and len(states) == count, f"{what}: {len(states)} states, expected {count}"
     for layer, state in enumerate(states):
         assert isinstance(state, torch.Tensor) and tuple(state.shape) == shape, f"{what}[{layer}]"
+
+
+_TRAINED = {}
+
+
+def trained_model(name: str):
+    """The variant's tiny model trained for 150 steps to reverse its input, so that it generates varied outputs;
+    trained once per session, returned as a fresh copy in eval mode."""
+    if name not in _TRAINED:
+        _TRAINED[name] = train_to_reverse(copy.deepcopy(make_model(name)), steps=150, lr=5e-3).state_dict()
+    model = copy.deepcopy(make_model(name))
+    model.load_state_dict(_TRAINED[name])
+    return model.eval()
+
+
+# The tiny post-norm Deep Transformer with self-attention does not learn the reverse task in 150 steps: its
+# outputs repeat one token, so its comparisons check equality only.
+REPEATS_ONE_TOKEN = {"deep-self"}
+
+
+def shared_parameters(model) -> list[int]:
+    """Which of (source embedding, target embedding, output projection) are one parameter: the index of the first
+    of the three that each one is."""
+    embeddings = [model.get_encoder().embed_tokens.weight, model.get_decoder().embed_tokens.weight,
+                  model.lm_head.weight]
+    return [next(i for i, other in enumerate(embeddings) if other is weight) for weight in embeddings]
+
+
+# ---------------------------------------------------------------------------------------------- training forward
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_forward_with_labels_returns_a_loss_that_reaches_every_parameter(name):
+    model = copy.deepcopy(make_model(name)).train()
+    ids, mask, target = batch()
+    labels = target.masked_fill(target == PAD, -100)
+    output = model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert output.loss.ndim == 0 and torch.isfinite(output.loss)
+    assert output.logits.shape == (BATCH, TARGET, model.config.decoder_vocab_size)
+    output.loss.backward()
+    # the bias module's mask embeddings receive a gradient only where the mask noise was drawn
+    untrained = [n for n, p in model.named_parameters() if p.grad is None and "mask_embeddings" not in n]
+    assert not untrained, untrained
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("name", VARIANTS)
+def test_incremental_decoding_matches_full_forward(name, attn_implementation):
+    model = copy.deepcopy(make_model(name))
+    model.set_attn_implementation(attn_implementation)
+    ids, mask, target = batch()
+    assert_incremental_decoding_matches_full_forward(model, ids, mask, target)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_generate_with_and_without_cache_is_identical(name):
+    ids, mask, _ = batch()
+    assert_generate_is_identical_without_cache(trained_model(name), ids, mask, varied=name not in REPEATS_ONE_TOKEN)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_translation_does_not_depend_on_batch_or_padding(name):
+    ids, mask, _ = batch()
+    assert_translation_does_not_depend_on_batch_or_padding(trained_model(name), ids, mask, pad=2,
+                                                           varied=name not in REPEATS_ONE_TOKEN)
+
+
+# ---------------------------------------------------------------------------------------------- save / reload
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_save_and_reload_round_trip(name, tmp_path):
+    model = make_model(name)
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    assert type(reloaded) is type(model)
+    ids, mask, target = batch()
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+        assert torch.equal(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits, expected)
+    assert shared_parameters(reloaded) == shared_parameters(model)
+
+
+@pytest.mark.parametrize("arch", hf_unified_mt.ARCHITECTURES)
+def test_a_separate_untied_target_vocabulary_decodes_and_round_trips(arch, tmp_path):
+    config = hf_unified_mt.get_config(arch, "tiny", **{**TINY, "share_encoder_decoder_embeddings": False,
+                                                       "tie_word_embeddings": False, "decoder_vocab_size": 30})
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(config).eval()
+    assert shared_parameters(model) == [0, 1, 2]
+    ids, mask, target = batch()
+    target = target % 30
+    assert_incremental_decoding_matches_full_forward(model, ids, mask, target)
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert shared_parameters(reloaded) == [0, 1, 2]
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+        assert expected.shape[-1] == 30
+        assert torch.equal(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits, expected)
 
 
 # ---------------------------------------------------------------------------------------------- class contract
