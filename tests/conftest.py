@@ -40,10 +40,20 @@ def tokenizer():
     return make_tokenizer()
 
 
-def tiny_config(**overrides):
-    settings = dict(vocab_size=len(SPECIALS) + len(VOCAB_WORDS), dropout=0.0, conv_weight_dropout=0.0)
-    settings.update(overrides)
-    return hf_unified_mt.get_config("unified_transformer", "tiny", **settings)
+VOCAB_SIZE = len(SPECIALS) + len(VOCAB_WORDS)
+# The dropouts besides `dropout` that each architecture's tests switch off.
+_NO_DROPOUT = {
+    "unified_transformer": dict(conv_weight_dropout=0.0),
+    "deep_transformer": dict(attention_dropout=0.0, activation_dropout=0.0),
+    "multi_unit_transformer": dict(activation_dropout=0.0),
+}
+
+
+def tiny_config(arch: str = "unified_transformer", preset: str = "tiny", **overrides):
+    """The suite's one tiny-config helper: the architecture's test preset sized for the test vocabulary, without
+    dropout, with `overrides` (architecture test files bind `arch` with `functools.partial`)."""
+    settings = {"vocab_size": VOCAB_SIZE, "dropout": 0.0, **_NO_DROPOUT.get(arch, {}), **overrides}
+    return hf_unified_mt.get_config(arch, preset, **settings)
 
 
 def tiny_model(seed: int = 0, **overrides):

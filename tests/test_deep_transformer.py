@@ -5,6 +5,7 @@ import importlib.util
 import json
 import math
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 import hf_unified_mt
-from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config
 from hf_unified_mt import DeepTransformerForConditionalGeneration
 from mt_checks import assert_incremental_decoding_matches_full_forward, run_without_package
 
@@ -31,10 +32,7 @@ VARIANTS = {
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def deep_config(**overrides):
-    settings = dict(vocab_size=VOCAB_SIZE, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
-    settings.update(overrides)
-    return hf_unified_mt.get_config("deep_transformer", "tiny", **settings)
+deep_config = partial(tiny_config, "deep_transformer")
 
 
 def deep_model(seed: int = 0, **overrides) -> DeepTransformerForConditionalGeneration:

@@ -28,7 +28,7 @@ from transformers import AutoModelForSeq2SeqLM
 from transformers.generation import GenerationMixin
 
 import hf_unified_mt
-from conftest import train_to_reverse
+from conftest import tiny_config, train_to_reverse
 from mt_checks import (
     COMMON_CODE_FILES,
     assert_generate_is_identical_without_cache,
@@ -65,7 +65,7 @@ def make_model(name: str):
     """The variant's tiny model (eager attention, eval mode), built once per session."""
     if name not in _MODELS:
         arch, preset, overrides = VARIANTS[name]
-        config = hf_unified_mt.get_config(arch, preset, **{**TINY, **overrides})
+        config = tiny_config(arch, preset, **{**TINY, **overrides})
         config._attn_implementation = "eager"
         torch.manual_seed(0)
         _MODELS[name] = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
@@ -194,7 +194,7 @@ def test_save_and_reload_round_trip(name, tmp_path):
 
 @pytest.mark.parametrize("arch", hf_unified_mt.ARCHITECTURES)
 def test_a_separate_untied_target_vocabulary_decodes_and_round_trips(arch, tmp_path):
-    config = hf_unified_mt.get_config(arch, "tiny", **{**TINY, "share_encoder_decoder_embeddings": False,
+    config = tiny_config(arch, "tiny", **{**TINY, "share_encoder_decoder_embeddings": False,
                                                        "tie_word_embeddings": False, "decoder_vocab_size": 30})
     torch.manual_seed(0)
     model = AutoModelForSeq2SeqLM.from_config(config).eval()
@@ -383,7 +383,7 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
     `hf_unified_mt.training`; building, saving and loading (also as remote code) installs no process-wide hook."""
     before = _global_hook_counts()
     arch, preset, overrides = VARIANTS[name]
-    config = hf_unified_mt.get_config(arch, preset, **{**TINY, **overrides})
+    config = tiny_config(arch, preset, **{**TINY, **overrides})
     model = AutoModelForSeq2SeqLM.from_config(config)
     model.save_pretrained(tmp_path)
     saved = {path.name for path in tmp_path.glob("*.py")}
@@ -398,7 +398,7 @@ def test_remote_code_of_every_variant_installs_no_global_hooks(tmp_path):
     """Where the package is not installed, importing the checkpoints' code, building the models and running a
     training forward (MUTE's AutoShuffle included) leaves torch's process-wide hook registries as they were."""
     for name, (arch, preset, overrides) in VARIANTS.items():
-        config = hf_unified_mt.get_config(arch, preset, **{**TINY, **overrides})
+        config = tiny_config(arch, preset, **{**TINY, **overrides})
         AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path / name)
     counts = run_without_package(f"""
         import importlib, json, torch

@@ -4,13 +4,14 @@ counts of the paper's presets (Table 8)."""
 
 import json
 import math
+from functools import partial
 
 import pytest
 import torch
 from transformers import AutoConfig, AutoModel
 
 import hf_unified_mt
-from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config
 from hf_unified_mt.modeling_multi_encoder_transformer import (
     FourierMixing,
     LSTMBranch,
@@ -37,13 +38,12 @@ VARIANTS = {
 }
 
 
-def tiny_config(preset: str = "tiny", **overrides):
-    return hf_unified_mt.get_config(ARCH, preset, **{"vocab_size": VOCAB, "dropout": 0.0, **overrides})
+encoder_config = partial(tiny_config, ARCH)
 
 
 def tiny_model(preset: str = "tiny", seed: int = 0, **overrides):
     torch.manual_seed(seed)
-    model = hf_unified_mt.MultiEncoderTransformerForConditionalGeneration(tiny_config(preset, **overrides))
+    model = hf_unified_mt.MultiEncoderTransformerForConditionalGeneration(encoder_config(preset, **overrides))
     for module in model.modules():  # give the (zero-initialised) sequence-aware gain a visible effect
         if isinstance(module, StaticExpansion) and module.sequence_gain is not None:
             torch.nn.init.normal_(module.sequence_gain, std=1.0)
@@ -168,7 +168,7 @@ def test_static_expansion_follows_equations_1_to_4():
 def test_static_expansion_sizes_per_layer_and_per_block():
     branches = [dict(type="static_expansion", layers=14),
                 dict(type="static_expansion", layers=2, expansion_sizes=[3, 5], expansion_mode="block")]
-    model = hf_unified_mt.MultiEncoderTransformerForConditionalGeneration(tiny_config(encoder_branches=branches))
+    model = hf_unified_mt.MultiEncoderTransformerForConditionalGeneration(encoder_config(encoder_branches=branches))
     per_layer, block = model.model.encoder.branches
     assert isinstance(per_layer, StaticExpansionBranch)
     expected = [6, 6, 12, 8, 12, 8, 6, 6, 12, 8, 12, 8, 6, 6]  # paper 003's list, cycled over the layers
@@ -302,7 +302,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
 
 def test_auto_classes_and_base_model(tmp_path):
     assert isinstance(AutoConfig.for_model(ARCH), hf_unified_mt.MultiEncoderTransformerConfig)
-    config = tiny_config()
+    config = encoder_config()
     base = AutoModel.from_config(config)
     assert isinstance(base, hf_unified_mt.MultiEncoderTransformerModel)
     ids, mask = random_batch(VOCAB)
@@ -314,7 +314,7 @@ def test_auto_classes_and_base_model(tmp_path):
 def test_default_config_is_the_single_encoder_transformer_and_presets_stay_untouched():
     config = hf_unified_mt.MultiEncoderTransformerConfig()
     assert config.encoder_branches == [{"type": "self_attention", "layers": 6}]
-    config = tiny_config("tiny-dual", dropout=0.3)
+    config = encoder_config("tiny-dual", dropout=0.3)
     assert config.encoder_branches[1]["dropout"] == 0.3  # option defaults come from the shared fields
     assert "dropout" not in hf_unified_mt.PRESETS[ARCH]["tiny-dual"]["encoder_branches"][1]
 
@@ -358,7 +358,7 @@ def test_presets_follow_table_7():
 )
 def test_bad_config_raises_value_error_naming_the_field(overrides, message):
     with pytest.raises(ValueError, match=message):
-        tiny_config(**overrides)
+        encoder_config(**overrides)
 
 
 # ---------------------------------------------------------------------------------------------- parameter counts

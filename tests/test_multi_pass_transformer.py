@@ -6,6 +6,7 @@ embeddings) repeat the start token, which would let a cache or padding bug go un
 import copy
 import json
 import logging
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from transformers import AutoConfig
 from transformers.testing_utils import CaptureLogger
 
 import hf_unified_mt
-from conftest import SPECIALS, VOCAB_WORDS, random_batch
+from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config
 from hf_unified_mt import modeling_multi_pass_transformer
 from hf_unified_mt.configuration_multi_pass_transformer import MultiPassTransformerConfig
 from hf_unified_mt.modeling_mt_common import (
@@ -41,14 +42,12 @@ from mt_checks import (
 VOCAB = len(SPECIALS) + len(VOCAB_WORDS)
 
 
-def tiny_config(**overrides) -> MultiPassTransformerConfig:
-    settings = {"vocab_size": VOCAB, "dropout": 0.0, **overrides}
-    return hf_unified_mt.get_config("multi_pass_transformer", "tiny", **settings)
+mpt_config = partial(tiny_config, "multi_pass_transformer")
 
 
 def tiny_model(seed: int = 0, **overrides) -> MultiPassTransformerForConditionalGeneration:
     torch.manual_seed(seed)
-    return MultiPassTransformerForConditionalGeneration(tiny_config(**overrides)).eval()
+    return MultiPassTransformerForConditionalGeneration(mpt_config(**overrides)).eval()
 
 
 # ------------------------------------------------------------------------------------------ toy-trained models
@@ -206,8 +205,8 @@ def test_one_pass_is_exactly_a_plain_transformer(normalize_before):
 
 
 def test_parameter_count_is_a_plain_transformer_plus_n_squared_for_soft():
-    plain = count(PlainForConditionalGeneration(tiny_config()))
-    n = tiny_config().encoder_layers
+    plain = count(PlainForConditionalGeneration(mpt_config()))
+    n = mpt_config().encoder_layers
     for passes in (1, 2, 3):
         assert count(tiny_model(num_passes=passes)) == plain
         assert count(tiny_model(num_passes=passes, connection_type="soft")) == plain + (n * n if passes > 1 else 0)
@@ -487,14 +486,14 @@ def test_hidden_states_and_attentions_are_those_of_the_read_pass_and_every_pass_
 )
 def test_bad_config_raises_value_error_naming_the_field(overrides, field):
     with pytest.raises(ValueError, match=field):
-        tiny_config(**overrides)
+        mpt_config(**overrides)
 
 
 def test_registration_presets_and_base_model():
     assert isinstance(AutoConfig.for_model("multi_pass_transformer"), MultiPassTransformerConfig)
     assert hf_unified_mt.ARCHITECTURES["multi_pass_transformer"][2] is MultiPassTransformerForConditionalGeneration
     assert hf_unified_mt.get_config("multi_pass_transformer", "base-searched").hard_connections == [0, 4, 1, 5, 2, 3]
-    base = MultiPassTransformerModel(tiny_config())
+    base = MultiPassTransformerModel(mpt_config())
     ids, mask = random_batch(VOCAB)
     out = base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4], encoder_pass=1)
     assert out.last_hidden_state.shape == (3, 4, base.config.d_model)

@@ -5,6 +5,7 @@ MUTE (units, bias module, AutoShuffle, relative positions, unit-diversity tool).
 import importlib.util
 import json
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
-from conftest import SPECIALS, VOCAB_WORDS, random_batch, trained_copy
+from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config, trained_copy
 from hf_unified_mt.modeling_multi_unit_transformer import (
     MultiUnitTransformerForConditionalGeneration,
     disorder_ranks,
@@ -47,10 +48,7 @@ VARIANTS = {
 }
 
 
-def mute_config(**overrides):
-    settings = dict(vocab_size=VOCAB, dropout=0.0, activation_dropout=0.0)
-    settings.update(overrides)
-    return hf_unified_mt.get_config("multi_unit_transformer", "tiny", **settings)
+mute_config = partial(tiny_config, "multi_unit_transformer")
 
 
 def mute_model(seed: int = 0, **overrides):
