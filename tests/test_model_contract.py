@@ -112,8 +112,11 @@ _TRAINED = {}
 
 
 def trained_model(name: str):
-    """The variant's tiny model trained for 150 steps to reverse its input, so that it generates varied outputs;
-    trained once per session, returned as a fresh copy in eval mode."""
+    """The variant's tiny model trained for 150 steps to reverse its input, so that it generates varied outputs (the
+    Deep Transformer's stays untrained, see `REPEATS_ONE_TOKEN`); trained once per session, returned as a fresh copy
+    in eval mode."""
+    if name in REPEATS_ONE_TOKEN:
+        return copy.deepcopy(make_model(name))
     if name not in _TRAINED:
         _TRAINED[name] = train_to_reverse(copy.deepcopy(make_model(name)), steps=150, lr=5e-3).state_dict()
     model = copy.deepcopy(make_model(name))
@@ -121,9 +124,9 @@ def trained_model(name: str):
     return model.eval()
 
 
-# The tiny post-norm Deep Transformer with self-attention does not learn the reverse task in 150 steps: its
-# outputs repeat one token, so its comparisons check equality only.
-REPEATS_ONE_TOKEN = {"deep-self"}
+# The tiny post-norm Deep Transformer (DS-Init) does not learn the reverse task in 150 steps; its comparisons run on
+# the untrained model and check equality only (its outputs may repeat one token).
+REPEATS_ONE_TOKEN = {"deep-self", "deep-aan", "deep-merged"}
 
 
 def shared_parameters(model) -> list[int]:
@@ -394,10 +397,15 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
     assert _global_hook_counts() == before
 
 
-def test_remote_code_of_every_variant_installs_no_global_hooks(tmp_path):
+# One variant per architecture, with every optional module (AutoShuffle, soft connections, all five branches).
+REMOTE_CODE_VARIANTS = ["unified-prime", "deep-merged", "mute-bias-seq", "multi-encoder-quintuple", "mpt-soft"]
+
+
+def test_remote_code_of_every_architecture_installs_no_global_hooks(tmp_path):
     """Where the package is not installed, importing the checkpoints' code, building the models and running a
     training forward (MUTE's AutoShuffle included) leaves torch's process-wide hook registries as they were."""
-    for name, (arch, preset, overrides) in VARIANTS.items():
+    for name in REMOTE_CODE_VARIANTS:
+        arch, preset, overrides = VARIANTS[name]
         config = tiny_config(arch, preset, **{**TINY, **overrides})
         AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path / name)
     counts = run_without_package(f"""
@@ -412,7 +420,7 @@ def test_remote_code_of_every_variant_installs_no_global_hooks(tmp_path):
 
         before = counts()
         ids = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 1]])
-        for name in {list(VARIANTS)!r}:
+        for name in {REMOTE_CODE_VARIANTS!r}:
             model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r} + "/" + name, trust_remote_code=True)
             assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
             model.train()(input_ids=ids, attention_mask=(ids != 1).long(), labels=ids)
