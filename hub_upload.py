@@ -52,7 +52,7 @@ TEST_RESULTS_NAME = "test_results.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 OPTIONAL_TOKENIZER_FILES = ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja")
 
-DEFAULT_CORPUS = "bible_es_en"  # training/train.py's default (hf_unified_mt.data.DEFAULT_CORPUS)
+DEFAULT_CORPUS = "bible_es_en"  # training/train.py's default (hf_unified_mt.training.data.DEFAULT_CORPUS)
 DEFAULT_LICENSE = "apache-2.0"
 
 # Keys of config.json shared by every architecture (transformers bookkeeping and the fields of MTConfig); the others
@@ -62,10 +62,12 @@ COMMON_CONFIG_KEYS = frozenset(
         "_name_or_path", "activation_dropout", "activation_function", "architectures", "attention_dropout", "auto_map",
         "bos_token_id", "chunk_size_feed_forward", "custom_pipelines", "d_model", "decoder_attention_heads",
         "decoder_ffn_dim", "decoder_layers", "decoder_start_token_id", "decoder_vocab_size", "dropout", "dtype",
-        "encoder_attention_heads", "encoder_ffn_dim", "encoder_layers", "eos_token_id", "forced_eos_token_id", "id2label",
+        "encoder_attention_heads", "encoder_ffn_dim", "encoder_layers", "eos_token_id", "forced_eos_token_id",
+        "id2label",
         "init_std", "is_encoder_decoder", "label2id", "layer_types", "max_position_embeddings", "model_type",
         "normalize_before", "output_attentions", "output_hidden_states", "pad_token_id", "problem_type", "return_dict",
-        "scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings", "transformers_version", "use_cache",
+        "scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings", "transformers_version",
+        "use_cache",
         "vocab_size",
     }
 )  # fmt: skip

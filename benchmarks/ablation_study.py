@@ -34,7 +34,6 @@ paired bootstrap resampling test of B against A for each seed (p-values and sign
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gzip
 import hashlib
 import importlib.util
@@ -58,11 +57,11 @@ from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, TrainerC
 from transformers.trainer_utils import get_last_checkpoint
 
 import hf_unified_mt  # noqa: F401  (registers the architectures)
-from hf_unified_mt.baselines import count_parameters
-from hf_unified_mt.data import load_parallel_data, tokenize_corpus
-from hf_unified_mt.inference import translate
-from hf_unified_mt.metrics import compute_translation_scores
-from hf_unified_mt.tokenization import load_tokenizer, train_tokenizer_on_corpus
+from hf_unified_mt.training.baselines import count_parameters
+from hf_unified_mt.training.data import load_parallel_data, tokenize_corpus
+from hf_unified_mt.training.inference import translate
+from hf_unified_mt.training.metrics import compute_translation_scores
+from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
 
 
 REPO = Path(__file__).resolve().parent.parent

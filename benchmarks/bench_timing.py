@@ -14,7 +14,9 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def interleaved_times(calls: dict[str, Callable[[], object]], repeats: int, device: str = "cpu") -> dict[str, list[float]]:
+def interleaved_times(
+    calls: dict[str, Callable[[], object]], repeats: int, device: str = "cpu"
+) -> dict[str, list[float]]:
     """Seconds of every call in each of `repeats` rounds, after one warm-up round. Within a round the calls run back
     to back, so that slow changes of a shared machine's speed hit them alike (and per-round ratios cancel them)."""
     times = {name: [] for name in calls}

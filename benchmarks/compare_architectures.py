@@ -24,10 +24,10 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 import hf_unified_mt
-from hf_unified_mt.baselines import count_parameters, marian_config_matching
-from hf_unified_mt.data import load_parallel_data
-from hf_unified_mt.inference import translate
-from hf_unified_mt.tokenization import load_tokenizer, train_tokenizer_on_corpus
+from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
+from hf_unified_mt.training.data import load_parallel_data
+from hf_unified_mt.training.inference import translate
+from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
 
 
 TRAIN_SCRIPT = Path(__file__).resolve().parent.parent / "training" / "train.py"

@@ -32,11 +32,10 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from bench_timing import interleaved_times, synchronize
 
 import hf_unified_mt
-from hf_unified_mt.baselines import count_parameters
-
-from bench_timing import interleaved_times, synchronize
+from hf_unified_mt.training.baselines import count_parameters
 
 
 TYPES = ("self", "aan", "merged")

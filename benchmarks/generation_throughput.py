@@ -22,12 +22,11 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from bench_timing import median_times
 from transformers import MarianMTModel
 
 import hf_unified_mt
-from hf_unified_mt.baselines import count_parameters, marian_config_matching
-
-from bench_timing import median_times
+from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
 
 
 def time_generations(models: dict, input_ids, attention_mask, new_tokens: int, num_beams: int, repeats: int,
@@ -106,7 +105,8 @@ def main(argv=None):
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
     result = dict(
-        benchmark="generation_throughput", preset=args.preset, config_overrides=args.config_overrides, vocab_size=args.vocab_size,
+        benchmark="generation_throughput", preset=args.preset, config_overrides=args.config_overrides,
+        vocab_size=args.vocab_size,
         source_length=args.source_length, new_tokens=args.new_tokens, repeats=args.repeats, device=args.device,
         hardware=dict(platform=platform.platform(), processor=platform.processor(), torch=torch.__version__,
                       threads=torch.get_num_threads(),

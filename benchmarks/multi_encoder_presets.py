@@ -28,10 +28,9 @@ import time
 from pathlib import Path
 
 import torch
+from bench_timing import synchronize
 
 import hf_unified_mt
-
-from bench_timing import synchronize
 
 
 ARCH = "multi_encoder_transformer"

@@ -19,10 +19,9 @@ import sys
 from pathlib import Path
 
 import torch
+from bench_timing import median_times
 
 import hf_unified_mt
-
-from bench_timing import median_times
 
 
 def build_models(preset: str, vocab_size: int, overrides: dict, device: str) -> dict[str, tuple]:

@@ -4,7 +4,8 @@
 
 The paper reports, on GPU with decoding batch 30 and beam 4: 890 tokens/s with one unit, 863 (-3.1 %) with four,
 830 (-6.7 %) with six. This script measures, side by side in one run (configurations interleaved, the fastest of
-`--repeats` rounds, in CPU time of the process with one thread (the default), wall-clock time with more, on real source sentences of the embedded Spanish→English corpus):
+`--repeats` rounds, in CPU time of the process with one thread (the default), wall-clock time with more, on real
+source sentences of the embedded Spanish→English corpus):
 
 * parameters, and their ratio to the one-unit model;
 * the encoder forward time (where the units are) with the units computed as batched tensor operations over stacked
@@ -23,23 +24,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-
-try:
-    import hf_unified_mt
-except ImportError:  # running from a source checkout that is not installed
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-    import hf_unified_mt
-
-from hf_unified_mt.modeling_multi_unit_transformer import MultiUnitTransformerForConditionalGeneration  # noqa: E402
-from hf_unified_mt.tokenization import train_tokenizer  # noqa: E402
+import hf_unified_mt
+from hf_unified_mt.modeling_multi_unit_transformer import MultiUnitTransformerForConditionalGeneration
+from hf_unified_mt.training.tokenization import train_tokenizer
 
 
 PAPER_TOKENS_PER_SECOND = {1: 890, 4: 863, 6: 830}  # read from §5.7 / Figure 2(b)
@@ -92,7 +85,8 @@ def measure(args, preset: str, tokenizer, batch) -> dict:
         model.generate(**batch, num_beams=args.num_beams, max_new_tokens=args.new_tokens,
                        min_new_tokens=args.new_tokens, early_stopping=False)
 
-    timings = {(units, mode, what): [] for units in args.units for mode in ("batched", "loop") for what in ("enc", "gen")}
+    keys = [(units, mode, what) for units in args.units for mode in ("batched", "loop") for what in ("enc", "gen")]
+    timings = {key: [] for key in keys}
     with torch.inference_mode():
         for model in models.values():  # warm-up
             set_batched(model, True)
@@ -101,8 +95,8 @@ def measure(args, preset: str, tokenizer, batch) -> dict:
             for units, model in models.items():
                 for mode in ("batched", "loop") if units > 1 else ("batched",):
                     set_batched(model, mode == "batched")
-                    timings[(units, mode, "enc")].append(timed(lambda: encode(model)))
-                    timings[(units, mode, "gen")].append(timed(lambda: translate(model)))
+                    timings[(units, mode, "enc")].append(timed(lambda model=model: encode(model)))
+                    timings[(units, mode, "gen")].append(timed(lambda model=model: translate(model)))
 
     # Fastest of the interleaved rounds (on a shared machine other jobs only ever add time), in CPU time with one
     # thread, in wall-clock time with several (the CPU time would add up the threads).
@@ -150,7 +144,8 @@ def format_run(run: dict) -> str:
     header = (f"{'units':>5} {'params':>8} {'×params':>7} {'enc ms':>8} {'×enc':>6} {'enc loop/batched':>16} "
               f"{'tok/s':>7} {'speed':>6} {'gen loop/batched':>16} {'paper speed':>11}")
     lines = [f"preset {run['preset']}: d {run['d_model']}, FFN {run['encoder_ffn_dim']}, "
-             f"{run['encoder_layers']}+{run['decoder_layers']} layers, vocab {run['vocab_size']}", header, "-" * len(header)]
+             f"{run['encoder_layers']}+{run['decoder_layers']} layers, vocab {run['vocab_size']}",
+             header, "-" * len(header)]
     for row in run["rows"]:
         loop_enc = f"{row['encoder_loop_over_batched']:.2f}" if "encoder_loop_over_batched" in row else "-"
         loop_gen = f"{row['generate_loop_over_batched']:.2f}" if "generate_loop_over_batched" in row else "-"

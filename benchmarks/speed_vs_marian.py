@@ -20,17 +20,15 @@ import argparse
 import copy
 import json
 import platform
-from functools import partial
 from pathlib import Path
 
 import torch
+from bench_timing import median_times, synchronize
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 import hf_unified_mt
-from hf_unified_mt.baselines import count_parameters, marian_config_matching
-
-from bench_timing import median_times, synchronize
+from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
 
 
 def parse_args(argv=None):
@@ -130,7 +128,8 @@ def measure(arch: str, args) -> dict:
 
 def format_table(rows: list[dict], args) -> str:
     lines = [
-        f"| architecture (`{args.preset}`) | params | training step | decode batch 1 | decode batch {args.decode_batch} "
+        f"| architecture (`{args.preset}`) | params | training step | decode batch 1 "
+        f"| decode batch {args.decode_batch} "
         "| FLOP/s eff. train | eff. decode 1 | eff. decode N |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]

@@ -1,12 +1,23 @@
-"""Checks every architecture's tests run the same way: generation with and without the cache, and the save / reload
-round trip. Each architecture's test file chooses the models, variants and settings."""
+"""Helpers the test modules share (test modules never import each other): the generation and save / reload checks
+every architecture's tests run the same way, a fresh interpreter without the package (remote code), a list dataset
+for the Trainer, and loading a `training/` script as a module."""
 
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
 from conftest import random_batch
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINING = ROOT / "training"
 
 
 # Greedy, beam search (with several returned sequences and a length penalty), sampling, beam sampling.
@@ -40,6 +51,44 @@ def assert_generate_is_identical_without_cache(
             assert len(outputs[0][:, 1:].unique()) > 3, f"varied outputs, not one repeated token ({kwargs})"
 
 
+def assert_incremental_decoding_matches_full_forward(model, input_ids, attention_mask, target, atol=1e-5, **kwargs):
+    """Decoding `target` one token at a time with the cache gives the logits of one full teacher-forced forward."""
+    with torch.no_grad():
+        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target, use_cache=False,
+                     **kwargs).logits
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        cache, steps = None, []  # the cache is created by the first step, as generate() does
+        for t in range(target.shape[1]):
+            out = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                        decoder_input_ids=target[:, t : t + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            steps.append(out.logits)
+    steps = torch.cat(steps, dim=1)
+    assert torch.allclose(steps, full, atol=atol), (steps - full).abs().max()
+
+
+def assert_translation_does_not_depend_on_batch_or_padding(
+    model, input_ids, attention_mask, pad: int, settings=(dict(), dict(num_beams=4)), encoder_kwargs=(dict(),),
+    varied: bool = True,
+):
+    """The last sentence of the batch, right-padded by `pad` positions, is encoded (for each of `encoder_kwargs`) and
+    translated (for each of `settings`) exactly as when it is alone, and its translation is not one repeated token."""
+    alone_ids = input_ids[-1:, : input_ids.shape[1] - pad]
+    with torch.no_grad():
+        for kwargs in encoder_kwargs:
+            batched = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+            alone = model.get_encoder()(input_ids=alone_ids, **kwargs)
+            batched = batched.last_hidden_state[-1, : alone_ids.shape[1]]
+            assert torch.allclose(batched, alone.last_hidden_state[0], atol=1e-5), kwargs
+    for kwargs in settings:
+        batched = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=10, min_new_tokens=10,
+                                 **kwargs)
+        alone = model.generate(alone_ids, max_new_tokens=10, min_new_tokens=10, **kwargs)
+        assert torch.equal(batched[-1], alone[0]), kwargs
+        if varied:
+            assert len(set(alone[0].tolist())) > 2, f"varied outputs, not one repeated token ({kwargs})"
+
+
 def assert_save_and_reload_round_trip(model, directory: Path, shared_and_tied: bool, forward_kwargs=(dict(),)):
     """Save, check the checkpoint carries its code, reload through `AutoModelForSeq2SeqLM`, and compare: same class,
     identical logits (for each of `forward_kwargs`), and the embeddings still one parameter (`shared_and_tied`) or
@@ -64,3 +113,36 @@ def assert_save_and_reload_round_trip(model, directory: Path, shared_and_tied: b
     else:
         assert len({e.data_ptr() for e in embeddings}) == 3
     return reloaded
+
+
+def run_without_package(script: str, cwd) -> dict:
+    """Runs `script` in a fresh interpreter where `import hf_unified_mt` fails, and returns its JSON output."""
+    prelude = (
+        "import sys; sys.modules['hf_unified_mt'] = None  # the package is not importable\n"
+        "import torch; torch.set_num_threads(1)  # as the `single_thread` fixture does in this process\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_MODULES_CACHE": str(cwd / "modules")}
+    result = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class ListDataset(torch.utils.data.Dataset):
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def load_script(name):
+    """Import a training/ script as a module (under a name of its own: `training/` is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"mt_script_{name}", TRAINING / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the script runs
+    spec.loader.exec_module(module)
+    return module

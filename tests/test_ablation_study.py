@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_study():
-    spec = importlib.util.spec_from_file_location("mt_benchmark_ablation_study", ROOT / "benchmarks" / "ablation_study.py")
+    path = ROOT / "benchmarks" / "ablation_study.py"
+    spec = importlib.util.spec_from_file_location("mt_benchmark_ablation_study", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

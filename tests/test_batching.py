@@ -6,13 +6,13 @@ import torch
 from datasets import Dataset
 from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel, Seq2SeqTrainingArguments
 
-from hf_unified_mt.batching import (
+from hf_unified_mt.training.batching import (
     ExampleTooLongError,
     MaxTokensBatchSampler,
     TokenBatchSeq2SeqTrainer,
     token_batches_for_inference,
 )
-from hf_unified_mt.tokenization import train_tokenizer
+from hf_unified_mt.training.tokenization import train_tokenizer
 
 
 def random_lengths(count=500, seed=0):
@@ -193,7 +193,7 @@ def parameter_update(trainer):
 
 
 def test_gradient_accumulation_weighs_tokens_like_one_big_batch(tiny_setup, tmp_path):
-    """hf-integration.md pitfall 9: MarianMTModel's mean loss makes GA updates ×GA; the trainer normalizes by tokens."""
+    """MarianMTModel's mean loss makes GA updates ×GA; the trainer normalizes by tokens."""
     tokenizer, dataset = tiny_setup
     data = dataset.select(range(16))
     common = dict(max_steps=1, train_sampling_strategy="sequential")

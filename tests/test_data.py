@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from hf_unified_mt.data import (
+from hf_unified_mt.training.data import (
     DataValidationError,
     embedded_corpus_files,
     handle_overlong,
@@ -196,7 +196,7 @@ def test_hub_path_reports_empty_rows(tmp_path):
 
 @pytest.fixture(scope="module")
 def small_tokenizer():
-    from hf_unified_mt.tokenization import train_tokenizer_on_corpus
+    from hf_unified_mt.training.tokenization import train_tokenizer_on_corpus
 
     corpus = load_parallel_data()
     return train_tokenizer_on_corpus(corpus["train"].select(range(500)), vocab_size=400)

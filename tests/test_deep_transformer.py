@@ -5,6 +5,7 @@ import importlib.util
 import json
 import math
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,9 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 import hf_unified_mt
-from conftest import SPECIALS, VOCAB_WORDS, random_batch
-from mt_checks import assert_generate_is_identical_without_cache
+from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config
 from hf_unified_mt import DeepTransformerForConditionalGeneration
-from test_hf_integration import _run_without_package
+from mt_checks import assert_incremental_decoding_matches_full_forward, run_without_package
 
 
 VOCAB_SIZE = len(SPECIALS) + len(VOCAB_WORDS)
@@ -32,10 +32,7 @@ VARIANTS = {
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def deep_config(**overrides):
-    settings = dict(vocab_size=VOCAB_SIZE, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
-    settings.update(overrides)
-    return hf_unified_mt.get_config("deep_transformer", "tiny", **settings)
+deep_config = partial(tiny_config, "deep_transformer")
 
 
 def deep_model(seed: int = 0, **overrides) -> DeepTransformerForConditionalGeneration:
@@ -49,55 +46,15 @@ def count(model) -> int:
 
 # ---------------------------------------------------------------------------------------------- forward and decoding
 
-@pytest.mark.parametrize("variant", ["self", "aan", "aan-ffn", "merged"])
-def test_forward_with_labels_returns_a_loss_that_trains_every_parameter(variant):
-    model = deep_model(**VARIANTS[variant]).train()
-    ids, mask = random_batch(VOCAB_SIZE)
-    labels = ids.masked_fill(mask == 0, -100)
-    output = model(input_ids=ids, attention_mask=mask, labels=labels)
-    assert output.loss.ndim == 0 and torch.isfinite(output.loss)
-    assert output.logits.shape == (*labels.shape, VOCAB_SIZE)
-    output.loss.backward()
-    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
-    assert missing == [], "every parameter receives a gradient"
-
-
-@pytest.mark.parametrize(
-    "variant, attn_implementation",
-    [(variant, "eager") for variant in TYPES] + [(variant, "sdpa") for variant in sorted(VARIANTS)],
-)
-def test_incremental_decoding_matches_full_forward(variant, attn_implementation):
+# The contract covers the three decoder types post-norm; here: the AAN's FFN option and the pre-norm (T2T) layouts.
+@pytest.mark.parametrize("variant", ["aan-ffn", "self-prenorm", "aan-prenorm", "merged-prenorm"])
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_incremental_decoding_matches_full_forward_with_the_ffn_and_pre_norm(variant, attn_implementation):
     model = deep_model(**VARIANTS[variant])
     model.set_attn_implementation(attn_implementation)
     ids, mask = random_batch(VOCAB_SIZE)
     target = torch.randint(4, VOCAB_SIZE, (ids.shape[0], 8), generator=torch.Generator().manual_seed(3))
-    with torch.no_grad():
-        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=False).logits
-        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
-        cache, steps = None, []
-        for t in range(target.shape[1]):
-            out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=target[:, t : t + 1],
-                        past_key_values=cache, use_cache=True)
-            cache, steps = out.past_key_values, steps + [out.logits]
-    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5), (torch.cat(steps, 1) - full).abs().max()
-
-
-@pytest.mark.parametrize("variant", ["self", "aan", "merged"])
-def test_generate_with_and_without_cache_is_identical(variant):
-    model = deep_model(**VARIANTS[variant])
-    ids, mask = random_batch(VOCAB_SIZE)
-    assert_generate_is_identical_without_cache(model, ids, mask, varied=False)
-
-
-@pytest.mark.parametrize("decoder_attention_type", TYPES)
-def test_translation_does_not_depend_on_batch_or_padding(decoder_attention_type):
-    model = deep_model(decoder_attention_type=decoder_attention_type)
-    ids, mask = random_batch(VOCAB_SIZE, batch=3, pad_last=4)
-    alone_ids = ids[-1:, : ids.shape[1] - 4]
-    for kwargs in (dict(), dict(num_beams=4)):
-        batched = model.generate(ids, attention_mask=mask, max_new_tokens=10, min_new_tokens=10, **kwargs)
-        alone = model.generate(alone_ids, max_new_tokens=10, min_new_tokens=10, **kwargs)
-        assert torch.equal(batched[-1], alone[0])
+    assert_incremental_decoding_matches_full_forward(model, ids, mask, target)
 
 
 @pytest.mark.parametrize("decoder_attention_type", TYPES)
@@ -241,26 +198,6 @@ def test_parameter_counts_reproduce_the_papers_tables(preset, decoder_attention_
 
 # ---------------------------------------------------------------------------------------------- HF integration
 
-@pytest.mark.parametrize("variant", ["merged-tied", "self-untied"])
-def test_save_and_load_round_trip(tmp_path, variant):
-    untied = variant == "self-untied"
-    model = deep_model(decoder_attention_type=variant.split("-")[0], tie_word_embeddings=not untied)
-    model.save_pretrained(tmp_path)
-    for code_file in ("modeling_deep_transformer.py", "configuration_deep_transformer.py", "modeling_mt_common.py",
-                      "cache_mt.py", "configuration_mt_common.py"):
-        assert (tmp_path / code_file).exists(), code_file
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert type(reloaded) is type(model)
-    assert reloaded.config.decoder_attention_type == model.config.decoder_attention_type
-    ids, mask = random_batch(VOCAB_SIZE)
-    with torch.no_grad():
-        a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
-        b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
-    assert torch.equal(a, b)
-    # paper default: separate source and target embeddings; the softmax tied to the target embedding unless untied
-    assert reloaded.model.encoder.embed_tokens.weight is not reloaded.model.decoder.embed_tokens.weight
-    assert (reloaded.lm_head.weight is reloaded.model.decoder.embed_tokens.weight) is not untied
-
 
 def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
     sentences = ["hola mundo", "el gato ve al perro en la casa grande"]
@@ -277,7 +214,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
     translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
     expected_translations = translator(sentences, batch_size=2)
     # One fresh interpreter for the three decoder types (each start costs seconds); the pipeline once (same code).
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM, pipeline
         ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
@@ -507,7 +444,7 @@ def test_gradient_diagnostics_command_on_the_real_corpus(diagnostics, tmp_path, 
     assert "Gradient norm per layer" in printed and "beta_LN" in printed and "merged" in printed
     saved = json.loads((tmp_path / "gradient_diagnostics.json").read_text())
     assert saved["data_file"].endswith("train.tsv.gz") and saved == json.loads(json.dumps(report))
-    for name, result in saved["models"].items():
+    for result in saved["models"].values():
         assert result["target_tokens"] >= 150 and math.isfinite(result["loss"])
         assert [len(result["layer_gradient_norms"][s]) for s in ("encoder", "decoder")] == [3, 3]
         assert set(result["averages"]["decoder"]) == {"merged", "ffn"}

@@ -1,31 +1,25 @@
 """The models behave like in-library transformers models: remote code, pipeline, Trainer, errors, common API."""
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments, pipeline
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSeq2SeqLM,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    pipeline,
+)
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
 from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
+from mt_checks import ListDataset, run_without_package
 
 
 # ---------------------------------------------------------------------------------------------- remote code
-
-def _run_without_package(script: str, cwd) -> dict:
-    """Runs `script` in a fresh interpreter where `import hf_unified_mt` fails, and returns its JSON output."""
-    prelude = "import sys; sys.modules['hf_unified_mt'] = None  # the package is not importable\n"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_MODULES_CACHE": str(cwd / "modules")}
-    result = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], cwd=cwd, env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
 
 def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
     model = trained_tiny_model()
@@ -44,7 +38,7 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
     translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
     expected_pipeline = translator(sentences, batch_size=2)
 
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM, pipeline
         try:
@@ -56,7 +50,9 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
         ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
         beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
         greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
-        beam_no_cache = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False).tolist()
+        beam_no_cache = model.generate(
+            ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False
+        ).tolist()
         translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
         print(json.dumps(dict(module=type(model).__module__, refused=refused, beam=beam, greedy=greedy,
                               beam_no_cache=beam_no_cache, pipeline=translator({sentences!r}, batch_size=2))))
@@ -103,17 +99,6 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
 
 
-class _ListDataset(torch.utils.data.Dataset):
-    def __init__(self, rows):
-        self.rows = rows
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __getitem__(self, i):
-        return self.rows[i]
-
-
 def _trainer_update(tmp_path, batch_size, accumulation, tokenizer):
     model = tiny_model().train()
     before = [p.detach().clone() for p in model.parameters()]
@@ -130,7 +115,7 @@ def _trainer_update(tmp_path, batch_size, accumulation, tokenizer):
         report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True, dataloader_drop_last=False,
         disable_tqdm=True, seed=0, data_seed=0,
     )
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=_ListDataset(rows),
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=ListDataset(rows),
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
     trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
     trainer.train()
@@ -205,7 +190,8 @@ def test_cache_built_without_config_is_refused():
     model = tiny_model()
     ids, _ = random_batch(model.config.vocab_size)
     with pytest.raises(TypeError, match="config"):
-        model(input_ids=ids, decoder_input_ids=ids[:, :1], past_key_values=EncoderDecoderCache(DynamicCache(), DynamicCache()))
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        model(input_ids=ids, decoder_input_ids=ids[:, :1], past_key_values=cache)
 
 
 # ---------------------------------------------------------------------------------------------- common API
@@ -273,7 +259,8 @@ def test_auto_classes_and_base_model(tmp_path):
     out = base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
     assert out.last_hidden_state.shape == (3, 4, config.d_model)
     base.save_pretrained(tmp_path)
-    assert json.loads((tmp_path / "config.json").read_text())["auto_map"]["AutoModel"].endswith("UnifiedTransformerModel")
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModel"].endswith("UnifiedTransformerModel")
     assert isinstance(AutoModel.from_pretrained(tmp_path), hf_unified_mt.UnifiedTransformerModel)
     assert model_can_generate()
 
@@ -293,7 +280,7 @@ def test_two_remote_code_models_in_one_process(tmp_path):
     other.save_pretrained(second)
     ids, mask = random_batch(tiny_config().vocab_size)
     expected = trained_tiny_model().generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=8).tolist()
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM
         first = AutoModelForSeq2SeqLM.from_pretrained("first", trust_remote_code=True).eval()

@@ -5,14 +5,14 @@ import pytest
 import sacrebleu
 from transformers import EvalPrediction
 
-from hf_unified_mt.metrics import (
+from hf_unified_mt.training.metrics import (
     bleu_by_source_length,
     build_compute_metrics,
     compute_translation_scores,
     format_scores,
     local_sacrebleu_path,
 )
-from hf_unified_mt.tokenization import train_tokenizer
+from hf_unified_mt.training.tokenization import train_tokenizer
 
 
 HYPOTHESES = ["the cat sat on the mat", "there is a dog in the garden today"]

@@ -1,13 +1,26 @@
-"""The contract every architecture keeps with transformers' documented seq2seq outputs (`Seq2SeqLMOutput`,
-`GenerateEncoderDecoderOutput`, what Marian / BART return), checked the same way for the five architectures and their
-decoder / encoder variants: counts and shapes of attentions and hidden states against the config, `generate()` with
-`return_dict_in_generate=True` and every `output_*` flag for each decoding mode with and without the cache, cache
-inspection layer by layer, and `GenerationMixin` among each generative class's own bases.
+"""The contract every architecture keeps, checked once for the five architectures and their decoder / encoder
+variants (the shape of transformers' `ModelTesterMixin`; each `test_<arch>.py` keeps only what its paper adds):
+
+* a training forward with labels returns a finite scalar loss that reaches every parameter;
+* incremental decoding with the cache gives the logits of the full forward (eager and sdpa), and `generate()` gives
+  the same ids with and without the cache for greedy, beam and sampling modes;
+* a sentence is encoded and translated the same alone and right-padded in a batch;
+* save / reload through `AutoModelForSeq2SeqLM` gives identical logits and keeps which embeddings are one parameter;
+  a separate, untied target vocabulary round-trips too;
+* transformers' documented seq2seq outputs (`Seq2SeqLMOutput`, `GenerateEncoderDecoderOutput`, what Marian / BART
+  return): counts and shapes of attentions and hidden states against the config, `generate()` with
+  `return_dict_in_generate=True` and every `output_*` flag for each decoding mode with and without the cache, cache
+  inspection layer by layer, and `GenerationMixin` among each generative class's own bases;
+* the checkpoint boundary: a saved checkpoint carries exactly its modeling closure, and no model installs a
+  process-wide hook; `print(model)` shows the architecture's options.
 
 Tiny configs: vocabulary 99, pad id 1, d 16, 2+2 layers, 4 heads (3 encoder layers for the Multi-Pass hard
 connections to be a non-trivial permutation)."""
 
 import copy
+import importlib
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +28,14 @@ from transformers import AutoModelForSeq2SeqLM
 from transformers.generation import GenerationMixin
 
 import hf_unified_mt
+from conftest import tiny_config, train_to_reverse
+from mt_checks import (
+    COMMON_CODE_FILES,
+    assert_generate_is_identical_without_cache,
+    assert_incremental_decoding_matches_full_forward,
+    assert_translation_does_not_depend_on_batch_or_padding,
+    run_without_package,
+)
 
 
 VOCAB, PAD, BATCH, SOURCE, TARGET = 99, 1, 2, 7, 5
@@ -44,7 +65,7 @@ def make_model(name: str):
     """The variant's tiny model (eager attention, eval mode), built once per session."""
     if name not in _MODELS:
         arch, preset, overrides = VARIANTS[name]
-        config = hf_unified_mt.get_config(arch, preset, **{**TINY, **overrides})
+        config = tiny_config(arch, preset, **{**TINY, **overrides})
         config._attn_implementation = "eager"
         torch.manual_seed(0)
         _MODELS[name] = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
@@ -85,6 +106,112 @@ def assert_states(states, count, shape, what):
     assert isinstance(states, tuple) and len(states) == count, f"{what}: {len(states)} states, expected {count}"
     for layer, state in enumerate(states):
         assert isinstance(state, torch.Tensor) and tuple(state.shape) == shape, f"{what}[{layer}]"
+
+
+_TRAINED = {}
+
+
+def trained_model(name: str):
+    """The variant's tiny model trained for 150 steps to reverse its input, so that it generates varied outputs (the
+    Deep Transformer's stays untrained, see `REPEATS_ONE_TOKEN`); trained once per session, returned as a fresh copy
+    in eval mode."""
+    if name in REPEATS_ONE_TOKEN:
+        return copy.deepcopy(make_model(name))
+    if name not in _TRAINED:
+        _TRAINED[name] = train_to_reverse(copy.deepcopy(make_model(name)), steps=150, lr=5e-3).state_dict()
+    model = copy.deepcopy(make_model(name))
+    model.load_state_dict(_TRAINED[name])
+    return model.eval()
+
+
+# The tiny post-norm Deep Transformer (DS-Init) does not learn the reverse task in 150 steps; its comparisons run on
+# the untrained model and check equality only (its outputs may repeat one token).
+REPEATS_ONE_TOKEN = {"deep-self", "deep-aan", "deep-merged"}
+
+
+def shared_parameters(model) -> list[int]:
+    """Which of (source embedding, target embedding, output projection) are one parameter: the index of the first
+    of the three that each one is."""
+    embeddings = [model.get_encoder().embed_tokens.weight, model.get_decoder().embed_tokens.weight,
+                  model.lm_head.weight]
+    return [next(i for i, other in enumerate(embeddings) if other is weight) for weight in embeddings]
+
+
+# ---------------------------------------------------------------------------------------------- training forward
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_forward_with_labels_returns_a_loss_that_reaches_every_parameter(name):
+    model = copy.deepcopy(make_model(name)).train()
+    ids, mask, target = batch()
+    labels = target.masked_fill(target == PAD, -100)
+    output = model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert output.loss.ndim == 0 and torch.isfinite(output.loss)
+    assert output.logits.shape == (BATCH, TARGET, model.config.decoder_vocab_size)
+    output.loss.backward()
+    # the bias module's mask embeddings receive a gradient only where the mask noise was drawn
+    untrained = [n for n, p in model.named_parameters() if p.grad is None and "mask_embeddings" not in n]
+    assert not untrained, untrained
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("name", VARIANTS)
+def test_incremental_decoding_matches_full_forward(name, attn_implementation):
+    model = copy.deepcopy(make_model(name))
+    model.set_attn_implementation(attn_implementation)
+    ids, mask, target = batch()
+    assert_incremental_decoding_matches_full_forward(model, ids, mask, target)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_generate_with_and_without_cache_is_identical(name):
+    ids, mask, _ = batch()
+    assert_generate_is_identical_without_cache(trained_model(name), ids, mask, varied=name not in REPEATS_ONE_TOKEN)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_translation_does_not_depend_on_batch_or_padding(name):
+    ids, mask, _ = batch()
+    assert_translation_does_not_depend_on_batch_or_padding(trained_model(name), ids, mask, pad=2,
+                                                           varied=name not in REPEATS_ONE_TOKEN)
+
+
+# ---------------------------------------------------------------------------------------------- save / reload
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_save_and_reload_round_trip(name, tmp_path):
+    model = make_model(name)
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    assert type(reloaded) is type(model)
+    ids, mask, target = batch()
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+        assert torch.equal(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits, expected)
+    assert shared_parameters(reloaded) == shared_parameters(model)
+
+
+@pytest.mark.parametrize("arch", hf_unified_mt.ARCHITECTURES)
+def test_a_separate_untied_target_vocabulary_decodes_and_round_trips(arch, tmp_path):
+    config = tiny_config(arch, "tiny", **{**TINY, "share_encoder_decoder_embeddings": False,
+                                                       "tie_word_embeddings": False, "decoder_vocab_size": 30})
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(config).eval()
+    assert shared_parameters(model) == [0, 1, 2]
+    ids, mask, target = batch()
+    target = target % 30
+    assert_incremental_decoding_matches_full_forward(model, ids, mask, target)
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert shared_parameters(reloaded) == [0, 1, 2]
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+        assert expected.shape[-1] == 30
+        assert torch.equal(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits, expected)
 
 
 # ---------------------------------------------------------------------------------------------- class contract
@@ -232,3 +359,120 @@ def test_tied_weights_absent_from_a_checkpoint_are_the_keys_the_trainer_expects(
     untied.save_pretrained(tmp_path / "untied")
     assert "lm_head.weight" in load_file(tmp_path / "untied" / "model.safetensors")
     assert "lm_head.weight" not in untied._keys_to_ignore_on_save
+
+
+# ---------------------------------------------------------------------------------------------- the checkpoint boundary
+
+PACKAGE_DIR = Path(hf_unified_mt.__file__).parent
+
+
+def _global_hook_counts() -> dict[str, int]:
+    """Sizes of torch's process-wide hook registries: optimizer step hooks and module hooks."""
+    optimizer = importlib.import_module("torch.optim.optimizer")
+    registries = {
+        "optimizer_pre": optimizer._global_optimizer_pre_hooks,
+        "optimizer_post": optimizer._global_optimizer_post_hooks,
+    }
+    module = importlib.import_module("torch.nn.modules.module")
+    for name in dir(module):
+        if name.startswith("_global_") and name.endswith("_hooks") and isinstance(getattr(module, name), dict):
+            registries[name] = getattr(module, name)
+    return {name: len(registry) for name, registry in registries.items()}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(name, tmp_path):
+    """The saved remote code is the architecture's two files plus the shared ones, nothing from
+    `hf_unified_mt.training`; building, saving and loading (also as remote code) installs no process-wide hook."""
+    before = _global_hook_counts()
+    arch, preset, overrides = VARIANTS[name]
+    config = tiny_config(arch, preset, **{**TINY, **overrides})
+    model = AutoModelForSeq2SeqLM.from_config(config)
+    model.save_pretrained(tmp_path)
+    saved = {path.name for path in tmp_path.glob("*.py")}
+    assert saved == {f"modeling_{arch}.py", f"configuration_{arch}.py", *COMMON_CODE_FILES}
+    assert not list(tmp_path.glob("**/training/*.py"))
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, trust_remote_code=True)
+    reloaded.train()(**dict(zip(("input_ids", "attention_mask", "labels"), batch())))
+    assert _global_hook_counts() == before
+
+
+# One variant per architecture, with every optional module (AutoShuffle, soft connections, all five branches).
+REMOTE_CODE_VARIANTS = ["unified-prime", "deep-merged", "mute-bias-seq", "multi-encoder-quintuple", "mpt-soft"]
+
+
+def test_remote_code_of_every_architecture_installs_no_global_hooks(tmp_path):
+    """Where the package is not installed, importing the checkpoints' code, building the models and running a
+    training forward (MUTE's AutoShuffle included) leaves torch's process-wide hook registries as they were."""
+    for name in REMOTE_CODE_VARIANTS:
+        arch, preset, overrides = VARIANTS[name]
+        config = tiny_config(arch, preset, **{**TINY, **overrides})
+        AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path / name)
+    counts = run_without_package(f"""
+        import importlib, json, torch
+        from transformers import AutoModelForSeq2SeqLM
+
+        def counts():
+            names = ("torch.optim.optimizer", "torch.nn.modules.module")
+            registries = [importlib.import_module(name) for name in names]
+            return {{name: len(value) for module in registries for name, value in vars(module).items()
+                    if name.startswith("_global_") and name.endswith("_hooks") and isinstance(value, dict)}}
+
+        before = counts()
+        ids = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 1]])
+        for name in {REMOTE_CODE_VARIANTS!r}:
+            model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r} + "/" + name, trust_remote_code=True)
+            assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+            model.train()(input_ids=ids, attention_mask=(ids != 1).long(), labels=ids)
+        print(json.dumps({{"before": before, "after": counts()}}))
+    """, tmp_path)
+    assert counts["before"] and counts["before"] == counts["after"]
+
+
+def test_the_flat_package_folder_is_exactly_the_union_of_the_checkpoint_closures():
+    modules = {path.name for path in PACKAGE_DIR.glob("*.py")} - {"__init__.py"}
+    closures = {f"{kind}_{arch}.py" for arch in hf_unified_mt.ARCHITECTURES for kind in ("modeling", "configuration")}
+    assert modules == closures | set(COMMON_CODE_FILES)
+    for path in PACKAGE_DIR.glob("*.py"):
+        if path.name != "__init__.py":
+            text = path.read_text(encoding="utf-8")
+            assert not re.search(r"^\s*(from|import)\s+(\.|hf_unified_mt\.)training\b", text, re.M), path.name
+
+
+# ---------------------------------------------------------------------------------------------- print(model)
+
+
+def expected_in_repr(config) -> list[str]:
+    """What `print(model)` must show of each architecture's options."""
+    norm = "pre-norm" if config.normalize_before else "post-norm"
+    shown = [f"heads={config.decoder_attention_heads}"]
+    if config.model_type == "unified_transformer":
+        shown.append("post-norm (one LayerNorm)")
+        if config.use_convolution:
+            shown += [f"kernel_sizes={list(config.conv_kernel_sizes)}", "convolution_projection=shared"]
+    elif config.model_type == "multi_unit_transformer":
+        combination = "sequential" if config.use_sequential_dependency else "weighted sum"
+        shown += [f"units={config.num_units}, pre-norm, combination={combination}", "relative_max_distance="]
+        if config.use_bias_module:
+            shown.append(f"noise_types={list(config.unit_noise_types)}")
+    elif config.model_type == "multi_pass_transformer":
+        shown += [f"passes={config.num_passes}", norm]
+        shown.append("MultiPassConnections(soft" if config.connection_type == "soft" else
+                     f"permutation={list(config.hard_connections)}")
+    elif config.model_type == "multi_encoder_transformer":
+        shown.append("BranchCombination(sum)")
+        if any(spec["type"] == "fnet" for spec in config.encoder_branches):
+            shown.append("fft_length=")
+    else:
+        shown.append(norm)
+        if config.decoder_attention_type == "aan":
+            shown.append(f"ffn={config.aan_use_ffn}, gated=True")
+    return shown
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_print_model_shows_the_architecture_options(name):
+    model = make_model(name)
+    text = repr(model)
+    for expected in expected_in_repr(model.config):
+        assert expected in text, f"{expected!r} not in print(model)"

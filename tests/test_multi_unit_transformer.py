@@ -5,6 +5,7 @@ MUTE (units, bias module, AutoShuffle, relative positions, unit-diversity tool).
 import importlib.util
 import json
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,8 @@ from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
-from conftest import SPECIALS, VOCAB_WORDS, random_batch
-from mt_checks import assert_generate_is_identical_without_cache, assert_save_and_reload_round_trip
+from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config, trained_copy
 from hf_unified_mt.modeling_multi_unit_transformer import (
-    AutoShuffle,
-    MultiUnitLossLoggingCallback,
     MultiUnitTransformerForConditionalGeneration,
     disorder_ranks,
     lipschitz_penalty,
@@ -28,7 +26,16 @@ from hf_unified_mt.modeling_multi_unit_transformer import (
     relative_position_buckets,
     swap_ranks,
 )
-from test_hf_integration import _ListDataset, _run_without_package
+from hf_unified_mt.training.callbacks import (
+    AutoShuffleProjectionCallback,
+    MultiUnitLossLoggingCallback,
+    project_auto_shuffle_after_steps,
+)
+from mt_checks import (
+    ListDataset,
+    assert_save_and_reload_round_trip,
+    run_without_package,
+)
 
 
 VOCAB = len(SPECIALS) + len(VOCAB_WORDS)
@@ -39,14 +46,9 @@ VARIANTS = {
     "untied-separate-vocab": {"use_sequential_dependency": True, "share_encoder_decoder_embeddings": False,
                               "tie_word_embeddings": False, "decoder_vocab_size": 30},
 }
-# At inference the bias module is off, so "bias" decodes like "mute": decoding tests use the others.
-DECODING_VARIANTS = ["mute", "bias-seq", "untied-separate-vocab"]
 
 
-def mute_config(**overrides):
-    settings = dict(vocab_size=VOCAB, dropout=0.0, activation_dropout=0.0)
-    settings.update(overrides)
-    return hf_unified_mt.get_config("multi_unit_transformer", "tiny", **settings)
+mute_config = partial(tiny_config, "multi_unit_transformer")
 
 
 def mute_model(seed: int = 0, **overrides):
@@ -54,32 +56,9 @@ def mute_model(seed: int = 0, **overrides):
     return MultiUnitTransformerForConditionalGeneration(mute_config(**overrides)).eval()
 
 
-_TRAINED = {}
-
-
 def trained_mute_model(**overrides):
-    """A tiny model trained for a hundred steps to reverse its input, so that it generates varied outputs (an
-    untrained model with tied embeddings echoes one token), and with a trained, non-uniform M. Cached per
-    configuration; returns a fresh copy in eval mode."""
-    key = tuple(sorted((k, str(v)) for k, v in overrides.items()))
-    if key not in _TRAINED:
-        model = mute_model(**overrides).train()
-        optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
-        generator = torch.Generator().manual_seed(0)
-        vocab = min(model.config.vocab_size, model.config.decoder_vocab_size)
-        for _ in range(100):
-            length = int(torch.randint(3, 8, (1,), generator=generator))
-            source = torch.randint(4, vocab, (16, length), generator=generator)
-            labels = torch.cat([source.flip(1), torch.full((16, 1), 2)], dim=1)
-            source = torch.cat([source, torch.full((16, 1), 2)], dim=1)
-            loss = model(input_ids=source, labels=labels).loss
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        _TRAINED[key] = model.eval().state_dict()
-    model = mute_model(**overrides)
-    model.load_state_dict(_TRAINED[key])
-    return model.eval()
+    """A tiny model trained for a hundred steps to reverse its input, with a trained, non-uniform M."""
+    return trained_copy(mute_model, steps=100, lr=5e-3, **overrides)
 
 
 def labelled_batch(vocab_size=VOCAB, **kwargs):
@@ -121,50 +100,6 @@ def test_label_smoothing_is_computed_by_the_model():
     assert out.shuffle_penalty is None and out.loss is out.cross_entropy
 
 
-@pytest.mark.parametrize("variant", DECODING_VARIANTS)
-@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-def test_incremental_decoding_matches_full_forward(variant, attn_implementation):
-    model = mute_model(**VARIANTS[variant])
-    model.set_attn_implementation(attn_implementation)
-    ids, mask = random_batch(VOCAB)
-    # 9 target positions with clipping distance 4: the last rows see clipped distances
-    target = torch.randint(4, model.config.decoder_vocab_size, (ids.shape[0], 9), generator=torch.Generator().manual_seed(3))
-    with torch.no_grad():
-        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=False).logits
-        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
-        cache, steps = None, []
-        for t in range(target.shape[1]):
-            out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=target[:, t : t + 1],
-                        past_key_values=cache, use_cache=True)
-            cache, steps = out.past_key_values, steps + [out.logits]
-    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5), (torch.cat(steps, 1) - full).abs().max()
-
-
-@pytest.mark.parametrize("variant", DECODING_VARIANTS)
-def test_generate_with_and_without_cache_is_identical(variant):
-    model = trained_mute_model(**VARIANTS[variant])
-    ids, mask = random_batch(VOCAB)
-    settings = [dict(), dict(num_beams=4, num_return_sequences=2), dict(do_sample=True, top_k=10)]
-    if variant == "untied-separate-vocab":  # only the embeddings differ from "bias-seq"
-        settings = settings[1:2]
-    assert_generate_is_identical_without_cache(model, ids, mask, settings=settings)
-
-
-def test_translation_does_not_depend_on_batch_or_padding():
-    model = trained_mute_model(**VARIANTS["bias-seq"])
-    ids, mask = random_batch(VOCAB, batch=3, pad_last=4)
-    alone_ids = ids[-1:, : ids.shape[1] - 4]
-    with torch.no_grad():
-        batched_enc = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state[-1, : alone_ids.shape[1]]
-        alone_enc = model.get_encoder()(input_ids=alone_ids).last_hidden_state[0]
-    assert torch.allclose(batched_enc, alone_enc, atol=1e-5)
-    for kwargs in (dict(), dict(num_beams=4)):
-        batched = model.generate(ids, attention_mask=mask, max_new_tokens=10, min_new_tokens=10, **kwargs)
-        alone = model.generate(alone_ids, max_new_tokens=10, min_new_tokens=10, **kwargs)
-        assert torch.equal(batched[-1], alone[0])
-        assert len(set(alone[0].tolist())) > 2
-
-
 @pytest.mark.parametrize("variant", ["bias-seq", "untied-separate-vocab"])
 def test_save_and_load_round_trip(tmp_path, variant):
     model = trained_mute_model(**VARIANTS[variant])
@@ -188,13 +123,15 @@ def test_trust_remote_code_in_a_fresh_process(tmp_path, tokenizer):
     expected_pipeline = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)(
         sentences, batch_size=2
     )
-    remote = _run_without_package(f"""
+    remote = run_without_package(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM, pipeline
         model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
         ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
         beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-        beam_no_cache = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False).tolist()
+        beam_no_cache = model.generate(
+            ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False
+        ).tolist()
         translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
         print(json.dumps(dict(module=type(model).__module__, beam=beam, beam_no_cache=beam_no_cache,
                               pipeline=translator({sentences!r}, batch_size=2))))
@@ -233,7 +170,7 @@ def _trainer(tmp_path, tokenizer, model, batch_size, accumulation, max_steps=1, 
         save_strategy="no", logging_strategy="steps" if logging_steps else "no", logging_steps=logging_steps or 500,
         use_cpu=True, disable_tqdm=True, seed=0, data_seed=0,
     )
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=_ListDataset(rows), callbacks=callbacks,
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=ListDataset(rows), callbacks=callbacks,
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
     trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
     return trainer
@@ -253,7 +190,7 @@ def test_trainer_gradient_accumulation_matches_the_doubled_batch_with_the_penalt
 def test_trainer_keeps_m_projected_and_logs_cross_entropy_and_penalty(tmp_path, tokenizer):
     model = mute_model(**VARIANTS["bias-seq"]).train()
     trainer = _trainer(tmp_path, tokenizer, model, 4, 1, max_steps=4, logging_steps=2,
-                       callbacks=[MultiUnitLossLoggingCallback()])
+                       callbacks=[AutoShuffleProjectionCallback(), MultiUnitLossLoggingCallback()])
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert len(logs) == 2
@@ -389,7 +326,7 @@ def test_bias_noise_stays_inside_each_sentence(side):
     hidden[~padding_mask] = -1.0
     order, found_lengths = real_token_order(padding_mask)
     assert torch.equal(found_lengths, lengths)
-    for trial in range(30):
+    for _ in range(30):
         for noise in ("swap", "disorder"):
             if noise == "swap":
                 ranks = swap_ranks(lengths, length, max_distance=3)
@@ -458,14 +395,15 @@ def test_projection_makes_m_doubly_stochastic():
 def test_m_stays_projected_in_a_plain_training_loop(update):
     model = mute_model(**VARIANTS["bias-seq"]).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    project_auto_shuffle_after_steps(optimizer, model)
     ids, mask, labels = labelled_batch()
     for _ in range(3):
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         if update == "optimizer":
-            optimizer.step()  # the post-step hook projects M
+            optimizer.step()  # the hook installed on this optimizer projects M
         else:
-            with torch.no_grad():  # an update that bypasses torch.optim: the next training forward projects M
+            with torch.no_grad():  # an update that bypasses the optimizer: the next training forward projects M
                 for p in model.parameters():
                     if p.grad is not None:  # the mask embedding has none when the noise was switched off
                         p -= 0.1 * p.grad
@@ -479,17 +417,25 @@ def test_m_stays_projected_in_a_plain_training_loop(update):
     assert not torch.allclose(m, torch.full_like(m, 0.25))
 
 
-def test_optimizer_hook_only_projects_what_that_optimizer_updates():
-    shuffle = AutoShuffle(3)
+def test_projection_hook_belongs_to_one_optimizer():
+    model = mute_model(**VARIANTS["bias-seq"])
+    shuffle = model.model.encoder.layers[0].unit_order
+    unprojected = torch.tensor([[2.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
     with torch.no_grad():
-        shuffle.weight.copy_(torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+        shuffle.weight.copy_(unprojected)
     other = torch.nn.Parameter(torch.ones(2))
     other.grad = torch.zeros(2)
-    torch.optim.SGD([other], lr=0.1).step()
-    assert shuffle.weight[0, 0] == 2.0
-    shuffle.weight.grad = torch.zeros(3, 3)
-    torch.optim.SGD(shuffle.parameters(), lr=0.1).step()
-    assert torch.equal(shuffle.weight, torch.eye(3))
+    torch.optim.SGD([other], lr=0.1).step()  # no hook on this optimizer (building the model installed none)
+    assert torch.equal(shuffle.weight, unprojected)
+    optimizer = torch.optim.SGD([other], lr=0.1)
+    handle = project_auto_shuffle_after_steps(optimizer, model)
+    optimizer.step()
+    assert torch.equal(shuffle.weight, torch.eye(4))
+    handle.remove()
+    with torch.no_grad():
+        shuffle.weight.copy_(unprojected)
+    optimizer.step()
+    assert torch.equal(shuffle.weight, unprojected)
 
 
 def test_sequential_combination_equals_equations_13_to_15():
@@ -524,7 +470,8 @@ def test_relative_attention_matches_the_shaw_formula():
                      for i in query_positions.tolist()])
     scores = (torch.einsum("bhtd,bhsd->bhts", q, key) + torch.einsum("bhtd,tsd->bhts", q, r)) / math.sqrt(d_h)
     expected_weights = scores.softmax(-1)
-    expected = torch.einsum("bhts,bhsd->bhtd", expected_weights, v) + torch.einsum("bhts,tsd->bhtd", expected_weights, r)
+    expected = torch.einsum("bhts,bhsd->bhtd", expected_weights, v)
+    expected = expected + torch.einsum("bhts,tsd->bhtd", expected_weights, r)
     assert torch.allclose(weights, expected_weights, atol=1e-6)
     assert torch.allclose(output, expected, atol=1e-5)
 
@@ -544,7 +491,7 @@ def test_unit_diversity_tool_on_the_real_corpus(tmp_path):
     tool = _load_unit_diversity()
     sentences = tool.read_column(tool.corpus_dir() / "valid.tsv.gz", "es", limit=24)
     texts = tool.read_column(tool.corpus_dir() / "train.tsv.gz", "es", limit=300)
-    from hf_unified_mt.tokenization import train_tokenizer
+    from hf_unified_mt.training.tokenization import train_tokenizer
 
     tokenizer = train_tokenizer(texts, vocab_size=300)
     model = mute_model(vocab_size=len(tokenizer))

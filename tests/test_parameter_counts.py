@@ -1,4 +1,4 @@
-"""Parameter counts against the figures architectures.md §1 derives from the authors' logs (paper 000)."""
+"""Parameter counts against the figures derived from the authors' logs of Zhao et al. (docs/architectures.md §1)."""
 
 import hf_unified_mt
 
@@ -17,7 +17,7 @@ def count(model):
 
 
 def prime_layer_formula(d, heads, ffn, kernels, decoder):
-    """architectures.md §1: 3d²+3d (in) + 2d²+d (out) + Σ_k d·H·k (generators) + 2 (gate) + 2d (LN) + FFN,
+    """Per Prime layer: 3d²+3d (in) + 2d²+d (out) + Σ_k d·H·k (generators) + 2 (gate) + 2d (LN) + FFN,
     plus 4d²+4d for the decoder's cross-attention."""
     total = 3 * d * d + 3 * d + 2 * d * d + d + sum(d * heads * k for k in kernels) + len(kernels) + 2 * d
     total += 2 * d * ffn + ffn + d
@@ -25,7 +25,8 @@ def prime_layer_formula(d, heads, ffn, kernels, decoder):
 
 
 def test_base_prime_matches_the_authors_logged_count():
-    model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(hf_unified_mt.get_config("unified_transformer", "base", **IWSLT))
+    config = hf_unified_mt.get_config("unified_transformer", "base", **IWSLT)
+    model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(config)
     assert count(model) == 48_193_584 - UNUSED_LAYER_NORM  # log: 48,193,584 (paper: 49M)
 
 
@@ -33,7 +34,7 @@ def test_base_prime_simple_matches_the_derived_count():
     model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(
         hf_unified_mt.get_config("unified_transformer", "base-simple", **IWSLT)
     )
-    assert count(model) == 43_991_040 - UNUSED_LAYER_NORM  # architectures.md: 43,991,040 (paper: 44M)
+    assert count(model) == 43_991_040 - UNUSED_LAYER_NORM  # Prime-simple, computed: 43,991,040 (paper: 44M)
 
 
 def test_count_follows_the_per_layer_formula_for_a_joint_vocabulary():

@@ -6,6 +6,7 @@ import torch
 from huggingface_hub.dataclasses import strict
 from transformers import DynamicCache, EncoderDecoderCache
 
+from conftest import random_batch
 from hf_unified_mt.cache_mt import StatefulDecoderCacheLayer
 from hf_unified_mt.configuration_mt_common import MTConfig
 from hf_unified_mt.modeling_mt_common import (
@@ -18,7 +19,6 @@ from hf_unified_mt.modeling_mt_common import (
     SinusoidalPositionalEmbedding,
     shift_tokens_right,
 )
-from conftest import random_batch
 
 
 @strict

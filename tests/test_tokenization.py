@@ -5,8 +5,8 @@ import json
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from hf_unified_mt.data import load_parallel_data
-from hf_unified_mt.tokenization import (
+from hf_unified_mt.training.data import load_parallel_data
+from hf_unified_mt.training.tokenization import (
     SPECIAL_TOKENS,
     load_tokenizer,
     train_tokenizer,
@@ -117,4 +117,5 @@ def test_saved_tokenizer_decodes_without_the_bpe_clean_up_warning(bpe, tmp_path)
         hf_unified_mt.TranslationPipeline(model=model, tokenizer=reloaded, max_new_tokens=3)(["Sea la luz ."])
     finally:
         logger.removeHandler(handler)
-    assert not [r for r in records if "clean_up_tokenization_spaces" in r.getMessage()], [r.getMessage() for r in records]
+    messages = [r.getMessage() for r in records]
+    assert not [message for message in messages if "clean_up_tokenization_spaces" in message], messages

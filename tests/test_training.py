@@ -1,6 +1,5 @@
 """End to end: train.py on a slice of the real corpus, resuming, 2-process distributed training, and the scripts."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,9 +14,8 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from mt_checks import ROOT, TRAINING, load_script
 
-ROOT = Path(__file__).resolve().parents[1]
-TRAINING = ROOT / "training"
 
 # A tiny Marian on a slice of the embedded corpus: seconds per run on 2 CPU cores.
 TINY_RUN = [
@@ -49,15 +47,6 @@ TINY_RUN = [
     "--dataloader_num_workers",
     "0",
 ]
-
-
-def load_script(name):
-    """Import a training/ script as a module (under another name: `evaluate` is a library)."""
-    spec = importlib.util.spec_from_file_location(f"mt_script_{name}", TRAINING / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the script runs
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_env(**extra):
@@ -149,7 +138,7 @@ def test_end_to_end_run_writes_a_reloadable_checkpoint(trained):
     assert any("eval_bleu" in entry and "eval_chrf" in entry for entry in state["log_history"])
 
     # The saved model reloads offline and translates the same way as at the end of the run.
-    from hf_unified_mt.inference import translate
+    from hf_unified_mt.training.inference import translate
 
     model = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
@@ -308,7 +297,7 @@ def test_average_checkpoints(trained, tmp_path):
         assert torch.allclose(state[name], (first[name] + second[name]) / 2, atol=1e-6), name
     assert model.lm_head.weight.data_ptr() == model.model.shared.weight.data_ptr()  # still tied
 
-    from hf_unified_mt.inference import translate
+    from hf_unified_mt.training.inference import translate
 
     tokenizer = AutoTokenizer.from_pretrained(averaged_dir)
     assert len(translate(model, tokenizer, ["Y dijo Dios.", ""], max_new_tokens=5)) == 2
@@ -345,7 +334,7 @@ def test_translate_and_evaluate_scripts(trained, tmp_path, monkeypatch, capsys):
     translate_script.main([str(output_dir), "--max_new_tokens", "8", "--no_progress"])
     assert capsys.readouterr().out.strip() == lines[2]
 
-    evaluate_script = load_script("evaluate")
+    evaluate_script = load_script("score")
     results = evaluate_script.main(
         [
             str(output_dir),
@@ -371,7 +360,8 @@ def test_without_generation_in_evaluation_the_test_split_is_still_translated(tmp
     still BLEU/chrF of generated translations. A model of this package smooths its own loss: the run records the
     smoothing it used."""
     output_dir = tmp_path / "out"
-    train(output_dir, "--arch", "unified_transformer", "--predict_with_generate", "False", "--max_steps", "4", "--eval_steps", "2", "--save_steps", "2",
+    train(output_dir, "--arch", "unified_transformer", "--predict_with_generate", "False", "--max_steps", "4",
+          "--eval_steps", "2", "--save_steps", "2",
           "--max_eval_samples", "4", "--max_test_samples", "4", "--generation_max_length", "20",
           "--num_sample_translations", "0")
     results = json.loads((output_dir / "results.json").read_text())
@@ -391,7 +381,8 @@ def test_main_command_shape_runs_without_warnings_and_shows_the_time_budget(tmp_
     tied weights; test prediction does not carry a stray max_length into generate(); the reloaded tokenizer decodes
     silently; and nothing else warns."""
     output_dir = tmp_path / "out"
-    result = train(output_dir, "--arch", "unified_transformer", "--max_source_length", "128", "--max_target_length", "128",
+    result = train(output_dir, "--arch", "unified_transformer", "--max_source_length", "128",
+                   "--max_target_length", "128",
                    "--max_steps", "100000", "--max_train_minutes", "0.05", "--eval_steps", "100000",
                    "--save_steps", "100000", "--max_eval_samples", "4", "--max_test_samples", "24",
                    "--per_device_eval_batch_size", "6", "--generation_num_beams", "2", "--num_sample_translations", "1",
@@ -414,7 +405,7 @@ def test_bad_data_stops_train_py_with_file_and_line(tmp_path):
     train_script = load_script("train")
     bad = tmp_path / "train.tsv"
     bad.write_text("es\ten\nhola\thello\nsolo\t\n", encoding="utf-8")
-    from hf_unified_mt.data import DataValidationError
+    from hf_unified_mt.training.data import DataValidationError
 
     with pytest.raises(DataValidationError, match=rf"{bad}, line 3: empty target \(column 'en'\)"):
         train_script.main(
@@ -468,7 +459,7 @@ def test_arguments_from_yaml_and_command_line(tmp_path):
 
 def test_other_architectures_go_through_the_package():
     train_script = load_script("train")
-    from hf_unified_mt.tokenization import train_tokenizer
+    from hf_unified_mt.training.tokenization import train_tokenizer
 
     tokenizer = train_tokenizer(["uno dos tres", "one two three"], vocab_size=30)
     model_args = train_script.ModelArguments(arch="unified_transformer", preset="tiny")

@@ -16,28 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import sys
 from pathlib import Path
-
-# `training/evaluate.py` would shadow the `evaluate` library for any module importing it from this process.
-_SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _SCRIPT_DIR]
 
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
 
-
-try:
-    import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-except ImportError:  # running from a source checkout that is not installed
-    sys.path.insert(0, os.path.join(os.path.dirname(_SCRIPT_DIR), "src"))
-
-from hf_unified_mt.inference import clean_generation_config  # noqa: E402
+import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
+from hf_unified_mt.training.inference import clean_generation_config
 
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")

@@ -39,29 +39,21 @@ import argparse
 import gzip
 import json
 import math
-import os
 import random
-import sys
 from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerBase
 
-
-try:
-    import hf_unified_mt
-except ImportError:  # running from a source checkout that is not installed
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-    import hf_unified_mt
-
-from hf_unified_mt.modeling_deep_transformer import AAN, MergedAttention  # noqa: E402
-from hf_unified_mt.modeling_mt_common import ResidualSublayer  # noqa: E402
-from hf_unified_mt.tokenization import train_tokenizer  # noqa: E402
+import hf_unified_mt
+from hf_unified_mt.modeling_deep_transformer import AAN, MergedAttention
+from hf_unified_mt.modeling_mt_common import ResidualSublayer
+from hf_unified_mt.training.tokenization import train_tokenizer
 
 
 CORPUS_FILE = Path("bible_es_en") / "train.tsv.gz"
-CORPUS_LOCATIONS = (Path(hf_unified_mt.__file__).resolve().parent / "corpora", Path("/work/shared/data"))
+CORPUS_LOCATIONS = (Path(hf_unified_mt.__file__).resolve().parent / "training" / "corpora",)
 # Figure 1: the vanilla 12+12-layer post-norm Transformer without and with DS-Init.
 DEFAULT_MODELS = [
     "deep-12:ds_init=false,decoder_attention_type=self",

@@ -46,7 +46,7 @@ STATE_FILE = "search_state.json"
 
 
 def load_train_main() -> Callable:
-    """`main(argv, callbacks)` of training/train.py (imported by path: `training/evaluate.py` shadows a library)."""
+    """`main(argv, callbacks)` of training/train.py (imported by path: `training/` is a folder of scripts)."""
     spec = importlib.util.spec_from_file_location("mt_script_train", TRAINING_DIR / "train.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the script runs

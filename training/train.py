@@ -29,10 +29,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-# `training/evaluate.py` would shadow the `evaluate` library for any module importing it from this process.
-_SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _SCRIPT_DIR]
-
 import datasets
 import torch
 import transformers
@@ -50,71 +46,28 @@ from transformers import (
 from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
-
-try:
-    import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-except ImportError:  # running from a source checkout that is not installed
-    sys.path.insert(0, os.path.join(os.path.dirname(_SCRIPT_DIR), "src"))
-
-from hf_unified_mt.batching import TokenBatchSeq2SeqTrainer  # noqa: E402
-from hf_unified_mt.data import (  # noqa: E402
+import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
+from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
+from hf_unified_mt.training.callbacks import AutoShuffleProjectionCallback
+from hf_unified_mt.training.data import (
     DEFAULT_CORPUS,
     handle_overlong,
     load_parallel_data,
     tokenize_corpus,
 )
-from hf_unified_mt.inference import clean_generation_config, make_generation_config, translate  # noqa: E402
-from hf_unified_mt.metrics import (  # noqa: E402
+from hf_unified_mt.training.inference import clean_generation_config, make_generation_config, translate
+from hf_unified_mt.training.metrics import (
     bleu_by_source_length,
     build_compute_metrics,
     compute_translation_scores,
     decode_predictions,
     format_scores,
 )
-from hf_unified_mt.tokenization import load_tokenizer, train_tokenizer_on_corpus  # noqa: E402
+from hf_unified_mt.training.presets import MARIAN_COMMON, MARIAN_PRESETS
+from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
 
 
 logger = logging.getLogger("train")
-
-# MarianMTModel sizes for the Transformer baseline. "base" is Transformer-base (Vaswani et al., 2017).
-MARIAN_PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": {
-        "d_model": 64,
-        "encoder_layers": 2,
-        "decoder_layers": 2,
-        "encoder_attention_heads": 4,
-        "decoder_attention_heads": 4,
-        "encoder_ffn_dim": 256,
-        "decoder_ffn_dim": 256,
-    },
-    "small": {  # the package's `small` family (hf_unified_mt.presets.SMALL): 4+4 layers, d 256, FFN 1024
-        "d_model": 256,
-        "encoder_layers": 4,
-        "decoder_layers": 4,
-        "encoder_attention_heads": 4,
-        "decoder_attention_heads": 4,
-        "encoder_ffn_dim": 1024,
-        "decoder_ffn_dim": 1024,
-    },
-    "base": {
-        "d_model": 512,
-        "encoder_layers": 6,
-        "decoder_layers": 6,
-        "encoder_attention_heads": 8,
-        "decoder_attention_heads": 8,
-        "encoder_ffn_dim": 2048,
-        "decoder_ffn_dim": 2048,
-    },
-}
-MARIAN_COMMON = {
-    "activation_function": "relu",
-    "dropout": 0.1,
-    "attention_dropout": 0.0,
-    "activation_dropout": 0.0,
-    "scale_embedding": True,
-    "share_encoder_decoder_embeddings": True,
-    "tie_word_embeddings": True,
-}
 
 DEFAULT_SAMPLE_COUNT = 3
 
@@ -417,7 +370,7 @@ def apply_model_length_limit(model, data_args: DataArguments) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Main
+# Training helpers
 # ---------------------------------------------------------------------------------------------------------------------
 
 
@@ -480,7 +433,9 @@ class TimeBudgetCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if time.monotonic() - self.start >= self.seconds:
-            logger.info("Time budget of %.1f minutes reached at step %d: stopping", self.seconds / 60, state.global_step)
+            logger.info(
+                "Time budget of %.1f minutes reached at step %d: stopping", self.seconds / 60, state.global_step
+            )
             control.should_training_stop = True
             control.should_save = True
             if args.eval_strategy != IntervalStrategy.NO:
@@ -516,14 +471,23 @@ class TimeBudgetProgressCallback(ProgressCallback):
         self.current_step = state.global_step
 
 
-def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[str, Any]:
-    """Run training and testing; returns the results written to `output_dir` (`callbacks` go to the Trainer)."""
-    model_args, data_args, training_args = parse_arguments(argv)
-    setup_logging(training_args)
-    logger.info("Training arguments: %s", training_args)
-    checkpoint = _resolve_checkpoint(training_args) if training_args.do_train else None
+# ---------------------------------------------------------------------------------------------------------------------
+# Stages
+# ---------------------------------------------------------------------------------------------------------------------
 
-    # -- Data -----------------------------------------------------------------------------------------------------
+
+@dataclass
+class PreparedData:
+    """The tokenized splits within the length limits, their raw texts (for scoring and samples) and, per split, the
+    number of pairs left out as over-long."""
+
+    splits: dict[str, datasets.Dataset]
+    texts: dict[str, dict[str, list[str]]]
+    skipped: dict[str, int]
+
+
+def load_splits(data_args: DataArguments, training_args: MTTrainingArguments):
+    """The corpus and the raw splits this run needs (each limited by --max_*_samples)."""
     with training_args.main_process_first(desc="loading the data"):
         corpus = load_parallel_data(
             corpus=data_args.corpus,
@@ -536,11 +500,8 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
             target_field=data_args.target_field,
             encoding=data_args.encoding,
         )
-    limits = {
-        "train": data_args.max_train_samples,
-        "validation": data_args.max_eval_samples,
-        "test": data_args.max_test_samples,
-    }
+    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
+              "test": data_args.max_test_samples}
     needed = {
         "train": training_args.do_train,
         "validation": training_args.do_train or training_args.do_eval,
@@ -550,9 +511,11 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
     logger.info("Data: %s", {split: len(dataset) for split, dataset in raw.items()})
     if training_args.do_train and "train" not in raw:
         raise ValueError("Training needs a train split (--train_file, --dataset_name or the default corpus).")
+    return corpus, raw
 
-    # -- Tokenizer and model ------------------------------------------------------------------------------------
-    tokenizer = get_tokenizer(model_args, training_args, raw.get("train"), checkpoint)
+
+def prepare_model(model_args: ModelArguments, data_args: DataArguments, training_args: MTTrainingArguments, tokenizer):
+    """The model with its generation config and label smoothing; lowers the length limits to what it can encode."""
     set_seed(training_args.seed)
     model = build_model(model_args, data_args, tokenizer)
     model.generation_config = make_generation_config(
@@ -569,8 +532,11 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
     apply_model_length_limit(model, data_args)
     if training_args.generation_max_length is None:
         training_args.generation_max_length = data_args.max_target_length + 1  # + decoder start token
+    return model
 
-    # -- Tokenization and length limits ---------------------------------------------------------------------------
+
+def prepare_data(corpus, raw: dict, tokenizer, data_args: DataArguments, training_args: MTTrainingArguments):
+    """Tokenizes the raw splits and applies the length limits (--overlong decides what happens to longer pairs)."""
     with training_args.main_process_first(desc="tokenizing"):
         tokenized = tokenize_corpus(
             datasets.DatasetDict(raw),
@@ -578,48 +544,55 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
             num_proc=data_args.preprocessing_num_workers,
             keep_columns=("line", "source", "target"),
         )
-    splits, texts, skipped = {}, {}, {}
+    data = PreparedData(splits={}, texts={}, skipped={})
     for split, dataset in tokenized.items():
         dataset, report = handle_overlong(
             dataset, split, data_args.max_source_length, data_args.max_target_length, data_args.overlong, corpus
         )
-        skipped[split] = report.overlong
-        texts[split] = {"source": dataset["source"], "target": dataset["target"]}
-        splits[split] = dataset.remove_columns(["line", "source", "target"])
+        data.skipped[split] = report.overlong
+        data.texts[split] = {"source": dataset["source"], "target": dataset["target"]}
+        data.splits[split] = dataset.remove_columns(["line", "source", "target"])
+    return data
 
-    has_validation = "validation" in splits
+
+def build_trainer(model, tokenizer, data: PreparedData, data_args: DataArguments,
+                  training_args: MTTrainingArguments, callbacks: list | None) -> TokenBatchSeq2SeqTrainer:
+    """The Trainer: token-budget batches, validation BLEU/chrF, the AutoShuffle projection, the time budget."""
+    has_validation = "validation" in data.splits
     if not has_validation and training_args.eval_strategy != IntervalStrategy.NO:
         logger.warning("No validation split: evaluation during training and best-checkpoint selection are off.")
         training_args.eval_strategy = IntervalStrategy.NO
         training_args.load_best_model_at_end = False
-
-    data_collator = DataCollatorForSeq2Seq(
-        tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=data_args.pad_to_multiple_of
-    )
     time_budget = TimeBudgetCallback(training_args.max_train_minutes) if training_args.max_train_minutes else None
     trainer = TokenBatchSeq2SeqTrainer(
         model=model,
         args=training_args,
-        train_dataset=splits.get("train") if training_args.do_train else None,
-        eval_dataset=splits.get("validation"),
+        train_dataset=data.splits.get("train") if training_args.do_train else None,
+        eval_dataset=data.splits.get("validation"),
         processing_class=tokenizer,
-        data_collator=data_collator,
+        data_collator=DataCollatorForSeq2Seq(
+            tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=data_args.pad_to_multiple_of
+        ),
         compute_metrics=(
-            build_compute_metrics(tokenizer, references=texts["validation"]["target"])
+            build_compute_metrics(tokenizer, references=data.texts["validation"]["target"])
             if has_validation and training_args.predict_with_generate
             else None
         ),
-        callbacks=list(callbacks or []) + ([time_budget] if time_budget is not None else []),
+        callbacks=[AutoShuffleProjectionCallback(), *(callbacks or []), *([time_budget] if time_budget else [])],
         max_tokens=data_args.max_tokens,
         max_sentences=data_args.max_sentences,
     )
     if time_budget is not None and trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(TimeBudgetProgressCallback(time_budget))  # the bar counts the budget, not max_steps
+    return trainer
 
-    results: dict[str, Any] = {
+
+def describe_run(model_args: ModelArguments, data_args: DataArguments, training_args: MTTrainingArguments, model,
+                 tokenizer, data: PreparedData) -> dict[str, Any]:
+    """The head of `results.json`: everything needed to reproduce the run (model cards read it)."""
+    return {
         "arch": model_args.arch,
         "preset": model_args.preset,
-        # everything needed to reproduce the run (model cards read it)
         "training_arguments": {
             **dataclasses.asdict(model_args),
             **dataclasses.asdict(data_args),
@@ -628,96 +601,140 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
             "label_smoothing_factor": float(getattr(model.config, "label_smoothing", 0.0))
             or training_args.label_smoothing_factor,
         },
-        "num_parameters": num_parameters,
+        "num_parameters": sum(p.numel() for p in model.parameters()),
         "vocab_size": len(tokenizer),
-        "skipped_overlong": skipped,
+        "skipped_overlong": data.skipped,
     }
 
-    # -- Train ----------------------------------------------------------------------------------------------------
-    if training_args.do_train:
-        train_result = trainer.train(resume_from_checkpoint=checkpoint)
-        if hasattr(model.config, "use_cache"):
-            model.config.use_cache = True  # Trainer turned it off for training (pitfall 10)
-        clean_generation_config(
-            trainer.model, num_beams=training_args.generation_num_beams, max_new_tokens=data_args.max_target_length
-        )
-        trainer.save_model()  # model, config, generation config and tokenizer, to output_dir
-        metrics = dict(train_result.metrics)
-        metrics["train_samples"] = len(splits["train"])
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
-        trainer.save_state()
-        results["train"] = metrics
-        if trainer.state.best_metric is not None:
-            results["best_checkpoint"] = trainer.state.best_model_checkpoint
-            results[f"best_eval_{training_args.metric_for_best_model}"] = trainer.state.best_metric
 
-    # -- Test -----------------------------------------------------------------------------------------------------
-    if training_args.do_predict and "test" in splits:
-        clean_generation_config(trainer.model, max_new_tokens=data_args.max_target_length)
-        if not training_args.predict_with_generate:
-            # Test BLEU/chrF are scores of translations: `--predict_with_generate False` only spares the generation
-            # during evaluation in training (which then selects checkpoints by loss).
-            logger.info("Generating translations for the test split (--predict_with_generate False affects evaluation only)")
-            trainer.args.predict_with_generate = True
-        trainer.compute_metrics = None  # scored below against the raw test references
-        prediction = trainer.predict(
-            splits["test"],
-            metric_key_prefix="test",
-            max_new_tokens=data_args.max_target_length,
-            num_beams=training_args.generation_num_beams,
-        )
-        if trainer.is_world_process_zero():
-            hypotheses = decode_predictions(prediction.predictions, tokenizer)
-            sources, references = texts["test"]["source"], texts["test"]["target"]
-            scores = compute_translation_scores(hypotheses, references)
-            results["test"] = {
-                **scores,
-                "num_beams": training_args.generation_num_beams,
-                "skipped_overlong": skipped.get("test", 0),
-                **{key: value for key, value in prediction.metrics.items() if key.startswith("test_")},
-                "bleu_by_source_length": bleu_by_source_length(sources, hypotheses, references),
-            }
-            print(f"\nTest set ({len(hypotheses)} pairs, beam {training_args.generation_num_beams}):")
-            print(format_scores(scores))
-            os.makedirs(training_args.output_dir, exist_ok=True)
-            with open(os.path.join(training_args.output_dir, "test_results.json"), "w", encoding="utf-8") as handle:
-                json.dump(results["test"], handle, indent=2)
-            with open(os.path.join(training_args.output_dir, "test_translations.txt"), "w", encoding="utf-8") as f:
-                f.write("\n".join(hypotheses) + "\n")
+def train_and_save(trainer, checkpoint: str | None, data: PreparedData, data_args: DataArguments,
+                   training_args: MTTrainingArguments) -> dict[str, Any]:
+    """Trains (or resumes), saves model + tokenizer + generation config to `output_dir`, returns the train metrics
+    and the best checkpoint."""
+    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    if hasattr(trainer.model.config, "use_cache"):
+        trainer.model.config.use_cache = True  # the Trainer turned it off for training
+    clean_generation_config(
+        trainer.model, num_beams=training_args.generation_num_beams, max_new_tokens=data_args.max_target_length
+    )
+    trainer.save_model()
+    metrics = {**train_result.metrics, "train_samples": len(data.splits["train"])}
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+    results = {"train": metrics}
+    if trainer.state.best_metric is not None:
+        results["best_checkpoint"] = trainer.state.best_model_checkpoint
+        results[f"best_eval_{training_args.metric_for_best_model}"] = trainer.state.best_metric
+    return results
 
-    # -- Samples --------------------------------------------------------------------------------------------------
-    if trainer.is_world_process_zero():
-        samples = data_args.sample_sentences
-        references = None
+
+def score_test(trainer, tokenizer, data: PreparedData, data_args: DataArguments,
+               training_args: MTTrainingArguments) -> dict[str, Any] | None:
+    """Translates the test split with beam search and scores it against the raw references (BLEU, chrF, BLEU by
+    source length); writes `test_results.json` and `test_translations.txt`. None on other processes."""
+    clean_generation_config(trainer.model, max_new_tokens=data_args.max_target_length)
+    if not training_args.predict_with_generate:
+        # Test BLEU/chrF are scores of translations: `--predict_with_generate False` only spares the generation during
+        # evaluation in training (which then selects checkpoints by loss).
+        logger.info("Generating translations for the test split (--predict_with_generate False affects evaluation)")
+        trainer.args.predict_with_generate = True
+    trainer.compute_metrics = None  # scored below against the raw test references
+    prediction = trainer.predict(
+        data.splits["test"],
+        metric_key_prefix="test",
+        max_new_tokens=data_args.max_target_length,
+        num_beams=training_args.generation_num_beams,
+    )
+    if not trainer.is_world_process_zero():
+        return None
+    hypotheses = decode_predictions(prediction.predictions, tokenizer)
+    sources, references = data.texts["test"]["source"], data.texts["test"]["target"]
+    scores = compute_translation_scores(hypotheses, references)
+    test = {
+        **scores,
+        "num_beams": training_args.generation_num_beams,
+        "skipped_overlong": data.skipped.get("test", 0),
+        **{key: value for key, value in prediction.metrics.items() if key.startswith("test_")},
+        "bleu_by_source_length": bleu_by_source_length(sources, hypotheses, references),
+    }
+    print(f"\nTest set ({len(hypotheses)} pairs, beam {training_args.generation_num_beams}):")
+    print(format_scores(scores))
+    os.makedirs(training_args.output_dir, exist_ok=True)
+    with open(os.path.join(training_args.output_dir, "test_results.json"), "w", encoding="utf-8") as handle:
+        json.dump(test, handle, indent=2)
+    with open(os.path.join(training_args.output_dir, "test_translations.txt"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(hypotheses) + "\n")
+    return test
+
+
+def sample_translations(trainer, tokenizer, data: PreparedData, data_args: DataArguments,
+                        training_args: MTTrainingArguments) -> list[dict[str, str]] | None:
+    """Translates and prints `--sample_sentences`, or the first test (else validation) sources with their
+    references; None when there is nothing to translate."""
+    samples, references = data_args.sample_sentences, None
+    if not samples:
+        split = "test" if "test" in data.texts else "validation" if "validation" in data.texts else None
+        if split is None or data_args.num_sample_translations <= 0:
+            return None
+        samples = data.texts[split]["source"][: data_args.num_sample_translations]
+        references = data.texts[split]["target"][: data_args.num_sample_translations]
         if not samples:
-            source_split = "test" if "test" in texts else "validation" if "validation" in texts else None
-            if source_split is not None and data_args.num_sample_translations > 0:
-                samples = texts[source_split]["source"][: data_args.num_sample_translations]
-                references = texts[source_split]["target"][: data_args.num_sample_translations]
-        if samples:
-            unwrapped = trainer.accelerator.unwrap_model(trainer.model)
-            clean_generation_config(unwrapped, max_new_tokens=data_args.max_target_length)
-            outputs = translate(
-                unwrapped,
-                tokenizer,
-                samples,
-                num_beams=training_args.generation_num_beams,
-                max_source_length=data_args.max_source_length,
-            )
-            results["samples"] = []
-            print("\nSample translations:")
-            for index, (source, output) in enumerate(zip(samples, outputs)):
-                print(f"  SRC: {source}\n  OUT: {output}")
-                entry = {"source": source, "translation": output}
-                if references is not None:
-                    print(f"  REF: {references[index]}")
-                    entry["reference"] = references[index]
-                results["samples"].append(entry)
-                print()
-        with open(os.path.join(training_args.output_dir, "results.json"), "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=2, ensure_ascii=False, default=str)
-        logger.info("Wrote %s", os.path.join(training_args.output_dir, "results.json"))
+            return None
+    unwrapped = trainer.accelerator.unwrap_model(trainer.model)
+    clean_generation_config(unwrapped, max_new_tokens=data_args.max_target_length)
+    outputs = translate(unwrapped, tokenizer, samples, num_beams=training_args.generation_num_beams,
+                        max_source_length=data_args.max_source_length)
+    entries = []
+    print("\nSample translations:")
+    for index, (source, output) in enumerate(zip(samples, outputs)):
+        print(f"  SRC: {source}\n  OUT: {output}")
+        entry = {"source": source, "translation": output}
+        if references is not None:
+            print(f"  REF: {references[index]}")
+            entry["reference"] = references[index]
+        entries.append(entry)
+        print()
+    return entries
+
+
+def write_results(results: dict[str, Any], output_dir: str) -> None:
+    path = os.path.join(output_dir, "results.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(results, handle, indent=2, ensure_ascii=False, default=str)
+    logger.info("Wrote %s", path)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[str, Any]:
+    """Run training and testing; returns the results written to `output_dir` (`callbacks` go to the Trainer)."""
+    model_args, data_args, training_args = parse_arguments(argv)
+    setup_logging(training_args)
+    logger.info("Training arguments: %s", training_args)
+    checkpoint = _resolve_checkpoint(training_args) if training_args.do_train else None
+
+    corpus, raw = load_splits(data_args, training_args)
+    tokenizer = get_tokenizer(model_args, training_args, raw.get("train"), checkpoint)
+    model = prepare_model(model_args, data_args, training_args, tokenizer)
+    data = prepare_data(corpus, raw, tokenizer, data_args, training_args)
+    trainer = build_trainer(model, tokenizer, data, data_args, training_args, callbacks)
+    results = describe_run(model_args, data_args, training_args, model, tokenizer, data)
+
+    if training_args.do_train:
+        results.update(train_and_save(trainer, checkpoint, data, data_args, training_args))
+    if training_args.do_predict and "test" in data.splits:
+        test = score_test(trainer, tokenizer, data, data_args, training_args)
+        if test is not None:
+            results["test"] = test
+    if trainer.is_world_process_zero():
+        samples = sample_translations(trainer, tokenizer, data, data_args, training_args)
+        if samples is not None:
+            results["samples"] = samples
+        write_results(results, training_args.output_dir)
     return results
 
 

@@ -13,23 +13,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
-
-# `training/evaluate.py` would shadow the `evaluate` library for any module importing it from this process.
-_SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _SCRIPT_DIR]
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-
-try:
-    import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-except ImportError:  # running from a source checkout that is not installed
-    sys.path.insert(0, os.path.join(os.path.dirname(_SCRIPT_DIR), "src"))
-
-from hf_unified_mt.inference import translate  # noqa: E402
+import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
+from hf_unified_mt.training.inference import translate
 
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

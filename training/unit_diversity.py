@@ -38,21 +38,14 @@ import gzip
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerBase
 
-
-try:
-    import hf_unified_mt
-except ImportError:  # running from a source checkout that is not installed
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-    import hf_unified_mt
-
-from hf_unified_mt.tokenization import train_tokenizer  # noqa: E402
+import hf_unified_mt
+from hf_unified_mt.training.tokenization import train_tokenizer
 
 
 MEASURES = ("att_pos", "att_sub", "ffn_sub")
@@ -64,11 +57,8 @@ DEFAULT_MODELS = ["small", "small:use_bias_module=true", "small:use_bias_module=
 
 
 def corpus_dir() -> Path:
-    """The embedded Bible corpus of the package (copied from the project's shared data folder)."""
-    packaged = Path(hf_unified_mt.__file__).parent / "corpora" / "bible_es_en"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "bible_es_en"
+    """The embedded Bible corpus of the package."""
+    return Path(hf_unified_mt.__file__).parent / "training" / "corpora" / "bible_es_en"
 
 
 def read_column(path: Path, field: str, limit: int | None = None) -> list[str]:
@@ -253,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_length", type=int, default=128, help="Truncate sentences to this many tokens")
     parser.add_argument("--tokenizer", default=None, help="Directory of a saved tokenizer")
-    parser.add_argument("--tokenizer_vocab_size", type=int, default=8000, help="Size of the tokenizer trained on the fly")
+    parser.add_argument("--tokenizer_vocab_size", type=int, default=8000,
+                        help="Size of the tokenizer trained on the fly")
     parser.add_argument("--tokenizer_training_pairs", type=int, default=None,
                         help="Train the on-the-fly tokenizer on the first N pairs of the train split (default: all)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

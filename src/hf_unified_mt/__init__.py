@@ -9,8 +9,8 @@ Importing the package registers every configuration and model with the Auto clas
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .cache_mt import StatefulDecoderCacheLayer
-from .configuration_mt_common import MTConfig
 from .configuration_deep_transformer import DeepTransformerConfig
+from .configuration_mt_common import MTConfig
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
@@ -32,7 +32,6 @@ from .modeling_multi_pass_transformer import (
     MultiPassTransformerPreTrainedModel,
 )
 from .modeling_multi_unit_transformer import (
-    MultiUnitLossLoggingCallback,
     MultiUnitTransformerForConditionalGeneration,
     MultiUnitTransformerModel,
     MultiUnitTransformerPreTrainedModel,
@@ -43,7 +42,8 @@ from .modeling_unified_transformer import (
     UnifiedTransformerPreTrainedModel,
 )
 from .pipeline_translation import TranslationPipeline, register_translation_pipeline
-from .presets import PRESETS, available_presets, get_config
+from .training.callbacks import AutoShuffleProjectionCallback, MultiUnitLossLoggingCallback
+from .training.presets import PRESETS, available_presets, get_config
 
 
 __version__ = "0.1.0"
@@ -93,6 +93,7 @@ _register()
 
 __all__ = [
     "ARCHITECTURES",
+    "AutoShuffleProjectionCallback",
     "DeepTransformerConfig",
     "DeepTransformerForConditionalGeneration",
     "DeepTransformerModel",

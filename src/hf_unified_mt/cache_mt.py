@@ -4,7 +4,7 @@ non-attention sublayers: convolution windows, running sums and per-row counts.
 
 `generate()` builds `EncoderDecoderCache(DynamicCache(config=...), DynamicCache(config=...))`; `DynamicCache` maps
 each entry of `config.layer_types` through transformers' `DYNAMIC_LAYER_TYPE_MAPPING`, where the `_layer_type`
-class attribute below registers this class on import (hf-integration.md §1.2). Beam search calls
+class attribute below registers this class on import (`transformers.cache_utils`). Beam search calls
 `reorder_cache(beam_idx)` on every layer, so all state lives in tensors whose first dimension is the batch.
 """
 
@@ -21,7 +21,7 @@ class StatefulDecoderCacheLayer(DynamicLayer):
 
     * `update_window(name, x, size)`: the last `size - 1` inputs of a causal convolution;
     * `update_running_sum(name, x, valid)`: a cumulative sum over time and a per-row count of valid positions
-      (average attention, paper 001).
+      (average attention, Zhang et al. 2019).
 
     A decoder layer without self-attention (average attention, merged attention) caches no keys or values. It calls
     `advance(states, num_heads)`, so that `get_seq_length()` still tells how many target positions were consumed

@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Configuration of the deep Transformer with depth-scaled initialization and merged attention (paper 001: Zhang,
+"""Configuration of the deep Transformer with depth-scaled initialization and merged attention (Zhang,
 Titov & Sennrich 2019, "Improving Deep Transformer with Depth-Scaled Initialization and Merged Attention")."""
 
 from huggingface_hub.dataclasses import strict
@@ -16,7 +16,7 @@ class DeepTransformerConfig(MTConfig):
     r"""
     Configuration of a [`DeepTransformerForConditionalGeneration`]: a post-norm Transformer (the paper's baseline;
     `normalize_before=True` gives its pre-norm "T2T" comparison) whose weight matrices can be drawn with DS-Init
-    (Eq. 15, paper 001) and whose decoder's first sublayer is selectable.
+    (Eq. 15 of Zhang et al. 2019) and whose decoder's first sublayer is selectable.
 
     The defaults are the paper's proposed base model (6+6 layers, d 512, FFN 2048, 8 heads, DS-Init with α = 1, merged
     attention), with separate source and target embeddings and the target embedding tied to the softmax (§7.2).

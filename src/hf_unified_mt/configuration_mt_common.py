@@ -32,7 +32,7 @@ class MTConfig(PreTrainedConfig):
     Args:
         vocab_size (`int`): Size of the (source, or shared) vocabulary.
         decoder_vocab_size (`int`, *optional*): Size of the target vocabulary when it differs from the source one
-            (separate embeddings, as in the IWSLT setups of paper 000). Defaults to `vocab_size`.
+            (separate embeddings, as in the IWSLT setups of Zhao et al.). Defaults to `vocab_size`.
         d_model (`int`): Width of the model.
         encoder_layers / decoder_layers (`int`): Number of layers of each stack.
         encoder_attention_heads / decoder_attention_heads (`int`): Attention heads per layer.
@@ -111,7 +111,8 @@ class MTConfig(PreTrainedConfig):
             self.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
         self.validate_architecture_options()
 
-    # `save_pretrained` calls `validate()`, which runs every `validate_*` method (hf-integration.md pitfall 1).
+    # `save_pretrained` calls `validate()` (transformers' `PreTrainedConfig.validate`), which runs every `validate_*`
+    # method: a bad value fails at save time too.
     def validate_layer_type(self):
         allowed = ALLOWED_ATTN_LAYER_TYPES + (STATEFUL_LAYER_TYPE,)
         if self.layer_types is None:
@@ -121,7 +122,8 @@ class MTConfig(PreTrainedConfig):
             raise ValueError(f"`layer_types` has unknown entries {unknown}; allowed: {STATEFUL_LAYER_TYPE!r}")
         if len(self.layer_types) != self.decoder_layers:
             raise ValueError(
-                f"`layer_types` must have one entry per decoder layer ({self.decoder_layers}), got {len(self.layer_types)}"
+                f"`layer_types` must have one entry per decoder layer ({self.decoder_layers}), "
+                f"got {len(self.layer_types)}"
             )
 
     def validate_architecture_options(self):

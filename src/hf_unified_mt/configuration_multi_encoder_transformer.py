@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Configuration of the Multi-Encoder Transformer (paper 003: "Heterogeneous Encoders Scaling in the Transformer for
+"""Configuration of the Multi-Encoder Transformer ("Heterogeneous Encoders Scaling in the Transformer for
 Neural Machine Translation").
 
 The encoder is a list of *branches*, each a stack of layers of one kind reading the same source embedding; their
@@ -14,10 +14,10 @@ from huggingface_hub.dataclasses import strict
 from .configuration_mt_common import ACTIVATIONS, MTConfig
 
 
-# Expansion sizes of the Static Expansion layers (paper 003 §3.1): layer i has N_i = sizes[i mod len(sizes)] vectors.
+# Expansion sizes of the Static Expansion layers (§3.1 of the paper): layer i has N_i = sizes[i mod len(sizes)] vectors.
 DEFAULT_EXPANSION_SIZES = [6, 6, 12, 8, 12, 8, 6, 6, 12, 8, 12, 8]
 
-# The five encoding methods of paper 003, with the options each accepts besides `type` and `layers`.
+# The five encoding methods of the paper, with the options each accepts besides `type` and `layers`.
 BRANCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "self_attention": (),
     "static_expansion": ("expansion_sizes", "expansion_mode", "sequence_aware_expansion", "dropout"),
@@ -25,7 +25,7 @@ BRANCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "convs2s": ("kernel_size", "conv_dim", "dropout"),
     "fnet": ("ffn_dim", "activation", "fft_length", "dropout"),
 }
-# Paper 003's letters (Tables 6-7): B = self-attention (the Base encoder), S, L, C, F.
+# The paper's letters (Tables 6-7): B = self-attention (the Base encoder), S, L, C, F.
 BRANCH_LETTERS = {"self_attention": "B", "static_expansion": "S", "lstm": "L", "convs2s": "C", "fnet": "F"}
 EXPANSION_MODES = ("per_layer", "block")
 COMBINATIONS = ("sum", "concat")
@@ -37,7 +37,7 @@ class MultiEncoderTransformerConfig(MTConfig):
     r"""
     Configuration of a [`MultiEncoderTransformerForConditionalGeneration`]: heterogeneous encoder branches over one
     shared source embedding (token embedding x sqrt(d) + sinusoidal positions + dropout), combined into the memory of a
-    standard Transformer decoder (paper 003 §3.2).
+    standard Transformer decoder (§3.2 of the paper).
 
     The defaults are the paper's *single* encoder (a Transformer base: one self-attention branch of `encoder_layers`
     layers). Besides the fields of [`MTConfig`]:
@@ -66,12 +66,12 @@ class MultiEncoderTransformerConfig(MTConfig):
               sentence's encoding does not depend on the padding of its batch. `dropout` (default `dropout`).
 
             Default: `[{"type": "self_attention", "layers": encoder_layers}]`.
-        branch_combination (`str`): `"sum"` (paper 003) or `"concat"` (concatenation followed by a linear projection
+        branch_combination (`str`): `"sum"` (the paper) or `"concat"` (concatenation followed by a linear projection
             back to `d_model`).
         encoder_layers (`int`): Default depth of a branch spec without `layers`.
         linear_init (`str`): Law of the linear layers (self-attention, FFN, Static Expansion projections, decoder):
             `"default"`, the package's shared law (PyTorch's U(±1/sqrt(fan_in)), as the other architectures), or
-            `"xavier"`, Xavier-uniform: the Transformer initialisation paper 003 adopts (its presets `base`/`lowres-`
+            `"xavier"`, Xavier-uniform: the Transformer initialisation the paper adopts (its presets `base`/`lowres-`
             use it). Deviation, measured: with Xavier a post-norm model of the `small` preset stays on the unigram
             plateau for the first ~800 updates of a short CPU schedule (loss 6.45 at update 800 on the Bible corpus,
             lr 1e-3, warmup 200) while the shared law learns like MarianMT; with the paper's long schedules either
@@ -123,7 +123,7 @@ class MultiEncoderTransformerConfig(MTConfig):
 
     @property
     def branch_letters(self) -> str:
-        """The encoder in paper 003's notation, e.g. `"B+S+L"`."""
+        """The encoder in the paper's notation, e.g. `"B+S+L"`."""
         return "+".join(BRANCH_LETTERS[spec["type"]] for spec in self.encoder_branches)
 
     # ------------------------------------------------------------------ validation

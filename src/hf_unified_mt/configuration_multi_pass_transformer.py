@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Configuration of the Multi-Pass Transformer (paper 004: Gao et al., "Multi-Pass Transformer for Machine
+"""Configuration of the Multi-Pass Transformer (Gao et al., "Multi-Pass Transformer for Machine
 Translation", MPT)."""
 
 from huggingface_hub.dataclasses import strict
@@ -18,7 +18,7 @@ class MultiPassTransformerConfig(MTConfig):
     r"""
     Configuration of a [`MultiPassTransformerForConditionalGeneration`]: a standard Transformer whose encoder stack is
     run `num_passes` times with the same weights. Every pass starts again from the source embeddings, and the input of
-    layer k of a pass receives a connection c_k from the layers of the previous pass (§3.2, Eq. 6, paper 004). The
+    layer k of a pass receives a connection c_k from the layers of the previous pass (§3.2, Eq. 6 of Gao et al.). The
     decoder is a standard Transformer decoder reading the output of one pass.
 
     The defaults are the paper's setting: Transformer base (6+6 layers, d 512, FFN 2048, 8 heads, post-norm, dropout

@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Configuration of the Multi-Unit Transformer, MUTE (paper 002: Yan, Meng, Zhou 2020, "Multi-Unit Transformers for
+"""Configuration of the Multi-Unit Transformer, MUTE (Yan, Meng, Zhou 2020, "Multi-Unit Transformers for
 Neural Machine Translation")."""
 
 from huggingface_hub.dataclasses import strict
@@ -18,7 +18,7 @@ class MultiUnitTransformerConfig(MTConfig):
     r"""
     Configuration of a [`MultiUnitTransformerForConditionalGeneration`]: a pre-norm Transformer whose encoder layers
     hold `num_units` parallel units (self-attention + FFN, each with its own residual) combined by learned weights
-    (Eq. 8-10, paper 002), optionally with biased unit inputs during training (Eq. 11-12) and a learned sequential
+    (Eq. 8-10 of Yan et al.), optionally with biased unit inputs during training (Eq. 11-12) and a learned sequential
     ordering of the units (AutoShuffle, Eq. 13-20). Relative positions (Shaw et al. 2018) are used in every encoder
     unit's self-attention and in the decoder's self-attention; absolute sinusoidal positions are kept.
 
@@ -87,7 +87,8 @@ class MultiUnitTransformerConfig(MTConfig):
     def __post_init__(self, **kwargs):
         if self.unit_noise_types is None and isinstance(self.num_units, int) and self.num_units > 0:
             if self.use_bias_module:
-                self.unit_noise_types = [DEFAULT_BIASED_UNITS[i % len(DEFAULT_BIASED_UNITS)] for i in range(self.num_units)]
+                defaults = DEFAULT_BIASED_UNITS
+                self.unit_noise_types = [defaults[i % len(defaults)] for i in range(self.num_units)]
             else:
                 self.unit_noise_types = ["identity"] * self.num_units
         super().__post_init__(**kwargs)
@@ -100,7 +101,8 @@ class MultiUnitTransformerConfig(MTConfig):
                 "units share the layer's input LayerNorm"
             )
         _check_positive(self, "num_units", "relative_attention_max_distance", "swap_max_distance")
-        if not isinstance(self.disorder_window, int) or isinstance(self.disorder_window, bool) or self.disorder_window < 2:
+        window = self.disorder_window
+        if not isinstance(window, int) or isinstance(window, bool) or window < 2:
             raise ValueError(f"`disorder_window` must be an integer >= 2, got {self.disorder_window!r}")
         for name in ("bias_sample_rate", "mask_probability"):
             if not 0.0 <= float(getattr(self, name)) <= 1.0:

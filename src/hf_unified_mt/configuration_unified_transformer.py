@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Configuration of the Unified Transformer (paper 000: Zhao et al., "Unified Transformer for
+"""Configuration of the Unified Transformer (Zhao et al., "Unified Transformer for
 Sequence-to-Sequence Learning"; Prime / MUSE)."""
 
 from huggingface_hub.dataclasses import strict
@@ -12,7 +12,7 @@ class UnifiedTransformerConfig(MTConfig):
     r"""
     Configuration of a [`UnifiedTransformerForConditionalGeneration`]: a stack of *Prime* layers in which
     self-attention, a dynamic depthwise convolution and the FFN (and, in the decoder, cross-attention) read the same
-    input in parallel and are summed onto one residual followed by one LayerNorm (Eq. 1 and 4, paper 000).
+    input in parallel and are summed onto one residual followed by one LayerNorm (Eq. 1 and 4 of Zhao et al.).
 
     The defaults are the paper's base model (12+12 layers, d 384, FFN 768, 4 heads, kernels {3, 15}). Besides the
     fields of [`MTConfig`]:
@@ -67,7 +67,9 @@ class UnifiedTransformerConfig(MTConfig):
                 raise ValueError("`conv_kernel_sizes` must list at least one kernel size when `use_convolution=True`")
             for size in self.conv_kernel_sizes:
                 if not isinstance(size, int) or size <= 0 or size % 2 == 0:
-                    raise ValueError(f"`conv_kernel_sizes` must hold positive odd integers, got {self.conv_kernel_sizes}")
+                    raise ValueError(
+                        f"`conv_kernel_sizes` must hold positive odd integers, got {self.conv_kernel_sizes}"
+                    )
             if len(set(self.conv_kernel_sizes)) != len(self.conv_kernel_sizes):
                 raise ValueError(f"`conv_kernel_sizes` has repeated sizes: {self.conv_kernel_sizes}")
 

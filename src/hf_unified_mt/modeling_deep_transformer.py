@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Deep Transformer with depth-scaled initialization and merged attention (paper 001: Zhang, Titov & Sennrich 2019,
+"""Deep Transformer with depth-scaled initialization and merged attention (Zhang, Titov & Sennrich 2019,
 "Improving Deep Transformer with Depth-Scaled Initialization and Merged Attention").
 
 The encoder is the standard post-norm (or pre-norm) Transformer encoder of the shared core. What this file adds:
@@ -12,8 +12,8 @@ The encoder is the standard post-norm (or pre-norm) Transformer encoder of the s
 * O(1) incremental state per layer and step for the average-based sublayers: a running sum and per-row valid counts in
   the layer's `StatefulDecoderCacheLayer`.
 
-Equations follow the authors' released code as summarised in `shared/docs/architectures.md` §2; deliberate deviations
-are marked "Deviation".
+Equations follow the paper and, where the two differ, the authors' released code; deliberate deviations are marked
+"Deviation" (the repository's docs/architectures.md §2 has the longer derivations).
 """
 
 import math
@@ -53,7 +53,7 @@ def cumulative_average(
     state_name: str,
 ) -> torch.Tensor:
     """The average mask M_a of AAN applied to `values` (`[B, T, D]`): position i receives the mean of the values at
-    the valid (non-padding) positions j <= i, current position included (architectures.md §2).
+    the valid (non-padding) positions j <= i, current position included (Eq. 16 of Zhang et al. 2019).
 
     Computed as a cumulative sum divided by a cumulative count, so a whole sequence costs O(T) and a decoding step
     O(1): with a cache layer, the sums and counts continue from its running totals (`update_running_sum`), which beam
@@ -81,12 +81,12 @@ def prefix_average_weights(
     past_length: int,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    """The average mask M_a of AAN (Zhang, Xiong & Su 2018, Eq. 1; paper 001 Eq. 16) as an attention map, in the
-    documented self-attention shape `[batch, heads, query, past + query]`: row i is uniform over the valid key
+    """The average mask M_a of AAN (Zhang, Xiong & Su 2018, Eq. 1; Eq. 16 of Zhang et al. 2019) as an attention map, in
+    the documented self-attention shape `[batch, heads, query, past + query]`: row i is uniform over the valid key
     positions j <= i (current position included), and zero for a padded query position, exactly the weights that
     `cumulative_average` applies. The same map is repeated over the heads (the average has no heads). Built from the
-    decoder's 4D causal mask (which already holds the causal structure and the target padding) when there is one,
-    else from the positions."""
+    decoder's 4D causal mask (which already holds the causal structure and the target padding) when there is one, else
+    from the positions."""
     if isinstance(attention_mask, torch.Tensor):  # eager: additive float mask; sdpa: boolean (True = attend)
         allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
         allowed = allowed[..., -query_length:, :]
@@ -110,7 +110,7 @@ def attention_maps_requested(config: DeepTransformerConfig, kwargs: dict) -> boo
 
 
 class AAN(nn.Module):
-    """Average attention network (Zhang, Xiong & Su 2018), the original form that paper 001 simplifies: the layer
+    """Average attention network (Zhang, Xiong & Su 2018), the original form that Zhang et al. 2019 simplify: the layer
     input y is averaged over the target prefix (no projection), optionally passed through an FFN, and combined with
     y by input and forget gates:
 
@@ -128,6 +128,9 @@ class AAN(nn.Module):
         self.num_heads = config.decoder_attention_heads
         self.ffn = MTFeedForward(config, config.decoder_ffn_dim) if config.aan_use_ffn else None
         self.gate = nn.Linear(2 * config.d_model, 2 * config.d_model)
+
+    def extra_repr(self) -> str:
+        return f"ffn={self.ffn is not None}, gated=True"
 
     def forward(
         self,
@@ -153,8 +156,8 @@ class AAN(nn.Module):
 
 
 class MergedAttention(MTAttention):
-    """MAtt (Eq. 16-17, paper 001): the simplified AAN and the encoder-decoder attention computed in parallel from the
-    same input s and summed before one output projection,
+    """MAtt (Eq. 16-17 of Zhang et al. 2019): the simplified AAN and the encoder-decoder attention computed in
+    parallel from the same input s and summed before one output projection,
 
         MAtt(s) = (M_a (s W_v + b_v) + ATT_heads(s, H^L)) W_o + b_o,
 
@@ -296,7 +299,7 @@ def ds_init_bounds(config: DeepTransformerConfig, layers: nn.ModuleList) -> dict
 
     The authors' code projects self-attention queries, keys and values with ONE fused d x 3d matrix, whose Xavier
     bound is sqrt(6 / 4d); our separate q/k/v projections use that fan so that both initialisations match the
-    released code (architectures.md §2, recommendation 3)."""
+    released code."""
     bounds = {}
     for depth, layer in enumerate(layers, start=1):
         fused = set()

@@ -23,13 +23,13 @@ from transformers.masking_utils import (
     create_causal_mask,
     create_recurrent_attention_mask,
 )
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
-from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
@@ -60,9 +60,10 @@ def translation_cross_entropy(
     label_smoothing: float = 0.0,
 ) -> torch.Tensor:
     """Token-level (label-smoothed) cross-entropy of `logits` against `labels` already aligned with them (-100 is
-    ignored): summed over tokens and divided by `num_items_in_batch`, the target tokens of the whole accumulated
-    batch, when the Trainer passes it (exact gradient accumulation, hf-integration.md pitfall 9), else by this batch's
-    target tokens. transformers' own loss functions have no label smoothing, hence this one."""
+    ignored): summed over tokens and divided by `num_items_in_batch`, the target tokens of the whole accumulated batch,
+    when the Trainer passes it (exact gradient accumulation: a mean per micro-batch would weight the tokens of short
+    batches up), else by this batch's target tokens. transformers' own loss functions have no label smoothing, hence
+    this one."""
     labels = labels.to(logits.device)
     summed = nn.functional.cross_entropy(
         logits.float().flatten(0, -2),
@@ -93,7 +94,8 @@ class SinusoidalPositionalEmbedding(nn.Module):
     def forward(self, position_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         half = self.embedding_dim // 2
         frequencies = torch.exp(
-            torch.arange(half, device=position_ids.device, dtype=torch.float32) * -(math.log(10000.0) / max(half - 1, 1))
+            torch.arange(half, device=position_ids.device, dtype=torch.float32)
+            * -(math.log(10000.0) / max(half - 1, 1))
         )
         angles = position_ids.to(torch.float32).unsqueeze(-1) * frequencies
         embedding = torch.cat([angles.sin(), angles.cos()], dim=-1)
@@ -148,12 +150,15 @@ class MTAttention(nn.Module):
         self.head_dim = config.d_model // num_heads
         self.scaling = self.head_dim**-0.5
         self.dropout = config.attention_dropout
-        self.is_causal = is_causal  # sdpa reads this attribute (hf-integration.md pitfall 6)
+        self.is_causal = is_causal  # transformers' sdpa attention reads this attribute
         self.layer_idx = layer_idx
         self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
         self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
         self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
         self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.num_heads}, head_dim={self.head_dim}, causal={self.is_causal}"
 
     def split_heads(self, states: torch.Tensor) -> torch.Tensor:
         """`[B, T, d]` -> `[B, H, T, d_h]`."""
@@ -171,7 +176,9 @@ class MTAttention(nn.Module):
         `projected` passes already computed `(k_proj(states), v_proj(states))` (fused projections)."""
         cache = past_key_values
         if isinstance(past_key_values, EncoderDecoderCache):
-            cache = past_key_values.cross_attention_cache if is_cross_attention else past_key_values.self_attention_cache
+            cache = (
+                past_key_values.cross_attention_cache if is_cross_attention else past_key_values.self_attention_cache
+            )
             if is_cross_attention and past_key_values.is_updated.get(self.layer_idx):
                 layer = cache.layers[self.layer_idx]
                 return layer.keys, layer.values
@@ -255,6 +262,9 @@ class ResidualSublayer(nn.Module):
         self.layer_norm = nn.LayerNorm(config.d_model)
         self.pre_norm = config.normalize_before
         self.dropout = config.dropout
+
+    def extra_repr(self) -> str:
+        return f"{'pre' if self.pre_norm else 'post'}-norm, dropout={self.dropout}"
 
     def forward(self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         inputs = self.layer_norm(hidden_states) if self.pre_norm else hidden_states
@@ -410,13 +420,12 @@ class MTPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Default initialisation (architectures refine it): PyTorch's default for linear layers, which paper 000
+        """Default initialisation (architectures refine it): PyTorch's default for linear layers, which Zhao et al.
         uses for its 384-wide models (U(±1/sqrt(fan_in)), zero bias), N(0, d^-1/2) embeddings with a zero padding row
         (fairseq), unit LayerNorms.
-
-        A linear layer can ask for another law with an attribute set where it is built: `xavier_gain` (Xavier-uniform
-        with that gain), `kaiming_uniform_a` (kaiming-uniform with that negative slope) or `normal_std` (N(0, std²)). The tag sits on the
-        linear layer itself because transformers never calls `_init_weights` on a custom-code module without
+ A linear layer can ask for another law with an attribute set where it is built: `xavier_gain` (Xavier-uniform with that
+gain), `kaiming_uniform_a` (kaiming-uniform with that negative slope) or `normal_std` (N(0, std²)). The tag sits on the
+linear layer itself because transformers never calls `_init_weights` on a custom-code module without
         parameters of its own (an attention module holding only linear layers)."""
         if isinstance(module, nn.Linear):
             if hasattr(module, "normal_std"):
@@ -463,7 +472,8 @@ class MTEncoder(MTPreTrainedModel):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         check_sequence_length(inputs_embeds.shape[1], self.config, "source sequence")
-        positions = self.embed_positions(torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device), inputs_embeds.dtype)
+        position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)
+        positions = self.embed_positions(position_ids, inputs_embeds.dtype)
         return inputs_embeds + positions
 
     @merge_with_config_defaults
@@ -562,7 +572,10 @@ class MTDecoder(MTPreTrainedModel):
         # Padding mask for the recurrent sublayers: None when there is nothing to mask (decode steps, no padding).
         padding_mask = create_recurrent_attention_mask(self.config, inputs_embeds, attention_mask, self_attn_cache)
         causal_mask = create_causal_mask(
-            config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, past_key_values=self_attn_cache
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            past_key_values=self_attn_cache,
         )
         encoder_attention_mask = create_bidirectional_mask(
             config=self.config,

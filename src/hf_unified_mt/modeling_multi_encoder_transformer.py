@@ -1,11 +1,12 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Multi-Encoder Transformer (paper 003: "Heterogeneous Encoders Scaling in the Transformer for Neural Machine
+"""Multi-Encoder Transformer ("Heterogeneous Encoders Scaling in the Transformer for Neural Machine
 Translation").
 
 The encoder is made of up to five heterogeneous *branches* reading one shared source embedding: self-attention
 (the Transformer encoder), Static Expansion, LSTM, ConvS2S and FNet. Their outputs are summed (§3.2) into the memory
-of one standard Transformer decoder. The paper text lost its formulas; they follow `shared/docs/architectures.md` §4
-(the ExpansionNet, fairseq ConvS2S and FNet originals). Deliberate deviations are marked "Deviation".
+of one standard Transformer decoder. The paper's formulas are those of the original implementations it builds on
+(ExpansionNet, fairseq's ConvS2S, FNet), which this file follows. Deliberate deviations are marked "Deviation" (the
+repository's docs/architectures.md §4 has the longer derivations).
 
 Every branch is independent of the padding of its batch: the LSTM runs on packed sequences, the convolution and the
 Fourier transform see zeros at padded positions (the transform over a fixed length), and the Static Expansion
@@ -56,7 +57,7 @@ def mask_padding(hidden_states: torch.Tensor, padding_mask: torch.Tensor | None)
 
 
 class StaticExpansion(nn.Module):
-    """Static Expansion (paper 003 Eq. 1-4; ExpansionNet v1 as implemented, architectures.md §4).
+    """Static Expansion (Eq. 1-4 of the paper; ExpansionNet v1 as implemented).
 
     The sequence X (length L) is distributed over N learned expansion vectors (forward step, L -> N) and brought back
     to length L (backward step) through the same length-transformation matrix Z, once with its positive and once with
@@ -78,10 +79,13 @@ class StaticExpansion(nn.Module):
         self.positive_proj = nn.Linear(d_model, d_model)  # W_a
         self.negative_proj = nn.Linear(d_model, d_model)  # W_b
         self.selector_proj = nn.Linear(d_model, d_model)  # W_s
-        # Eq. (5), whose formula is lost: our guess (architectures.md §4, ambiguity 2), off by default. Each expansion
+        # Eq. (5), whose formula the paper's text lost: our guess, off by default. Each expansion
         # vector is modulated by the sentence, E'_n = E_n ⊙ (1 + x̄ ⊙ w) with x̄ the mean over real tokens: bilinear in
         # E and x̄, d parameters (Table 8 leaves room for no d×d matrix), zero-initialised so training starts at v1.
         self.sequence_gain = nn.Parameter(torch.empty(d_model)) if sequence_aware else None
+
+    def extra_repr(self) -> str:
+        return f"expansion_vectors={self.group_sizes}, sequence_aware={self.sequence_gain is not None}"
 
     def expansion_queries(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """E_q, `[N, d]`, or with the sequence-aware option E'_q, `[B, N, d]`."""
@@ -129,7 +133,7 @@ class StaticExpansion(nn.Module):
 
 
 class StaticExpansionLayer(GradientCheckpointingLayer):
-    """ExpansionNet's pre-norm layer x <- x + Drop(SE(LN(x))), without its FFN (paper 003 §3.2 removes the FFN from
+    """ExpansionNet's pre-norm layer x <- x + Drop(SE(LN(x))), without its FFN (§3.2 of the paper removes the FFN from
     every encoder but the self-attention and FNet ones)."""
 
     def __init__(self, config: MultiEncoderTransformerConfig, group_sizes: list[int], spec: dict):
@@ -153,7 +157,7 @@ class StaticExpansionLayer(GradientCheckpointingLayer):
 
 
 class LSTMStack(GradientCheckpointingLayer):
-    """Uni-directional stacked LSTM (paper 003 §3.1), hidden size d, dropout between layers, no residual.
+    """Uni-directional stacked LSTM (§3.1 of the paper), hidden size d, dropout between layers, no residual.
 
     Padded batches run as packed sequences, so a sentence's states never see its padding (the sequences must be
     right-padded, as everywhere in this package: positions are absolute)."""
@@ -197,6 +201,10 @@ class WeightNormConv1d(nn.Module):
         self.weight_g = nn.Parameter(torch.empty(out_channels, 1, 1))
         self.bias = nn.Parameter(torch.empty(out_channels))
 
+    def extra_repr(self) -> str:
+        out_channels, in_channels, _ = self.weight_v.shape
+        return f"{in_channels}, {out_channels}, kernel_size={self.kernel_size}"
+
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """`[B, C_in, T]` -> `[B, C_out, T]`."""
         weight = self.weight_g * self.weight_v / self.weight_v.norm(dim=(1, 2), keepdim=True)
@@ -204,7 +212,7 @@ class WeightNormConv1d(nn.Module):
 
 
 class ConvS2SLayer(GradientCheckpointingLayer):
-    """ConvS2S encoder layer (paper 003 §3.1; fairseq FConvEncoder): h <- (GLU(Conv(Drop(h))) + h) · sqrt(0.5), with
+    """ConvS2S encoder layer (§3.1 of the paper; fairseq FConvEncoder): h <- (GLU(Conv(Drop(h))) + h) · sqrt(0.5), with
     padded positions zeroed before the convolution; no normalisation."""
 
     def __init__(self, spec: dict):
@@ -235,9 +243,9 @@ class ConvS2SLayer(GradientCheckpointingLayer):
 
 
 class FourierMixing(nn.Module):
-    """FNet token mixing (paper 003 §3.1): Re(FFT_seq(FFT_hidden(X))), parameter-free.
+    """FNet token mixing (§3.1 of the paper): Re(FFT_seq(FFT_hidden(X))), parameter-free.
 
-    Deviation (architectures.md §4 recommendation): the official FNet transforms whatever padding the batch has. Here
+    Deviation: the official FNet transforms whatever padding the batch has. Here
     padded positions are zeroed and the sequence axis is zero-padded to a fixed `fft_length` before the transform
     (the official model also always pads to its maximum length), then padded positions are zeroed again; a sentence's
     mixing is then the same whatever the padding of its batch. The transform runs in float32."""
@@ -245,6 +253,9 @@ class FourierMixing(nn.Module):
     def __init__(self, fft_length: int):
         super().__init__()
         self.fft_length = fft_length
+
+    def extra_repr(self) -> str:
+        return f"fft_length={self.fft_length}"
 
     def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         length, channels = hidden_states.shape[1:]
@@ -377,7 +388,7 @@ BRANCH_CLASSES: dict[str, type[EncoderBranch]] = {
 
 
 class BranchCombination(nn.Module):
-    """The encoder memory from the branch outputs: their sum (paper 003 §3.2) or, with
+    """The encoder memory from the branch outputs: their sum (§3.2 of the paper) or, with
     `branch_combination="concat"`, a linear projection of their concatenation."""
 
     def __init__(self, config: MultiEncoderTransformerConfig):
@@ -386,6 +397,9 @@ class BranchCombination(nn.Module):
         self.projection = (
             nn.Linear(num_branches * config.d_model, config.d_model) if config.branch_combination == "concat" else None
         )
+
+    def extra_repr(self) -> str:
+        return "concat + projection" if self.projection is not None else "sum"
 
     def forward(self, branch_outputs: list[torch.Tensor]) -> torch.Tensor:
         if self.projection is None:
@@ -406,7 +420,7 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         """Linear layers by `config.linear_init`: the shared law, or Xavier-uniform with zero biases (the
-        initialisation of Vaswani et al. that paper 003 adopts, and ExpansionNet's for every ≥2-D parameter);
+        initialisation of Vaswani et al. that the paper adopts, and ExpansionNet's for every ≥2-D parameter);
         Xavier-uniform expansion vectors, PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws for ConvS2S
         (its projections carry a `normal_std` tag, read by the shared law), N(0, d^-1/2) embeddings."""
         if isinstance(module, nn.Linear) and self.config.linear_init == "xavier" and not hasattr(module, "normal_std"):
@@ -492,7 +506,7 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
 
 
 class MultiEncoderTransformerDecoder(MultiEncoderTransformerPreTrainedModel, MTDecoder):
-    """The standard Transformer decoder (paper 003 keeps it unchanged)."""
+    """The standard Transformer decoder (the paper keeps it unchanged)."""
 
     layer_class = MTDecoderLayer
     _can_record_outputs = {

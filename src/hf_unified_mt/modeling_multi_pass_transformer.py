@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Multi-Pass Transformer (paper 004: Gao et al., "Multi-Pass Transformer for Machine Translation", MPT).
+"""Multi-Pass Transformer (Gao et al., "Multi-Pass Transformer for Machine Translation", MPT).
 
 A standard Transformer whose encoder stack L_0..L_{N-1} is run for P passes with tied weights. Every pass starts
 again from the source embeddings X, and the input of layer k of a pass (the "outer" layer) also receives a
@@ -11,8 +11,8 @@ connection c_k built from the layer outputs of the previous pass (the "inner" la
     hard:        c_k = S_{tau_k} for a permutation tau of 0..N-1                     §3.2
 
 The decoder is a standard Transformer decoder reading the last pass, or any earlier pass the caller chooses
-(`encoder_pass=`), which then costs only that many passes. No code was released; the equations follow the paper
-text as summarised in `shared/docs/architectures.md` §5. The layers are the shared `MTEncoderLayer` /
+(`encoder_pass=`), which then costs only that many passes. No code was released; the equations follow the paper's
+text (the repository's docs/architectures.md §5 discusses its readings). The layers are the shared `MTEncoderLayer` /
 `MTDecoderLayer`; only the passes, the connections and the training objectives are defined here.
 """
 
@@ -114,6 +114,9 @@ class MultiPassEncoderLayer(MTEncoderLayer):
         # Figure 4: (a)/(c) add c_k before the residual branch point, (b)/(d) after it.
         self.connect_before_residual = config.routing_pattern in ("a", "c")
 
+    def extra_repr(self) -> str:
+        return f"connection={'before the residual' if self.connect_before_residual else 'into the self-attention'}"
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -127,8 +130,9 @@ class MultiPassEncoderLayer(MTEncoderLayer):
             # Patterns (a)/(c), Eq. (6): S~_k = AttModule(S~_{k-1} + c_k); c_k also travels on the residual stream.
             hidden_states = hidden_states + connection
         elif connection is not None:
-            # Patterns (b)/(d) [inferred, architectures.md §5]: c_k enters the self-attention branch only, and the
-            # identity path carries S~_{k-1} alone: mid = LN(S~_{k-1} + Drop(SA(S~_{k-1} + c_k))) in post-norm.
+            # Patterns (b)/(d), our reading of "after the residual connection" (§3.2): c_k enters the self-attention
+            # branch only, and the identity path carries S~_{k-1} alone: mid = LN(S~_{k-1} + Drop(SA(S~_{k-1} + c_k)))
+            # in post-norm.
             branch_connection = connection
 
         def self_attention(inputs: torch.Tensor) -> torch.Tensor:
@@ -156,6 +160,11 @@ class MultiPassConnections(nn.Module):
             self.logits = nn.Parameter(torch.zeros(self.num_layers, self.num_layers))  # w_kj
         else:
             self.permutation = list(config.hard_connections)  # tau_k
+
+    def extra_repr(self) -> str:
+        if self.soft:
+            return f"soft, layers={self.num_layers}, init={self.soft_init!r}"
+        return f"hard, permutation={self.permutation}"
 
     def weights(self) -> torch.Tensor:
         """alpha, `[N outer, N inner]`; every row sums to 1 (one-hot rows for hard connections)."""
@@ -213,6 +222,10 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
         self.connections = MultiPassConnections(config) if config.num_passes > 1 else None
         self.connect_from_mid = config.routing_pattern in ("c", "d")  # Figure 4: S^mid instead of S^out
         self.post_init()
+
+    def extra_repr(self) -> str:
+        config = self.config
+        return f"passes={config.num_passes}, routing_pattern={config.routing_pattern!r}"
 
     @property
     def connection_weights(self) -> torch.Tensor | None:
@@ -319,8 +332,8 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
                 connections = [None] * len(self.layers)
             else:
                 connections = self.connections(inner_features)
-            # Every pass restarts from the original input, S~_{-1} = X (architectures.md §5: the difference from a
-            # plain tied 6+6 stack).
+            # Every pass restarts from the original input, S~_{-1} = X (§3.2 of Gao et al.: the difference
+            # from a plain tied 6+6 stack).
             hidden_states, inner_features = embeddings, []
             for layer, connection in zip(self.layers, connections, strict=True):
                 hidden_states, mid = layer(

@@ -1,5 +1,5 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Multi-Unit Transformer, MUTE (paper 002: Yan, Meng, Zhou 2020, "Multi-Unit Transformers for Neural Machine
+"""Multi-Unit Transformer, MUTE (Yan, Meng, Zhou 2020, "Multi-Unit Transformers for Neural Machine
 Translation").
 
 Every encoder layer feeds its pre-normalised input to I parallel units, each a self-attention + FFN unit with its own
@@ -7,8 +7,8 @@ residual, and sums their outputs with learned weights (MUTE, Eq. 8-10). In train
 a differently corrupted input (Biased MUTE, Eq. 11-12), and the unit outputs can be put in a learned order and
 accumulated (Sequentially Biased MUTE with AutoShuffle, Eq. 13-20). The decoder is a standard pre-norm Transformer
 decoder. The encoder units' and the decoder's self-attention use relative position representations (Shaw et al. 2018);
-absolute sinusoidal positions are kept. Equations follow the authors' released code as summarised in
-`shared/docs/architectures.md` §3; deliberate deviations are marked "Deviation".
+absolute sinusoidal positions are kept. Equations follow the authors' released code where it differs from the
+paper's text; deliberate deviations are marked "Deviation" (the repository's docs/architectures.md §3).
 
 Attention with relative positions is computed explicitly here ("eager") whatever `config._attn_implementation` says:
 the sdpa / flash / flex kernels cannot add the relative terms to the scores and to the values. Cross-attention goes
@@ -16,12 +16,10 @@ through transformers' attention interface, as in every model of this package.
 """
 
 import math
-import weakref
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_post_hook
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache
@@ -29,7 +27,6 @@ from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.processing_utils import Unpack
-from transformers.trainer_callback import TrainerCallback
 from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import OutputRecorder
 
@@ -55,7 +52,9 @@ logger = logging.get_logger(__name__)
 # ------------------------------------------------------------------------------------------------ relative attention
 
 
-def relative_position_buckets(query_positions: torch.Tensor, key_positions: torch.Tensor, max_distance: int) -> torch.Tensor:
+def relative_position_buckets(
+    query_positions: torch.Tensor, key_positions: torch.Tensor, max_distance: int
+) -> torch.Tensor:
     """Index of the relative position representation of every (query, key) pair, `[T, S]`:
     idx(i, j) = clip(j - i, -k, k) + k (Shaw et al. 2018)."""
     distance = key_positions[None, :] - query_positions[:, None]
@@ -114,6 +113,9 @@ class RelativePositionSelfAttention(MTAttention):
         super().__init__(config, num_heads, is_causal=is_causal, layer_idx=layer_idx)
         self.max_distance = config.relative_attention_max_distance
         self.relative_positions = nn.Parameter(torch.empty(2 * self.max_distance + 1, self.head_dim))
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, relative_max_distance={self.max_distance}"
 
     def forward(
         self,
@@ -187,6 +189,9 @@ class MultiUnitSelfAttention(nn.Module):
         self.out_proj_bias = nn.Parameter(torch.empty(units, d))
         self.relative_positions = nn.Parameter(torch.empty(units, 2 * self.max_distance + 1, self.head_dim))
 
+    def extra_repr(self) -> str:
+        return f"units={self.num_units}, heads={self.num_heads}, head_dim={self.head_dim}, batched={self.batched}"
+
     def forward(
         self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -236,6 +241,9 @@ class MultiUnitFeedForward(nn.Module):
         self.fc2_weight = nn.Parameter(torch.empty(units, ffn_dim, d))
         self.fc2_bias = nn.Parameter(torch.empty(units, d))
 
+    def extra_repr(self) -> str:
+        return f"units={self.num_units}, batched={self.batched}"
+
     def forward(self, unit_states: torch.Tensor) -> torch.Tensor:
         if self.batched:
             return self.transform(unit_states, slice(None))
@@ -271,13 +279,15 @@ def swap_ranks(lengths: torch.Tensor, max_length: int, max_distance: int) -> tor
     """Swapping noise: per sentence, one real token and a partner at most `max_distance` real tokens away, drawn
     uniformly among the partners inside the sentence, exchange places. Returns `rank_source` `[B, max_length]`.
 
-    Deviation (architectures.md §3, rec. 4): the authors draw the first token over the padded batch length and clamp
+    Deviation: the authors draw the first token over the padded batch length and clamp
     it, and draw the offset from {-3..2} with clamping, so the swap can hit a pad slot or be a no-op; here both tokens
     are real and distinct whenever the sentence has two tokens."""
     device = lengths.device
     ranks = torch.arange(max_length, device=device).expand(len(lengths), max_length)
     first = (torch.rand(len(lengths), device=device) * lengths).long()
-    offsets = torch.cat([torch.arange(-max_distance, 0, device=device), torch.arange(1, max_distance + 1, device=device)])
+    offsets = torch.cat(
+        [torch.arange(-max_distance, 0, device=device), torch.arange(1, max_distance + 1, device=device)]
+    )
     partners = first[:, None] + offsets
     valid = (partners >= 0) & (partners < lengths[:, None])
     choice = torch.rand(partners.shape, device=device).masked_fill(~valid, -1.0).argmax(dim=1, keepdim=True)
@@ -290,7 +300,7 @@ def disorder_ranks(lengths: torch.Tensor, max_length: int, window: int) -> torch
     """Disorder noise: per sentence, a window of `window` consecutive real tokens (the whole sentence if shorter) is
     permuted randomly. Returns `rank_source` `[B, max_length]`.
 
-    Deviation (architectures.md §3, rec. 4): the authors draw the window start over the padded batch length (it can
+    Deviation: the authors draw the window start over the padded batch length (it can
     cover padding) and allow the identity permutation; here the window lies inside the sentence and its permutation is
     never the identity (for windows of two or more tokens)."""
     device = lengths.device
@@ -332,6 +342,9 @@ class UnitBiasModule(nn.Module):
         # One learned mask embedding per mask unit.
         self.mask_embeddings = nn.Parameter(torch.empty(num_mask_units, config.d_model)) if num_mask_units else None
 
+    def extra_repr(self) -> str:
+        return f"noise_types={self.noise_types}, sample_rate={self.sample_rate}"
+
     def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         if not self.training or all(noise == "identity" for noise in self.noise_types):
             return hidden_states
@@ -352,7 +365,8 @@ class UnitBiasModule(nn.Module):
                 unit_inputs.append(permute_real_tokens(hidden_states, order, ranks))
             elif noise == "mask":
                 # The authors replace each token with probability 0.1 (the paper says "one input embedding").
-                replaced = (torch.rand(batch, length, device=hidden_states.device) < self.mask_probability) & padding_mask
+                draws = torch.rand(batch, length, device=hidden_states.device)
+                replaced = (draws < self.mask_probability) & padding_mask
                 embedding = next(mask_embeddings).to(hidden_states.dtype)
                 unit_inputs.append(torch.where(replaced.unsqueeze(-1), embedding, hidden_states))
             else:
@@ -416,42 +430,21 @@ def project_doubly_stochastic(matrix: torch.Tensor, tolerance: float = 1e-6, max
     return projected.to(matrix.dtype)
 
 
-# Every live AutoShuffle matrix, for the optimizer hook below.
-_AUTOSHUFFLE_MODULES: "weakref.WeakSet[AutoShuffle]" = weakref.WeakSet()
-_optimizer_hook_registered = False
-
-
-def _project_after_optimizer_step(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
-    """Global `torch.optim` post-step hook: after any optimizer updated an AutoShuffle matrix, project it (Eq. 17-18,
-    "after each optimization step"), whatever loop drives the training (Trainer, Accelerate, a plain loop)."""
-    if not _AUTOSHUFFLE_MODULES:
-        return
-    updated = {id(param) for group in optimizer.param_groups for param in group["params"]}
-    for module in list(_AUTOSHUFFLE_MODULES):
-        if id(module.weight) in updated:
-            module.project_()
-
-
-def _register_optimizer_hook() -> None:
-    global _optimizer_hook_registered
-    if not _optimizer_hook_registered:
-        register_optimizer_step_post_hook(_project_after_optimizer_step)
-        _optimizer_hook_registered = True
-
-
 class AutoShuffle(nn.Module):
     """The learned I×I matrix M that orders the unit outputs (Eq. 16), approximating a permutation matrix.
 
-    M is kept non-negative with rows and columns summing to 1 (Eq. 17-18): it is projected in place after every
-    optimizer step that updates it (a global `torch.optim` post-step hook registered when the first AutoShuffle is
-    built) and, as in the authors' code, at the start of every training forward (for optimizers that bypass the hook).
+    M is kept non-negative with rows and columns summing to 1 (Eq. 17-18, "after each optimization step"): as in the
+    authors' code it is projected in place at the start of every training forward, and the training loop may also
+    project it right after each optimizer step (`MultiUnitTransformerPreTrainedModel.project_auto_shuffle_`, which the
+    package's Trainer callback calls), so that a saved M is always a projected one. Building a model installs no hook.
     The projection itself is not differentiated. Calling the module returns the matrix to use."""
 
     def __init__(self, num_units: int):
         super().__init__()
         self.weight = nn.Parameter(torch.full((num_units, num_units), 1.0 / num_units))
-        _AUTOSHUFFLE_MODULES.add(self)
-        _register_optimizer_hook()
+
+    def extra_repr(self) -> str:
+        return f"units={self.weight.shape[0]}"
 
     @torch.no_grad()
     def project_(self) -> None:
@@ -461,10 +454,9 @@ class AutoShuffle(nn.Module):
 
     def forward(self) -> torch.Tensor:
         if self.training:
-            _AUTOSHUFFLE_MODULES.add(self)  # copies made without __init__ (deepcopy, pickle) join the hook here
             self.project_()
             return self.weight
-        # Deviation (architectures.md §3, rec. 5): at eval the authors use M as stored; we use its projection, which is
+        # Deviation: at eval the authors use M as stored; we use its projection, which is
         # M itself whenever it was projected after the last optimizer step.
         if is_doubly_stochastic(self.weight):
             return self.weight
@@ -498,6 +490,10 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
         # α of Eq. (10): unconstrained, initialised to 1/I (the authors' code).
         self.unit_weights = nn.Parameter(torch.full((config.num_units,), 1.0 / config.num_units))
         self.unit_order = AutoShuffle(config.num_units) if config.use_sequential_dependency else None
+
+    def extra_repr(self) -> str:
+        combination = "sequential" if self.unit_order is not None else "weighted sum"
+        return f"units={self.num_units}, pre-norm, combination={combination}"
 
     def forward(
         self,
@@ -599,6 +595,14 @@ class MultiUnitTransformerPreTrainedModel(MTPreTrainedModel):
         # attention that uses the interface here is the cross-attention (`MTAttention` of modeling_mt_common.py), and
         # that is what `set_attn_implementation` selects.
         return True
+
+    def project_auto_shuffle_(self) -> None:
+        """Projects every AutoShuffle matrix M of the model in place onto the doubly stochastic matrices (Eq. 17-18),
+        the step the paper takes "after each optimization step". Training loops call it after `optimizer.step()`
+        (the package's Trainer callback does); a no-op without the sequential dependency."""
+        for module in self.modules():
+            if isinstance(module, AutoShuffle):
+                module.project_()
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -766,71 +770,7 @@ class MultiUnitTransformerForConditionalGeneration(
         return cross_entropy + weight * penalty, cross_entropy, penalty
 
 
-# ------------------------------------------------------------------------------------------------ Trainer logging
-
-
-class MultiUnitLossLoggingCallback(TrainerCallback):
-    """Adds the two parts of the training loss to the Trainer's logs, next to `loss`:
-
-    * `cross_entropy`: per optimizer step, on the same scale as the logged `loss`;
-    * `shuffle_penalty`: Σ_k L_p^k (unweighted), mean over the forward passes since the last log.
-
-    `Seq2SeqTrainer(..., callbacks=[MultiUnitLossLoggingCallback()])` shows both in the printed logs and in
-    `trainer.state.log_history`. Reporting integrations (`report_to`) run before user callbacks; to have them log both
-    too, use `MultiUnitLossLoggingCallback.add_to(trainer)`, which puts the callback first. The values are read from
-    the model outputs (`cross_entropy`, `shuffle_penalty`) by a forward hook during training."""
-
-    def __init__(self):
-        self._hook = None
-        self._sums: torch.Tensor | None = None
-        self._forwards = 0
-        self._has_penalty = False
-        self._last_logged_step = 0
-
-    @classmethod
-    def add_to(cls, trainer) -> "MultiUnitLossLoggingCallback":
-        callback = cls()
-        trainer.callback_handler.callbacks.insert(0, callback)
-        return callback
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self._last_logged_step = state.global_step
-        if self._hook is None and model is not None:
-            self._hook = model.register_forward_hook(self._record)
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
-
-    def _record(self, module, args, output) -> None:
-        cross_entropy = getattr(output, "cross_entropy", None)
-        if not module.training or cross_entropy is None:
-            return
-        penalty = getattr(output, "shuffle_penalty", None)
-        self._has_penalty = self._has_penalty or penalty is not None
-        if penalty is None:
-            penalty = torch.zeros_like(cross_entropy)
-        values = torch.stack([cross_entropy.detach().float(), penalty.detach().float()])
-        self._sums = values if self._sums is None else self._sums + values
-        self._forwards += 1
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs is None or "loss" not in logs or not self._forwards:
-            return
-        steps = max(state.global_step - self._last_logged_step, 1)
-        cross_entropy, penalty = self._sums.tolist()
-        extra = {"cross_entropy": cross_entropy / steps}
-        if self._has_penalty:
-            extra["shuffle_penalty"] = penalty / self._forwards
-        logs.update(extra)
-        if state.log_history and state.log_history[-1].get("loss") == logs["loss"]:
-            state.log_history[-1].update(extra)  # the Trainer stored a copy of the logs before calling back
-        self._sums, self._forwards, self._last_logged_step = None, 0, state.global_step
-
-
 __all__ = [
-    "MultiUnitLossLoggingCallback",
     "MultiUnitEncoderOutput",
     "MultiUnitSeq2SeqModelOutput",
     "MultiUnitSeq2SeqLMOutput",

@@ -1,10 +1,10 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Unified Transformer (paper 000: Zhao et al., "Unified Transformer for Sequence-to-Sequence Learning").
+"""Unified Transformer (Zhao et al., "Unified Transformer for Sequence-to-Sequence Learning").
 
 Every layer is a *Prime* unit: self-attention, a dynamic depthwise convolution and the position-wise FFN (plus
 cross-attention in the decoder) read the same input in parallel and are summed onto one residual, followed by a
-single post-LayerNorm. Equations follow the authors' released code as summarised in
-`shared/docs/architectures.md` §0-1; deliberate deviations are marked "Deviation".
+single post-LayerNorm. Equations follow the authors' released code where it differs from the paper's text;
+deliberate deviations are marked "Deviation" (the repository's docs/architectures.md §1 has the longer derivations).
 """
 
 import torch
@@ -57,6 +57,12 @@ class PrimeDynamicConvolution(nn.Module):
         # Eq. (7): alpha_i, one learned scalar per cell, initialised equal.
         self.kernel_gate = nn.Parameter(torch.full((len(self.kernel_sizes),), 0.5))
 
+    def extra_repr(self) -> str:
+        padding = "causal" if self.is_causal else "centred"
+        return (
+            f"kernel_sizes={self.kernel_sizes}, heads={self.num_heads}, {padding}, weight_dropout={self.weight_dropout}"
+        )
+
     def kernels(self, inputs: torch.Tensor) -> torch.Tensor:
         """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7)."""
         batch, length, _ = inputs.shape
@@ -104,11 +110,17 @@ class PrimeSelfAttention(MTAttention):
         self.conv = PrimeDynamicConvolution(config, num_heads, is_causal) if config.use_convolution else None
         # Separate Projection ablation (Table 6): the convolution gets its own input projection W_1^C.
         self.conv_proj = (
-            nn.Linear(config.d_model, config.d_model) if config.use_convolution and not config.shared_projection else None
+            nn.Linear(config.d_model, config.d_model)
+            if config.use_convolution and not config.shared_projection
+            else None
         )
         width = 2 * config.d_model if config.use_convolution else config.d_model
         self.out_proj = nn.Linear(width, config.d_model)
         self.out_proj.kaiming_uniform_a = 1.0  # the authors' 'km' init: U(±sqrt(3 / fan_in)) over [A ; C]
+
+    def extra_repr(self) -> str:
+        projection = "none" if self.conv is None else "separate" if self.conv_proj is not None else "shared"
+        return f"{super().extra_repr()}, convolution_projection={projection}"
 
     @property
     def input_projections(self) -> list[nn.Linear]:
@@ -132,8 +144,8 @@ class PrimeSelfAttention(MTAttention):
         if self.conv is None:
             return attention, weights
         conv_input = value if self.conv_proj is None else projections[3]  # Eq. (5)
-        # Deviation (architectures.md §1, item 6): pads are zeroed before the convolution unless the config asks for
-        # the authors' unmasked behaviour.
+        # Deviation: pads are zeroed before the convolution (as in the LightConv block of Wu et al. 2019), so that a
+        # padded batch decodes like its sentences alone, unless the config asks for the authors' unmasked behaviour.
         padding_mask = padding_mask if self.config.mask_padding_before_conv else None
         convolution = self.conv(conv_input, padding_mask, cache_layer_for(past_key_values, self.layer_idx))
         return torch.cat([attention, convolution], dim=-1), weights
@@ -164,7 +176,16 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         self.layer_norm = nn.LayerNorm(config.d_model)
         self._fused = None
 
+    def extra_repr(self) -> str:
+        branches = ["attention", "convolution", "cross-attention", "FFN"]
+        if self.self_attn.conv is None:
+            branches.remove("convolution")
+        if not self.is_decoder:
+            branches.remove("cross-attention")
+        return f"{' + '.join(branches)} in parallel, post-norm (one LayerNorm)"
+
     # --------------------------------------------------------------- fused projections (§3.3.1)
+
     def _input_linears(self) -> list[nn.Linear]:
         cross = [self.encoder_attn.q_proj] if self.is_decoder else []
         return self.self_attn.input_projections + cross + [self.fc1]

@@ -96,4 +96,6 @@ def register_translation_pipeline() -> None:
     from transformers import AutoModelForSeq2SeqLM
 
     if REGISTERED_TASK not in PIPELINE_REGISTRY.get_supported_tasks():
-        PIPELINE_REGISTRY.register_pipeline(REGISTERED_TASK, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM)
+        PIPELINE_REGISTRY.register_pipeline(
+            REGISTERED_TASK, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM
+        )

@@ -26,8 +26,8 @@ def marian_config_matching(
 ) -> MarianConfig:
     """A Marian config of the given width and depth whose FFN width is solved so that its parameter count is as
     close to `num_parameters` as an integer FFN width allows."""
-    per_ffn_unit = _marian_parameters(vocab_size, d_model, layers, 1) - _marian_parameters(vocab_size, d_model, layers, 0)
     base = _marian_parameters(vocab_size, d_model, layers, 0)
+    per_ffn_unit = _marian_parameters(vocab_size, d_model, layers, 1) - base
     ffn_dim = max(1, round((num_parameters - base) / per_ffn_unit))
     values = dict(
         vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=d_model, encoder_layers=layers,

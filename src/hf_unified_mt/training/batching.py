@@ -19,8 +19,8 @@ import copy
 import inspect
 import logging
 import math
-from functools import partial
 from collections.abc import Iterator, Sequence
+from functools import partial
 
 import numpy as np
 from accelerate.data_loader import BatchSamplerShard, DataLoaderDispatcher
@@ -414,7 +414,7 @@ def token_batches_for_inference(
 ) -> list[list[int]]:
     """Group indices by length for translation (longest first), capped by sentences and padded source tokens.
 
-    Used by [`hf_unified_mt.inference.translate`]; the caller restores the input order.
+    Used by [`hf_unified_mt.training.inference.translate`]; the caller restores the input order.
     """
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []

@@ -3,7 +3,7 @@
 Hugging Face checkpoint, reload it through `AutoModelForSeq2SeqLM` and the translation pipeline, and check that
 cached and uncached beam search agree.
 
-    python -m hf_unified_mt.demo [--output outputs/demo]
+    python -m hf_unified_mt.training.demo [--output outputs/demo]
 
 The model is untrained, so its "translations" are random words: this demonstrates the plumbing, not quality.
 """
@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import AutoModelForSeq2SeqLM, PreTrainedTokenizerFast, pipeline
 
-from . import UnifiedTransformerForConditionalGeneration, get_config
+from .. import UnifiedTransformerForConditionalGeneration, get_config
 
 
 SENTENCES = [

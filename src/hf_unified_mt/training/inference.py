@@ -43,8 +43,8 @@ def make_generation_config(
 ) -> GenerationConfig:
     """A minimal `GenerationConfig`: the token ids and beam/length settings from `source`, updated by the arguments.
 
-    `Seq2SeqTrainer.prediction_step` fills the model's generation config with legacy defaults (`max_length=20`, ...;
-    hf-integration.md pitfall 10); saving those makes every later `generate(max_new_tokens=...)` warn. Call this
+    `Seq2SeqTrainer.prediction_step` fills the model's generation config with legacy defaults (`max_length=20`,
+    ...); saving those makes every later `generate(max_new_tokens=...)` warn. Call this
     before saving to keep only what matters.
     """
     values = {}

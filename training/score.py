@@ -3,10 +3,10 @@
 # Licensed under the Apache License, Version 2.0.
 """Score a saved model on a split: sacreBLEU BLEU and chrF with signatures, and BLEU by source length.
 
-    python training/evaluate.py outputs/mt                          # test split of the embedded corpus
-    python training/evaluate.py outputs/mt --split validation --num_beams 5
-    python training/evaluate.py outputs/mt --test_file data/test.tsv --source_field de --target_field en
-    python training/evaluate.py outputs/mt --source_file test.es --reference_file test.en
+    python training/score.py outputs/mt                          # test split of the embedded corpus
+    python training/score.py outputs/mt --split validation --num_beams 5
+    python training/score.py outputs/mt --test_file data/test.tsv --source_field de --target_field en
+    python training/score.py outputs/mt --source_file test.es --reference_file test.en
 
 Writes `eval_<split>.json` (scores, signatures, BLEU per source-length bucket), `hypotheses_<split>.txt` and, if
 matplotlib is installed, `bleu_by_length_<split>.png` to `--output_dir` (default: the model directory).
@@ -18,24 +18,14 @@ import argparse
 import json
 import logging
 import os
-import sys
-
-# This file is called evaluate.py: keep its directory off sys.path so `import evaluate` finds the library.
-_SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _SCRIPT_DIR]
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-
-try:
-    import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-except ImportError:  # running from a source checkout that is not installed
-    sys.path.insert(0, os.path.join(os.path.dirname(_SCRIPT_DIR), "src"))
-
-from hf_unified_mt.data import DEFAULT_CORPUS, load_parallel_data  # noqa: E402
-from hf_unified_mt.inference import translate  # noqa: E402
-from hf_unified_mt.metrics import (  # noqa: E402
+import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
+from hf_unified_mt.training.data import DEFAULT_CORPUS, load_parallel_data
+from hf_unified_mt.training.inference import translate
+from hf_unified_mt.training.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     bleu_by_source_length,
     compute_translation_scores,
@@ -43,7 +33,7 @@ from hf_unified_mt.metrics import (  # noqa: E402
 )
 
 
-logger = logging.getLogger("evaluate")
+logger = logging.getLogger("score")
 
 
 def build_parser() -> argparse.ArgumentParser:

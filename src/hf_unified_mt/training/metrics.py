@@ -32,7 +32,7 @@ def local_sacrebleu_path() -> str:
     Example:
         ```python
         >>> import evaluate
-        >>> from hf_unified_mt.metrics import local_sacrebleu_path
+        >>> from hf_unified_mt.training.metrics import local_sacrebleu_path
         >>> metric = evaluate.load(local_sacrebleu_path())
         >>> metric.compute(predictions=["the cat sat"], references=[["the cat sat"]])["score"]
         100.00000000000004
