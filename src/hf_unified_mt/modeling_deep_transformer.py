@@ -102,11 +102,26 @@ def prefix_average_weights(
     return weights.expand(batch, num_heads, -1, -1).to(dtype)
 
 
-def attention_maps_requested(config: DeepTransformerConfig, kwargs: dict) -> bool:
-    """Whether the caller asked for attention maps (`output_attentions` of the call, else of the config): the
-    prefix-average maps of the key-less sublayers are O(T²) and only built then."""
+def requested_prefix_average_map(
+    config: DeepTransformerConfig,
+    kwargs: dict,
+    attention_mask: torch.Tensor | None,
+    padding_mask: torch.Tensor | None,
+    hidden_states: torch.Tensor,
+    num_heads: int,
+    cache_layer=None,
+) -> torch.Tensor | None:
+    """[`prefix_average_weights`] for a key-less sublayer's input `hidden_states`, if the caller asked for attention
+    maps (`output_attentions` of the call, else of the config); `None` otherwise: the maps are O(T²) and only built
+    when requested."""
     requested = kwargs.get("output_attentions")
-    return bool(getattr(config, "output_attentions", False) if requested is None else requested)
+    if not (getattr(config, "output_attentions", False) if requested is None else requested):
+        return None
+    past_length = cache_layer.get_seq_length() if cache_layer is not None else 0
+    batch, length = hidden_states.shape[:2]
+    return prefix_average_weights(
+        attention_mask, padding_mask, batch, num_heads, length, past_length, hidden_states.dtype
+    )
 
 
 class AAN(nn.Module):
@@ -142,13 +157,9 @@ class AAN(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Returns the sublayer output and, when attention maps are requested, the average mask as a
         `[batch, heads, query, key]` map (`prefix_average_weights`), like a self-attention's weights."""
-        weights = None
-        if attention_maps_requested(self.config, kwargs):
-            past_length = cache_layer.get_seq_length() if cache_layer is not None else 0
-            weights = prefix_average_weights(
-                attention_mask, padding_mask, hidden_states.shape[0], self.num_heads, hidden_states.shape[1],
-                past_length, hidden_states.dtype,
-            )
+        weights = requested_prefix_average_map(
+            self.config, kwargs, attention_mask, padding_mask, hidden_states, self.num_heads, cache_layer
+        )
         average = cumulative_average(hidden_states, padding_mask, cache_layer, "aan")
         context = self.ffn(average) if self.ffn is not None else average
         input_gate, forget_gate = self.gate(torch.cat([hidden_states, context], dim=-1)).chunk(2, dim=-1)
@@ -180,13 +191,9 @@ class MergedAttention(MTAttention):
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         cache_layer = cache_layer_for(past_key_values, self.layer_idx)
-        average_weights = None
-        if attention_maps_requested(self.config, kwargs):
-            past_length = cache_layer.get_seq_length() if cache_layer is not None else 0
-            average_weights = prefix_average_weights(
-                self_attention_mask, padding_mask, hidden_states.shape[0], self.num_heads, hidden_states.shape[1],
-                past_length, hidden_states.dtype,
-            )
+        average_weights = requested_prefix_average_map(
+            self.config, kwargs, self_attention_mask, padding_mask, hidden_states, self.num_heads, cache_layer
+        )
         # Eq. (16): simplified AAN on the shared value projection, in full width d.
         average = cumulative_average(self.v_proj(hidden_states), padding_mask, cache_layer, "merged")
         # Eq. (1): encoder-decoder attention, heads concatenated before the output projection.
