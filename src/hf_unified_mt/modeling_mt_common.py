@@ -346,17 +346,12 @@ class EncoderHiddenStates(list):
         super().__init__(recorders)
 
 
-def encoder_extra_outputs(encoder_outputs: BaseModelOutput, output_class: type) -> dict:
-    """The architecture-specific fields of an encoder output (beyond `BaseModelOutput`'s, e.g. MUTE's per-unit maps or
-    MPT's per-pass states), named `encoder_<field>` as on the seq2seq output, for the fields `output_class` declares.
+def extra_output_fields(output_class: type, standard_class: type) -> tuple[str, ...]:
+    """The fields `output_class` declares beyond `standard_class`'s (e.g. MUTE's per-unit maps, MPT's per-pass states).
+    Read once when a model is built: `forward` only looks the names up, which `torch.compile` traces without a break.
     """
-    declared = {field.name for field in dataclasses.fields(output_class)}
-    standard = {field.name for field in dataclasses.fields(BaseModelOutput)}
-    return {
-        f"encoder_{key}": value
-        for key, value in encoder_outputs.items()
-        if key not in standard and f"encoder_{key}" in declared
-    }
+    standard = {field.name for field in dataclasses.fields(standard_class)}
+    return tuple(field.name for field in dataclasses.fields(output_class) if field.name not in standard)
 
 
 def check_sequence_length(length: int, config: MTConfig, what: str) -> None:
@@ -621,6 +616,12 @@ class MTModel(MTPreTrainedModel):
         super().__init__(config)
         self.encoder = self.encoder_class(config)
         self.decoder = self.decoder_class(config)
+        # The encoder output's extra `<field>`s this output class receives as `encoder_<field>`.
+        self.encoder_extra_fields = tuple(
+            name.removeprefix("encoder_")
+            for name in extra_output_fields(self.output_class, Seq2SeqModelOutput)
+            if name.startswith("encoder_")
+        )
         self.post_init()
 
     def _tied_weights_for_config(self) -> dict[str, str]:
@@ -698,7 +699,7 @@ class MTModel(MTPreTrainedModel):
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
-            **encoder_extra_outputs(encoder_outputs, self.output_class),
+            **{f"encoder_{field}": encoder_outputs.get(field) for field in self.encoder_extra_fields},
         )
 
 
@@ -713,6 +714,7 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.model = self.base_model_class(config)
         self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        self.extra_output_fields = extra_output_fields(self.output_class, Seq2SeqLMOutput)  # passed on from `model`
         self.post_init()
 
     def _tied_weights_for_config(self) -> dict[str, str]:
@@ -817,9 +819,7 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         loss = None
         if labels is not None:
             loss = translation_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
-        standard = {field.name for field in dataclasses.fields(Seq2SeqModelOutput)}
-        declared = {field.name for field in dataclasses.fields(self.output_class)}
-        extra = {key: value for key, value in outputs.items() if key not in standard and key in declared}
+        extra = {field: outputs.get(field) for field in self.extra_output_fields}
         return self.output_class(
             loss=loss,
             logits=logits,

@@ -177,8 +177,10 @@ class LSTMStack(GradientCheckpointingLayer):
         padding_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
-        if padding_mask is None:
-            return self.lstm(hidden_states)[0]
+        # Packing reads the lengths on the host, and torch.compile does not trace `nn.LSTM`: this branch is the one
+        # graph break of a compiled Multi-Encoder (the other branches trace whole).
+        if padding_mask is None or bool(padding_mask.all()):
+            return self.lstm(hidden_states)[0]  # nothing padded: no need to pack
         lengths = padding_mask.sum(dim=1).cpu()
         packed = pack_padded_sequence(hidden_states, lengths, batch_first=True, enforce_sorted=False)
         output, _ = self.lstm(packed)
@@ -493,8 +495,6 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
         hidden_states = self.embed(input_ids, inputs_embeds)
         hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
         padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
-        if padding_mask is not None and bool(padding_mask.all()):
-            padding_mask = None  # nothing padded: the LSTM need not pack
         attention_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
         )

@@ -329,7 +329,8 @@ class UnitBiasModule(nn.Module):
     Noise only touches each sentence's real tokens: padding never moves into a sentence, real tokens never move into
     padding, and padding is never masked. New noise is drawn in every layer and forward pass.
 
-    Returns the input unchanged (shared by all units) when there is no noise, else the unit inputs `[I, B, T, d]`."""
+    Returns the input unchanged (shared by all units) in eval mode or without noise types, else the unit inputs
+    `[I, B, T, d]` (all equal to the input when the switch is off)."""
 
     def __init__(self, config: MultiUnitTransformerConfig):
         super().__init__()
@@ -348,8 +349,9 @@ class UnitBiasModule(nn.Module):
     def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         if not self.training or all(noise == "identity" for noise in self.noise_types):
             return hidden_states
-        if torch.rand(()).item() >= self.sample_rate:  # the switch, p_β
-            return hidden_states
+        # The switch, p_β: one draw per layer call, kept on the device and applied with `where` at the end (no host
+        # sync or data-dependent branch, so that torch.compile traces the module whole); the noise is drawn either way.
+        switch_on = torch.rand((), device=hidden_states.device) < self.sample_rate
         batch, length, _ = hidden_states.shape
         if padding_mask is None:
             padding_mask = torch.ones(batch, length, dtype=torch.bool, device=hidden_states.device)
@@ -371,7 +373,7 @@ class UnitBiasModule(nn.Module):
                 unit_inputs.append(torch.where(replaced.unsqueeze(-1), embedding, hidden_states))
             else:
                 unit_inputs.append(hidden_states)
-        return torch.stack(unit_inputs)
+        return torch.where(switch_on, torch.stack(unit_inputs), hidden_states)
 
 
 # ------------------------------------------------------------------------------------------------ AutoShuffle
@@ -453,6 +455,11 @@ class AutoShuffle(nn.Module):
             self.weight.copy_(project_doubly_stochastic(self.weight))
 
     def forward(self) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            # The projection's convergence test is data-dependent (a graph break): a compiled model uses M as stored,
+            # which is the projected M when the training loop projects after each optimizer step (the package's
+            # Trainer callback, or `project_auto_shuffle_after_steps` for a plain loop).
+            return self.weight
         if self.training:
             self.project_()
             return self.weight
