@@ -89,6 +89,27 @@ def assert_translation_does_not_depend_on_batch_or_padding(
             assert len(set(alone[0].tolist())) > 2, f"varied outputs, not one repeated token ({kwargs})"
 
 
+def assert_gradient_checkpointing_gives_the_same_gradients(build, seed: int = 7, **inputs):
+    """`build()` twice (a fresh model in training mode), the second with activation checkpointing: one training
+    forward on `inputs` (labels included) with the same seed gives the same gradients, parameter by parameter, so
+    recomputation replays the random draws (dropout, noise) and every input that needs a gradient reaches it."""
+    grads = []
+    for checkpointing in (False, True):
+        model = build()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert model.is_activation_checkpointing
+        torch.manual_seed(seed)
+        model(**inputs).loss.backward()
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+    plain, checkpointed = grads
+    assert [n for n, g in plain.items() if g is None] == [n for n, g in checkpointed.items() if g is None]
+    assert sum(g.abs().sum() for g in plain.values() if g is not None) > 0
+    for name, grad in plain.items():
+        if grad is not None:
+            assert torch.allclose(grad, checkpointed[name], atol=1e-6), name
+
+
 def assert_save_and_reload_round_trip(model, directory: Path, shared_and_tied: bool, forward_kwargs=(dict(),)):
     """Save, check the checkpoint carries its code, reload through `AutoModelForSeq2SeqLM`, and compare: same class,
     identical logits (for each of `forward_kwargs`), and the embeddings still one parameter (`shared_and_tied`) or

@@ -1,7 +1,8 @@
 """The contract every architecture keeps, checked once for the five architectures and their decoder / encoder
 variants (the shape of transformers' `ModelTesterMixin`; each `test_<arch>.py` keeps only what its paper adds):
 
-* a training forward with labels returns a finite scalar loss that reaches every parameter;
+* a training forward with labels returns a finite scalar loss that reaches every parameter, and gives the same
+  gradients with activation checkpointing (dropout on);
 * incremental decoding with the cache gives the logits of the full forward (eager and sdpa), and `generate()` gives
   the same ids with and without the cache for greedy, beam and sampling modes;
 * a sentence is encoded and translated the same alone and right-padded in a batch;
@@ -32,6 +33,7 @@ from conftest import tiny_config, train_to_reverse
 from mt_checks import (
     COMMON_CODE_FILES,
     assert_generate_is_identical_without_cache,
+    assert_gradient_checkpointing_gives_the_same_gradients,
     assert_incremental_decoding_matches_full_forward,
     assert_translation_does_not_depend_on_batch_or_padding,
     run_without_package,
@@ -146,6 +148,21 @@ def test_forward_with_labels_returns_a_loss_that_reaches_every_parameter(name):
     # the bias module's mask embeddings receive a gradient only where the mask noise was drawn
     untrained = [n for n, p in model.named_parameters() if p.grad is None and "mask_embeddings" not in n]
     assert not untrained, untrained
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_gradient_checkpointing_gives_the_same_gradients(name):
+    """With every dropout on: recomputing a layer replays its random draws (MUTE's unit noise included)."""
+    arch, preset, overrides = VARIANTS[name]
+    dropouts = dict(dropout=0.1, attention_dropout=0.1, activation_dropout=0.1)
+    config = tiny_config(arch, preset, **{**TINY, **overrides, **dropouts})
+
+    def build():
+        torch.manual_seed(0)
+        return AutoModelForSeq2SeqLM.from_config(config).train()
+
+    ids, mask, target = batch()
+    assert_gradient_checkpointing_gives_the_same_gradients(build, input_ids=ids, attention_mask=mask, labels=target)
 
 
 # ---------------------------------------------------------------------------------------------- decoding
