@@ -118,27 +118,6 @@ def test_trainer_gradient_accumulation_matches_the_doubled_batch(tmp_path, token
 
 # ---------------------------------------------------------------------------------------------- errors
 
-@pytest.mark.parametrize(
-    "overrides, field",
-    [
-        (dict(d_model=30), "d_model"),
-        (dict(conv_kernel_sizes=[4]), "conv_kernel_sizes"),
-        (dict(conv_kernel_sizes=[0, 3]), "conv_kernel_sizes"),
-        (dict(conv_kernel_sizes=[-3]), "conv_kernel_sizes"),
-        (dict(conv_kernel_sizes=[]), "conv_kernel_sizes"),
-        (dict(encoder_layers=0), "encoder_layers"),
-        (dict(decoder_layers=0), "decoder_layers"),
-        (dict(dropout=1.5), "dropout"),
-        (dict(activation_function="swishy"), "activation_function"),
-        (dict(conv_kernel_size=[3]), "conv_kernel_sizes"),  # a misspelled option
-        (dict(share_encoder_decoder_embeddings=True, decoder_vocab_size=20), "share_encoder_decoder_embeddings"),
-    ],
-)
-def test_bad_config_raises_value_error_naming_the_field(overrides, field):
-    with pytest.raises(ValueError, match=field):
-        tiny_config(**overrides)
-
-
 def test_unknown_preset_and_architecture_are_refused():
     with pytest.raises(ValueError, match="preset"):
         hf_unified_mt.get_config("unified_transformer", "huge")

@@ -6,6 +6,7 @@ variants (the shape of transformers' `ModelTesterMixin`; each `test_<arch>.py` k
 * incremental decoding with the cache gives the logits of the full forward (eager and sdpa), and `generate()` gives
   the same ids with and without the cache for greedy, beam and sampling modes;
 * a sentence is encoded and translated the same alone and right-padded in a batch;
+* a bad value of a shared config field is a `ValueError` naming the field;
 * save / reload through `AutoModelForSeq2SeqLM` gives identical logits and keeps which embeddings are one parameter;
   a separate, untied target vocabulary round-trips too;
 * transformers' documented seq2seq outputs (`Seq2SeqLMOutput`, `GenerateEncoderDecoderOutput`, what Marian / BART
@@ -222,6 +223,32 @@ def test_a_separate_untied_target_vocabulary_decodes_and_round_trips(arch, tmp_p
         expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
         assert expected.shape[-1] == 30
         assert torch.equal(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits, expected)
+
+
+# ---------------------------------------------------------------------------------------------- bad configs
+
+# The fields every architecture validates (each test file checks its paper's own options).
+SHARED_BAD_CONFIGS = [
+    (dict(d_model=30), "d_model"),  # not divisible by the heads
+    (dict(encoder_layers=0), "encoder_layers"),
+    (dict(decoder_layers=0), "decoder_layers"),
+    (dict(encoder_ffn_dim=0), "encoder_ffn_dim"),
+    (dict(dropout=1.5), "dropout"),
+    (dict(attention_dropout=1.0), "attention_dropout"),
+    (dict(activation_dropout=-0.1), "activation_dropout"),
+    (dict(label_smoothing=1.0), "label_smoothing"),
+    (dict(activation_function="swishy"), "activation_function"),
+    (dict(share_encoder_decoder_embeddings=True, decoder_vocab_size=20), "share_encoder_decoder_embeddings"),
+    (dict(pad_token_id=500), "pad_token_id"),
+    (dict(dropuot=0.1), "did you mean `dropout`"),  # a misspelled option
+]
+
+
+@pytest.mark.parametrize("overrides, field", SHARED_BAD_CONFIGS, ids=[",".join(o) for o, _ in SHARED_BAD_CONFIGS])
+@pytest.mark.parametrize("arch", hf_unified_mt.ARCHITECTURES)
+def test_bad_config_raises_value_error_naming_the_field(arch, overrides, field):
+    with pytest.raises(ValueError, match=field):
+        tiny_config(arch, "tiny", **overrides)
 
 
 # ---------------------------------------------------------------------------------------------- class contract

@@ -338,7 +338,6 @@ def test_presets_follow_table_7():
         (dict(encoder_branches=[dict(type="static_expansion", expansion_mode="grouped")]), r"expansion_mode"),
         (dict(branch_combination="mean"), r"branch_combination"),
         (dict(encoder_branch=[dict(type="lstm")]), r"encoder_branches"),  # a misspelled field
-        (dict(d_model=30), r"d_model"),
     ],
 )
 def test_bad_config_raises_value_error_naming_the_field(overrides, message):

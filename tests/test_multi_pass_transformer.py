@@ -483,7 +483,6 @@ def test_hidden_states_and_attentions_are_those_of_the_read_pass_and_every_pass_
         (dict(inference_pass=3), "inference_pass"),
         (dict(inference_pass=0), "inference_pass"),
         (dict(num_pass=2), "num_passes"),  # a misspelled option
-        (dict(d_model=30), "d_model"),
     ],
 )
 def test_bad_config_raises_value_error_naming_the_field(overrides, field):

@@ -203,7 +203,6 @@ def test_trainer_keeps_m_projected_and_logs_cross_entropy_and_penalty(tmp_path, 
 @pytest.mark.parametrize(
     "overrides, field",
     [
-        (dict(d_model=30), "d_model"),
         (dict(num_units=0), "num_units"),
         (dict(normalize_before=False), "normalize_before"),
         (dict(relative_attention_max_distance=0), "relative_attention_max_distance"),
@@ -216,7 +215,6 @@ def test_trainer_keeps_m_projected_and_logs_cross_entropy_and_penalty(tmp_path, 
         (dict(swap_max_distance=0), "swap_max_distance"),
         (dict(shuffle_penalty_weight=-1.0), "shuffle_penalty_weight"),
         (dict(shuffle_penalty_normalization="sentences"), "shuffle_penalty_normalization"),
-        (dict(label_smoothing=1.0), "label_smoothing"),
         (dict(num_unit=3), "num_units"),  # a misspelled option
     ],
 )
