@@ -256,25 +256,6 @@ def test_bad_config_raises_value_error_naming_the_field(overrides, field):
         deep_config(**overrides)
 
 
-@pytest.mark.parametrize("decoder_attention_type", TYPES)
-def test_output_attentions_and_hidden_states(decoder_attention_type):
-    model = deep_model(decoder_attention_type=decoder_attention_type)
-    model.set_attn_implementation("eager")
-    ids, mask = random_batch(VOCAB_SIZE)
-    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
-                output_hidden_states=True)
-    cfg = model.config
-    assert len(out.encoder_hidden_states) == cfg.encoder_layers + 1
-    assert len(out.decoder_hidden_states) == cfg.decoder_layers + 1
-    assert out.encoder_attentions[0].shape == (3, cfg.encoder_attention_heads, ids.shape[1], ids.shape[1])
-    assert len(out.cross_attentions) == cfg.decoder_layers
-    assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, ids.shape[1])
-    assert out.cross_attentions[0][-1, :, :, -3:].abs().max() == 0, "no weight on source padding"
-    assert len(out.decoder_attentions) == cfg.decoder_layers  # the average sublayers report their average mask
-    assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
-    assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
-
-
 @pytest.mark.parametrize("decoder_attention_type", ["aan", "merged"])
 def test_average_sublayers_report_the_prefix_average_they_apply(decoder_attention_type):
     """The map of an AAN / MAtt layer is M_a: row i uniform over the valid target positions j <= i, zero on padding;

@@ -160,27 +160,6 @@ def test_cache_built_without_config_is_refused():
 
 # ---------------------------------------------------------------------------------------------- common API
 
-def test_output_attentions_and_hidden_states():
-    model = tiny_model()
-    model.set_attn_implementation("eager")
-    ids, mask = random_batch(model.config.vocab_size)
-    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
-                output_hidden_states=True)
-    cfg = model.config
-    assert len(out.encoder_hidden_states) == cfg.encoder_layers + 1
-    assert len(out.decoder_hidden_states) == cfg.decoder_layers + 1
-    assert len(out.encoder_attentions) == cfg.encoder_layers
-    assert out.encoder_attentions[0].shape == (3, cfg.encoder_attention_heads, ids.shape[1], ids.shape[1])
-    assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
-    assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, ids.shape[1])
-    # attention weights respect masks: no weight on source padding, none on future target positions
-    assert out.encoder_attentions[0][-1, :, :, -3:].abs().max() == 0
-    assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
-    gen = model.generate(ids, attention_mask=mask, max_new_tokens=3, output_scores=True, return_dict_in_generate=True,
-                         output_attentions=True)
-    assert len(gen.scores) == 3 and gen.cross_attentions is not None
-
-
 @pytest.mark.parametrize("arch", list(hf_unified_mt.ARCHITECTURES))
 def test_selected_hidden_states_count_each_stack_separately(arch):
     """`output_hidden_states=[...]` selects by index; negative indices count from each stack's own end, although the

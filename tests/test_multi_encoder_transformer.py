@@ -192,24 +192,14 @@ def test_lstm_branch_is_a_uni_directional_stacked_lstm_without_residual():
 
 
 def test_hidden_states_are_embedding_branch_outputs_and_memory():
+    """The contract checks how many encoder states there are (the embedding, one per branch, the memory); here what
+    they are."""
     model = tiny_model()
-    model.set_attn_implementation("eager")
     ids, mask = random_batch(VOCAB)
     with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
-                    output_hidden_states=True)
-    states = out.encoder_hidden_states
-    num_branches = len(model.config.encoder_branches)
-    assert len(states) == num_branches + 2
-    assert torch.equal(states[-1], out.encoder_last_hidden_state)
+        states = model.get_encoder()(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+        assert torch.allclose(states[0], model.model.encoder.embed(ids, None))
     assert torch.allclose(sum(states[1:-1]), states[-1], atol=1e-5)  # the memory is the sum of the branches
-    expected_embedding = model.model.encoder.embed(ids, None)
-    assert torch.allclose(states[0], expected_embedding)
-    self_attention_layers = model.config.encoder_branches[0]["layers"]
-    assert len(out.encoder_attentions) == self_attention_layers
-    assert out.encoder_attentions[0][-1, :, :, -3:].abs().max() == 0  # no weight on source padding
-    assert len(out.decoder_hidden_states) == model.config.decoder_layers + 1
-    assert out.cross_attentions[0].shape == (3, model.config.decoder_attention_heads, 5, ids.shape[1])
 
 
 def test_output_attentions_without_a_self_attention_branch_is_a_clear_error():
