@@ -1,4 +1,4 @@
-"""Helpers the test modules share (test modules never import each other): the generation and save / reload checks
+"""Helpers the test modules share (test modules never import each other): the generation and gradient checks
 every architecture's tests run the same way, a fresh interpreter without the package (remote code), a list dataset
 for the Trainer, and loading a `training/` script as a module."""
 
@@ -11,9 +11,6 @@ import textwrap
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForSeq2SeqLM
-
-from conftest import random_batch
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,32 +105,6 @@ def assert_gradient_checkpointing_gives_the_same_gradients(build, seed: int = 7,
     for name, grad in plain.items():
         if grad is not None:
             assert torch.allclose(grad, checkpointed[name], atol=1e-6), name
-
-
-def assert_save_and_reload_round_trip(model, directory: Path, shared_and_tied: bool, forward_kwargs=(dict(),)):
-    """Save, check the checkpoint carries its code, reload through `AutoModelForSeq2SeqLM`, and compare: same class,
-    identical logits (for each of `forward_kwargs`), and the embeddings still one parameter (`shared_and_tied`) or
-    three separate ones. Returns the reloaded model for architecture-specific checks."""
-    model.save_pretrained(directory)
-    model_type = model.config.model_type
-    for code_file in (f"modeling_{model_type}.py", f"configuration_{model_type}.py", *COMMON_CODE_FILES):
-        assert (Path(directory) / code_file).exists(), code_file
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(directory).eval()
-    assert type(reloaded) is type(model)
-    ids, mask = random_batch(model.config.vocab_size)
-    target = ids % model.config.decoder_vocab_size
-    with torch.no_grad():
-        for kwargs in forward_kwargs:
-            a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, **kwargs).logits
-            b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target, **kwargs).logits
-            assert torch.equal(a, b), kwargs
-    embeddings = [reloaded.model.encoder.embed_tokens.weight, reloaded.model.decoder.embed_tokens.weight,
-                  reloaded.lm_head.weight]
-    if shared_and_tied:
-        assert all(e is embeddings[0] for e in embeddings), "shared and tied embeddings stay one parameter"
-    else:
-        assert len({e.data_ptr() for e in embeddings}) == 3
-    return reloaded
 
 
 def run_without_package(script: str, cwd) -> dict:

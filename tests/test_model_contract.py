@@ -7,8 +7,8 @@ variants (the shape of transformers' `ModelTesterMixin`; each `test_<arch>.py` k
   the same ids with and without the cache for greedy, beam and sampling modes;
 * a sentence is encoded and translated the same alone and right-padded in a batch;
 * a bad value of a shared config field is a `ValueError` naming the field;
-* save / reload through `AutoModelForSeq2SeqLM` gives identical logits and keeps which embeddings are one parameter;
-  a separate, untied target vocabulary round-trips too;
+* save / reload through `AutoModelForSeq2SeqLM` of a model moved off its initialisation gives the same state dict
+  and logits and keeps which embeddings are one parameter; a separate, untied target vocabulary round-trips too;
 * transformers' documented seq2seq outputs (`Seq2SeqLMOutput`, `GenerateEncoderDecoderOutput`, what Marian / BART
   return): counts and shapes of attentions and hidden states against the config, `generate()` with
   `return_dict_in_generate=True` and every `output_*` flag for each decoding mode with and without the cache, cache
@@ -193,36 +193,54 @@ def test_translation_does_not_depend_on_batch_or_padding(name):
 # ---------------------------------------------------------------------------------------------- save / reload
 
 
+def moved_off_its_initialisation(model):
+    """`model` with every parameter moved by random noise, so that a loader that re-initialises any of them (a zero
+    gain, MUTE's uniform M, MPT's zero connection logits) is caught: an untrained model would still match."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator))
+    return model
+
+
+def assert_reloads_identically(model, directory, target):
+    """Save, reload through `AutoModelForSeq2SeqLM`: same class, the same state dict tensor by tensor, identical
+    logits, the same embeddings shared. Returns the reloaded model."""
+    model.save_pretrained(directory)
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(directory, attn_implementation="eager").eval()
+    assert type(reloaded) is type(model)
+    expected, actual = model.state_dict(), reloaded.state_dict()
+    assert expected.keys() == actual.keys()
+    for key, value in expected.items():
+        assert torch.equal(value, actual[key]), key
+    ids, mask, _ = batch()
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+        assert torch.equal(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits, logits)
+    assert shared_parameters(reloaded) == shared_parameters(model)
+    return reloaded
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_save_and_reload_round_trip(name, tmp_path):
-    model = make_model(name)
-    model.save_pretrained(tmp_path)
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
-    assert type(reloaded) is type(model)
-    ids, mask, target = batch()
-    with torch.no_grad():
-        expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-        assert torch.equal(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits, expected)
-    assert shared_parameters(reloaded) == shared_parameters(model)
+    model = moved_off_its_initialisation(copy.deepcopy(make_model(name)))
+    assert_reloads_identically(model, tmp_path, batch()[2])
 
 
 @pytest.mark.parametrize("arch", hf_unified_mt.ARCHITECTURES)
 def test_a_separate_untied_target_vocabulary_decodes_and_round_trips(arch, tmp_path):
     config = tiny_config(arch, "tiny", **{**TINY, "share_encoder_decoder_embeddings": False,
                                                        "tie_word_embeddings": False, "decoder_vocab_size": 30})
+    config._attn_implementation = "eager"
     torch.manual_seed(0)
-    model = AutoModelForSeq2SeqLM.from_config(config).eval()
+    model = moved_off_its_initialisation(AutoModelForSeq2SeqLM.from_config(config).eval())
     assert shared_parameters(model) == [0, 1, 2]
     ids, mask, target = batch()
     target = target % 30
     assert_incremental_decoding_matches_full_forward(model, ids, mask, target)
-    model.save_pretrained(tmp_path)
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert shared_parameters(reloaded) == [0, 1, 2]
     with torch.no_grad():
-        expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-        assert expected.shape[-1] == 30
-        assert torch.equal(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits, expected)
+        assert model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits.shape[-1] == 30
+    assert_reloads_identically(model, tmp_path, target)
 
 
 # ---------------------------------------------------------------------------------------------- bad configs

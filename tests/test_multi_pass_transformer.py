@@ -34,7 +34,6 @@ from mt_checks import (
     assert_generate_is_identical_without_cache,
     assert_gradient_checkpointing_gives_the_same_gradients,
     assert_incremental_decoding_matches_full_forward,
-    assert_save_and_reload_round_trip,
     assert_translation_does_not_depend_on_batch_or_padding,
     run_without_package,
 )
@@ -381,20 +380,12 @@ def test_every_pass_is_independent_of_batch_and_padding(variant):
 
 # ------------------------------------------------------------------------------------------ save / load / remote
 
-def test_save_and_load_round_trip(tmp_path):
-    model = tiny_model(connection_type="soft", routing_pattern="c")
-    with torch.no_grad():
-        model.model.encoder.connections.logits.normal_(0, 2.0)
-    reloaded = assert_save_and_reload_round_trip(
-        model, tmp_path, shared_and_tied=True, forward_kwargs=(dict(encoder_pass=1), dict(encoder_pass=2))
-    )
-    assert torch.equal(reloaded.model.encoder.connection_weights, model.model.encoder.connection_weights)
-
+def test_a_saved_config_keeps_the_connections_and_the_passes(tmp_path):
     hard = tiny_model(hard_connections=[2, 0, 1], num_passes=3, inference_pass=2)
-    hard.save_pretrained(tmp_path / "hard")
-    saved = json.loads((tmp_path / "hard" / "config.json").read_text())
+    hard.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
     assert (saved["hard_connections"], saved["num_passes"], saved["inference_pass"]) == ([2, 0, 1], 3, 2)
-    assert AutoConfig.from_pretrained(tmp_path / "hard").hard_connections == [2, 0, 1]
+    assert AutoConfig.from_pretrained(tmp_path).hard_connections == [2, 0, 1]
 
 
 def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
