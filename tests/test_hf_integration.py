@@ -5,8 +5,6 @@ import json
 import pytest
 import torch
 from transformers import (
-    AutoConfig,
-    AutoModel,
     AutoModelForSeq2SeqLM,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
@@ -191,25 +189,6 @@ def test_resize_token_embeddings_and_embedding_accessors():
     ids, _ = random_batch(old + 5)
     ids[0, 0] = old + 4
     assert model(input_ids=ids, decoder_input_ids=ids).logits.shape[-1] == old + 5
-
-
-def test_auto_classes_and_base_model(tmp_path):
-    config = tiny_config()
-    assert isinstance(AutoConfig.for_model("unified_transformer"), hf_unified_mt.UnifiedTransformerConfig)
-    base = AutoModel.from_config(config)
-    assert isinstance(base, hf_unified_mt.UnifiedTransformerModel)
-    ids, mask = random_batch(config.vocab_size)
-    out = base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
-    assert out.last_hidden_state.shape == (3, 4, config.d_model)
-    base.save_pretrained(tmp_path)
-    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
-    assert auto_map["AutoModel"].endswith("UnifiedTransformerModel")
-    assert isinstance(AutoModel.from_pretrained(tmp_path), hf_unified_mt.UnifiedTransformerModel)
-    assert model_can_generate()
-
-
-def model_can_generate():
-    return tiny_model().can_generate()
 
 
 def test_two_remote_code_models_in_one_process(tmp_path):

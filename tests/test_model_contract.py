@@ -13,6 +13,8 @@ variants (the shape of transformers' `ModelTesterMixin`; each `test_<arch>.py` k
   return): counts and shapes of attentions and hidden states against the config, `generate()` with
   `return_dict_in_generate=True` and every `output_*` flag for each decoding mode with and without the cache, cache
   inspection layer by layer, and `GenerationMixin` among each generative class's own bases;
+* the auto classes resolve each architecture's config, base model and generative model; the base model reloads
+  through `AutoModel`;
 * the checkpoint boundary: a saved checkpoint carries exactly its modeling closure, and no model installs a
   process-wide hook; `print(model)` shows the architecture's options.
 
@@ -21,12 +23,13 @@ connections to be a non-trivial permutation)."""
 
 import copy
 import importlib
+import json
 import re
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 from transformers.generation import GenerationMixin
 
 import hf_unified_mt
@@ -272,6 +275,31 @@ def test_bad_config_raises_value_error_naming_the_field(arch, overrides, field):
 # ---------------------------------------------------------------------------------------------- class contract
 
 
+@pytest.mark.parametrize("arch", hf_unified_mt.ARCHITECTURES)
+def test_auto_classes_resolve_the_config_the_base_model_and_the_generative_model(arch, tmp_path):
+    """`AutoConfig` / `AutoModel` / `AutoModelForSeq2SeqLM` give the architecture's classes; the base model returns
+    the decoder states, and saves and reloads through `AutoModel` (with its own `auto_map` entry)."""
+    config_class, base_class, generative_class = hf_unified_mt.ARCHITECTURES[arch]
+    assert type(AutoConfig.for_model(arch)) is config_class
+    config = tiny_config(arch, "tiny", **TINY)
+    assert type(AutoModelForSeq2SeqLM.from_config(config)) is generative_class
+    torch.manual_seed(0)
+    base = AutoModel.from_config(config).eval()
+    assert type(base) is base_class
+    ids, mask, target = batch()
+    with torch.no_grad():
+        states = base(input_ids=ids, attention_mask=mask, decoder_input_ids=target).last_hidden_state
+    assert states.shape == (BATCH, TARGET, config.d_model)
+    base.save_pretrained(tmp_path)
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModel"] == f"modeling_{arch}.{base_class.__name__}"
+    reloaded = AutoModel.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is base_class
+    with torch.no_grad():
+        assert torch.equal(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).last_hidden_state,
+                           states)
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_generation_mixin_is_a_direct_base(name):
     model_class = type(make_model(name))
@@ -465,7 +493,7 @@ def test_remote_code_of_every_architecture_installs_no_global_hooks(tmp_path):
         AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path / name)
     counts = run_without_package(f"""
         import importlib, json, torch
-        from transformers import AutoModelForSeq2SeqLM
+        from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
         def counts():
             names = ("torch.optim.optimizer", "torch.nn.modules.module")

@@ -272,17 +272,6 @@ def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, to
     assert remote["pipeline"] == expected_pipeline
 
 
-def test_auto_classes_and_base_model(tmp_path):
-    assert isinstance(AutoConfig.for_model(ARCH), hf_unified_mt.MultiEncoderTransformerConfig)
-    config = encoder_config()
-    base = AutoModel.from_config(config)
-    assert isinstance(base, hf_unified_mt.MultiEncoderTransformerModel)
-    ids, mask = random_batch(VOCAB)
-    assert base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4]).last_hidden_state.shape == (3, 4, 32)
-    base.save_pretrained(tmp_path)
-    assert isinstance(AutoModel.from_pretrained(tmp_path), hf_unified_mt.MultiEncoderTransformerModel)
-
-
 def test_default_config_is_the_single_encoder_transformer_and_presets_stay_untouched():
     config = hf_unified_mt.MultiEncoderTransformerConfig()
     assert config.encoder_branches == [{"type": "self_attention", "layers": 6}]

@@ -17,7 +17,6 @@ from transformers.testing_utils import CaptureLogger
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config
 from hf_unified_mt import modeling_multi_pass_transformer
-from hf_unified_mt.configuration_multi_pass_transformer import MultiPassTransformerConfig
 from hf_unified_mt.modeling_mt_common import (
     MTDecoder,
     MTDecoderLayer,
@@ -479,15 +478,12 @@ def test_bad_config_raises_value_error_naming_the_field(overrides, field):
         mpt_config(**overrides)
 
 
-def test_registration_presets_and_base_model():
-    assert isinstance(AutoConfig.for_model("multi_pass_transformer"), MultiPassTransformerConfig)
-    assert hf_unified_mt.ARCHITECTURES["multi_pass_transformer"][2] is MultiPassTransformerForConditionalGeneration
+def test_searched_preset_and_the_base_model_reading_a_chosen_pass():
     assert hf_unified_mt.get_config("multi_pass_transformer", "base-searched").hard_connections == [0, 4, 1, 5, 2, 3]
     base = MultiPassTransformerModel(mpt_config())
     ids, mask = random_batch(VOCAB)
     out = base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4], encoder_pass=1)
     assert out.last_hidden_state.shape == (3, 4, base.config.d_model)
-    assert tiny_model().can_generate()
 
 
 # ------------------------------------------------------------------------------------------ connection search tool
