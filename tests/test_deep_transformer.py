@@ -1,5 +1,7 @@
-"""Deep Transformer with DS-Init and merged attention (paper 001), on tiny CPU models: the three decoder types, the
-incremental state, DS-Init, parameter counts, the Hugging Face integration and the gradient diagnostics."""
+"""Deep Transformer with DS-Init and merged attention (paper 001), on tiny CPU models: the AAN's FFN and the pre-norm
+layouts, the prefix average and its constant-size state, DS-Init, parameter counts, the paper's config errors, the
+average sublayers' maps, separate embeddings, presets and the gradient diagnostics. The checks every architecture
+shares are in `test_model_contract.py`."""
 
 import importlib.util
 import json
@@ -15,7 +17,7 @@ from transformers import AutoModelForSeq2SeqLM
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config
 from hf_unified_mt import DeepTransformerForConditionalGeneration
-from mt_checks import assert_incremental_decoding_matches_full_forward, run_without_package
+from mt_checks import assert_incremental_decoding_matches_full_forward
 
 
 VOCAB_SIZE = len(SPECIALS) + len(VOCAB_WORDS)
@@ -196,47 +198,7 @@ def test_parameter_counts_reproduce_the_papers_tables(preset, decoder_attention_
     assert round(count(model) / 1e6, digits) == millions
 
 
-# ---------------------------------------------------------------------------------------------- HF integration
-
-
-def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
-    sentences = ["hola mundo", "el gato ve al perro en la casa grande"]
-    ids, mask = random_batch(VOCAB_SIZE)
-    expected = {}
-    for decoder_attention_type in TYPES:
-        model = deep_model(decoder_attention_type=decoder_attention_type)
-        model.save_pretrained(tmp_path / decoder_attention_type)
-        expected[decoder_attention_type] = dict(
-            beam=model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist(),
-            greedy=model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist(),
-        )
-    tokenizer.save_pretrained(tmp_path / "merged")
-    translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
-    expected_translations = translator(sentences, batch_size=2)
-    # One fresh interpreter for the three decoder types (each start costs seconds); the pipeline once (same code).
-    remote = run_without_package(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM, pipeline
-        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
-        results = {{}}
-        for name in {TYPES!r}:
-            model = AutoModelForSeq2SeqLM.from_pretrained(name, trust_remote_code=True).eval()
-            results[name] = dict(
-                module=type(model).__module__,
-                beam=model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist(),
-                beam_no_cache=model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10,
-                                             use_cache=False).tolist(),
-                greedy=model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist(),
-            )
-        translator = pipeline("translation", model="merged", trust_remote_code=True, max_new_tokens=8)
-        results["pipeline"] = translator({sentences!r}, batch_size=2)
-        print(json.dumps(results))
-    """, cwd=tmp_path)
-    for name in TYPES:
-        assert remote[name]["module"].startswith("transformers_modules"), remote[name]["module"]
-        assert remote[name]["beam"] == expected[name]["beam"] == remote[name]["beam_no_cache"], name
-        assert remote[name]["greedy"] == expected[name]["greedy"], name
-    assert remote["pipeline"] == expected_translations
+# ------------------------------------------------------------------------------------- options, maps, embeddings
 
 
 @pytest.mark.parametrize(

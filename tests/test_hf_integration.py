@@ -1,6 +1,7 @@
-"""The models behave like in-library transformers models: remote code, pipeline, Trainer, errors, common API."""
+"""The models behave like in-library transformers models (on the tiny Unified Transformer): pipeline, Trainer,
+errors, common API. Remote code, checkpointing, config errors, outputs and the auto classes are checked for every
+architecture in `test_model_contract.py`."""
 
-import json
 
 import pytest
 import torch
@@ -13,54 +14,11 @@ from transformers import (
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
-from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
-from mt_checks import ListDataset, run_without_package
+from conftest import random_batch, tiny_model, trained_tiny_model
+from mt_checks import ListDataset
 
 
-# ---------------------------------------------------------------------------------------------- remote code
-
-def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
-    model = trained_tiny_model()
-    checkpoint = tmp_path / "checkpoint"
-    model.save_pretrained(checkpoint)
-    tokenizer.save_pretrained(checkpoint)
-    config = json.loads((checkpoint / "config.json").read_text())
-    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("UnifiedTransformerForConditionalGeneration")
-    assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_translation.TranslationPipeline"
-
-    sentences = ["hola mundo", "el gato ve al perro en la casa grande"]
-    ids, mask = random_batch(model.config.vocab_size)
-    expected_beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-    expected_greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
-    assert len({token for row in expected_beam for token in row}) > 4
-    translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
-    expected_pipeline = translator(sentences, batch_size=2)
-
-    remote = run_without_package(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM, pipeline
-        try:
-            AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=False)
-            refused = False
-        except ValueError:
-            refused = True
-        model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
-        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
-        beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-        greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
-        beam_no_cache = model.generate(
-            ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False
-        ).tolist()
-        translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
-        print(json.dumps(dict(module=type(model).__module__, refused=refused, beam=beam, greedy=greedy,
-                              beam_no_cache=beam_no_cache, pipeline=translator({sentences!r}, batch_size=2))))
-    """, cwd=tmp_path)
-    assert remote["refused"], "without trust_remote_code the custom code must not run"
-    assert remote["module"].startswith("transformers_modules"), remote["module"]
-    assert remote["beam"] == expected_beam == remote["beam_no_cache"]
-    assert remote["greedy"] == expected_greedy
-    assert remote["pipeline"] == expected_pipeline
-
+# ---------------------------------------------------------------------------------------------- pipeline
 
 def test_translation_pipeline_batches_and_matches_generate(tokenizer):
     model = trained_tiny_model()
@@ -189,26 +147,3 @@ def test_resize_token_embeddings_and_embedding_accessors():
     ids, _ = random_batch(old + 5)
     ids[0, 0] = old + 4
     assert model(input_ids=ids, decoder_input_ids=ids).logits.shape[-1] == old + 5
-
-
-def test_two_remote_code_models_in_one_process(tmp_path):
-    """Each remote checkpoint brings its own copy of the cache layer, registered under one global name: a model
-    loaded first must still generate after another one is loaded."""
-    first, second = tmp_path / "first", tmp_path / "second"
-    trained_tiny_model().save_pretrained(first)
-    other = AutoModelForSeq2SeqLM.from_config(
-        hf_unified_mt.get_config("multi_pass_transformer", "tiny", vocab_size=tiny_config().vocab_size)
-    )
-    other.save_pretrained(second)
-    ids, mask = random_batch(tiny_config().vocab_size)
-    expected = trained_tiny_model().generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=8).tolist()
-    remote = run_without_package(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM
-        first = AutoModelForSeq2SeqLM.from_pretrained("first", trust_remote_code=True).eval()
-        second = AutoModelForSeq2SeqLM.from_pretrained("second", trust_remote_code=True).eval()
-        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
-        second.generate(ids, attention_mask=mask, max_new_tokens=3)
-        print(json.dumps(first.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=8).tolist()))
-    """, cwd=tmp_path)
-    assert remote == expected

@@ -16,7 +16,8 @@ variants (the shape of transformers' `ModelTesterMixin`; each `test_<arch>.py` k
 * the auto classes resolve each architecture's config, base model and generative model; the base model reloads
   through `AutoModel`;
 * the checkpoint boundary: a saved checkpoint carries exactly its modeling closure, and no model installs a
-  process-wide hook; `print(model)` shows the architecture's options.
+  process-wide hook; without the package, a checkpoint loads only with `trust_remote_code` and then generates and
+  translates (`pipeline`) as the package's classes do; `print(model)` shows the architecture's options.
 
 Tiny configs: vocabulary 99, pad id 1, d 16, 2+2 layers, 4 heads (3 encoder layers for the Multi-Pass hard
 connections to be a non-trivial permutation)."""
@@ -33,7 +34,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 from transformers.generation import GenerationMixin
 
 import hf_unified_mt
-from conftest import tiny_config, train_to_reverse
+from conftest import make_tokenizer, tiny_config, train_to_reverse
 from mt_checks import (
     COMMON_CODE_FILES,
     assert_generate_is_identical_without_cache,
@@ -480,20 +481,40 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
     assert _global_hook_counts() == before
 
 
-# One variant per architecture, with every optional module (AutoShuffle, soft connections, all five branches).
-REMOTE_CODE_VARIANTS = ["unified-prime", "deep-merged", "mute-bias-seq", "multi-encoder-quintuple", "mpt-soft"]
+SENTENCES = ["hola mundo", "el gato ve al perro en la casa grande"]
 
 
-def test_remote_code_of_every_architecture_installs_no_global_hooks(tmp_path):
-    """Where the package is not installed, importing the checkpoints' code, building the models and running a
-    training forward (MUTE's AutoShuffle included) leaves torch's process-wide hook registries as they were."""
-    for name in REMOTE_CODE_VARIANTS:
-        arch, preset, overrides = VARIANTS[name]
-        config = tiny_config(arch, preset, **{**TINY, **overrides})
-        AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path / name)
-    counts = run_without_package(f"""
+def test_remote_code_without_the_package_generates_identically_and_installs_no_global_hooks(tmp_path):
+    """Every variant's trained checkpoint (with a tokenizer), loaded where `hf_unified_mt` cannot be imported, in one
+    fresh interpreter (each start costs seconds): refused without `trust_remote_code`; with it, the class comes from
+    the checkpoint's code, and beam search (with and without the cache), greedy search (MPT: also reading the first
+    pass) and `pipeline("translation")` give what the package's classes give here. All models are loaded before any
+    generates (each checkpoint brings its own copy of the cache layer, registered under one global name). Loading,
+    generating and a training forward (MUTE's AutoShuffle included) leave torch's process-wide hooks as they were."""
+    tokenizer = make_tokenizer()
+    ids, mask, _ = batch()
+    expected = {}
+    for name in VARIANTS:
+        folder = tmp_path / name
+        trained_model(name).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        config = json.loads((folder / "config.json").read_text())
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()  # the package's classes, default attention
+        assert config["auto_map"]["AutoModelForSeq2SeqLM"] == f"modeling_{config['model_type']}.{type(model).__name__}"
+        assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_translation.TranslationPipeline"
+        translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
+        expected[name] = dict(
+            beam=model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist(),
+            greedy=model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist(),
+            pipeline=translator(SENTENCES, batch_size=2),
+        )
+        assert len({token for row in expected[name]["beam"] for token in row}) > 4, name  # varied outputs
+        if getattr(model.config, "num_passes", 1) > 1:
+            expected[name]["first_pass"] = model.generate(ids, attention_mask=mask, max_new_tokens=10,
+                                                          encoder_pass=1).tolist()
+    remote = run_without_package(f"""
         import importlib, json, torch
-        from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+        from transformers import AutoModelForSeq2SeqLM, pipeline
 
         def counts():
             names = ("torch.optim.optimizer", "torch.nn.modules.module")
@@ -502,14 +523,38 @@ def test_remote_code_of_every_architecture_installs_no_global_hooks(tmp_path):
                     if name.startswith("_global_") and name.endswith("_hooks") and isinstance(value, dict)}}
 
         before = counts()
-        ids = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 1]])
-        for name in {REMOTE_CODE_VARIANTS!r}:
-            model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r} + "/" + name, trust_remote_code=True)
-            assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-            model.train()(input_ids=ids, attention_mask=(ids != 1).long(), labels=ids)
-        print(json.dumps({{"before": before, "after": counts()}}))
+        try:
+            AutoModelForSeq2SeqLM.from_pretrained("unified-prime", trust_remote_code=False)
+            refused = False
+        except ValueError:
+            refused = True
+        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
+        names = {list(VARIANTS)!r}
+        models = {{name: AutoModelForSeq2SeqLM.from_pretrained(name, trust_remote_code=True).eval() for name in names}}
+        results = {{}}
+        for name, model in models.items():
+            results[name] = dict(
+                module=type(model).__module__,
+                beam=model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist(),
+                beam_no_cache=model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10,
+                                             use_cache=False).tolist(),
+                greedy=model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist(),
+                pipeline=pipeline("translation", model=name, trust_remote_code=True, max_new_tokens=8)(
+                    {SENTENCES!r}, batch_size=2),
+            )
+            if getattr(model.config, "num_passes", 1) > 1:
+                results[name]["first_pass"] = model.generate(ids, attention_mask=mask, max_new_tokens=10,
+                                                             encoder_pass=1).tolist()
+        for model in models.values():
+            model.train()(input_ids=ids, attention_mask=mask, labels=ids)
+        print(json.dumps(dict(refused=refused, results=results, before=before, after=counts())))
     """, tmp_path)
-    assert counts["before"] and counts["before"] == counts["after"]
+    assert remote["refused"], "without trust_remote_code the checkpoint's code must not run"
+    assert remote["before"] and remote["before"] == remote["after"]
+    for name, result in remote["results"].items():
+        assert result["module"].startswith("transformers_modules"), (name, result["module"])
+        assert result.pop("beam_no_cache") == result["beam"], name
+        assert {key: value for key, value in result.items() if key != "module"} == expected[name], name
 
 
 def test_the_flat_package_folder_is_exactly_the_union_of_the_checkpoint_closures():

@@ -1,6 +1,7 @@
-"""Behaviour of the Multi-Encoder Transformer (paper 003), on tiny CPU models: every branch alone and every preset
-trains and generates, caches, padding independence per branch, save/load and remote code, errors, and the parameter
-counts of the paper's presets (Table 8)."""
+"""What the Multi-Encoder Transformer (paper 003) adds, on tiny CPU models: every branch alone and every preset
+trains and generates with and without the cache, padding independence per branch, the branches' maths, the saved
+branch specs, presets, errors, and the parameter counts of the paper's presets (Table 8). The checks every
+architecture shares are in `test_model_contract.py`."""
 
 import json
 import math
@@ -17,9 +18,6 @@ from hf_unified_mt.modeling_multi_encoder_transformer import (
     LSTMBranch,
     StaticExpansion,
     StaticExpansionBranch,
-)
-from mt_checks import (
-    run_without_package,
 )
 
 
@@ -227,7 +225,7 @@ def test_concatenation_projects_the_branch_outputs():
     assert torch.allclose(projection(torch.cat(out.hidden_states[1:-1], dim=-1)), out.last_hidden_state, atol=1e-6)
 
 
-# ---------------------------------------------------------------------------------------------- save / load / remote
+# ---------------------------------------------------------------------------------------------- saved config, presets
 
 def test_a_saved_config_holds_the_complete_branch_specs(tmp_path):
     config = encoder_config()
@@ -236,40 +234,6 @@ def test_a_saved_config_holds_the_complete_branch_specs(tmp_path):
     assert saved["encoder_branches"] == config.encoder_branches  # complete specs, options filled in
     assert saved["encoder_branches"][1]["expansion_sizes"] == [6, 6, 12, 8, 12, 8, 6, 6, 12, 8, 12, 8]
     assert AutoConfig.from_pretrained(tmp_path).encoder_branches == config.encoder_branches
-
-
-def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
-    model = tiny_model()
-    checkpoint = tmp_path / "checkpoint"
-    model.save_pretrained(checkpoint)
-    tokenizer.save_pretrained(checkpoint)
-    config = json.loads((checkpoint / "config.json").read_text())
-    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("MultiEncoderTransformerForConditionalGeneration")
-
-    sentences = ["hola mundo", "el gato ve al perro en la casa grande"]
-    ids, mask = random_batch(VOCAB)
-    expected_beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-    expected_greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
-    expected_pipeline = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)(
-        sentences, batch_size=2
-    )
-    remote = run_without_package(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM, pipeline
-        model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
-        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
-        beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-        greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
-        beam_no_cache = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10,
-                                       use_cache=False).tolist()
-        translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
-        print(json.dumps(dict(module=type(model).__module__, beam=beam, greedy=greedy, beam_no_cache=beam_no_cache,
-                              pipeline=translator({sentences!r}, batch_size=2))))
-    """, cwd=tmp_path)
-    assert remote["module"].startswith("transformers_modules"), remote["module"]
-    assert remote["beam"] == expected_beam == remote["beam_no_cache"]
-    assert remote["greedy"] == expected_greedy
-    assert remote["pipeline"] == expected_pipeline
 
 
 def test_default_config_is_the_single_encoder_transformer_and_presets_stay_untouched():

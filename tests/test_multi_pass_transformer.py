@@ -1,4 +1,5 @@
-"""Behaviour of the Multi-Pass Transformer (paper 004) on tiny CPU models.
+"""What the Multi-Pass Transformer (paper 004) adds, on tiny CPU models (the checks every architecture shares are in
+`test_model_contract.py`).
 
 Most generation checks use models briefly trained on a toy word-mapping task: the untrained tiny models (tied
 embeddings) repeat the start token, which would let a cache or padding bug go unnoticed."""
@@ -34,7 +35,6 @@ from mt_checks import (
     assert_gradient_checkpointing_gives_the_same_gradients,
     assert_incremental_decoding_matches_full_forward,
     assert_translation_does_not_depend_on_batch_or_padding,
-    run_without_package,
 )
 
 
@@ -377,7 +377,7 @@ def test_every_pass_is_independent_of_batch_and_padding(variant):
     )
 
 
-# ------------------------------------------------------------------------------------------ save / load / remote
+# ------------------------------------------------------------------------------------------ saved config
 
 def test_a_saved_config_keeps_the_connections_and_the_passes(tmp_path):
     hard = tiny_model(hard_connections=[2, 0, 1], num_passes=3, inference_pass=2)
@@ -385,38 +385,6 @@ def test_a_saved_config_keeps_the_connections_and_the_passes(tmp_path):
     saved = json.loads((tmp_path / "config.json").read_text())
     assert (saved["hard_connections"], saved["num_passes"], saved["inference_pass"]) == ([2, 0, 1], 3, 2)
     assert AutoConfig.from_pretrained(tmp_path).hard_connections == [2, 0, 1]
-
-
-def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
-    model = trained_model("hard")
-    checkpoint = tmp_path / "checkpoint"
-    model.save_pretrained(checkpoint)
-    tokenizer.save_pretrained(checkpoint)
-    config = json.loads((checkpoint / "config.json").read_text())
-    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("MultiPassTransformerForConditionalGeneration")
-    source, _ = toy_task()
-    ids = source[:3].tolist()
-    expected_beam = model.generate(source[:3], num_beams=4, max_new_tokens=8).tolist()
-    expected_first = model.generate(source[:3], max_new_tokens=8, encoder_pass=1).tolist()
-    sentences = ["hola mundo", "el gato ve al perro"]
-    expected_pipeline = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=6)(sentences)
-
-    remote = run_without_package(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM, pipeline
-        model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
-        ids = torch.tensor({ids})
-        beam = model.generate(ids, num_beams=4, max_new_tokens=8).tolist()
-        beam_no_cache = model.generate(ids, num_beams=4, max_new_tokens=8, use_cache=False).tolist()
-        first = model.generate(ids, max_new_tokens=8, encoder_pass=1).tolist()
-        translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=6)
-        print(json.dumps(dict(module=type(model).__module__, beam=beam, beam_no_cache=beam_no_cache, first=first,
-                              pipeline=translator({sentences!r}))))
-    """, cwd=tmp_path)
-    assert remote["module"].startswith("transformers_modules"), remote["module"]
-    assert remote["beam"] == expected_beam == remote["beam_no_cache"]
-    assert remote["first"] == expected_first
-    assert remote["pipeline"] == expected_pipeline
 
 
 # ------------------------------------------------------------------------------------------ outputs and errors

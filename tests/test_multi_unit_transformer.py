@@ -1,6 +1,7 @@
-"""Behaviour of the Multi-Unit Transformer (paper 002, MUTE) on tiny CPU models: the foundation requirements (cache,
-generate, padding, save/load, remote code, pipeline, Trainer, checkpointing, errors, outputs) and what is specific to
-MUTE (units, bias module, AutoShuffle, relative positions, unit-diversity tool)."""
+"""What the Multi-Unit Transformer (paper 002, MUTE) adds, on tiny CPU models: its loss (cross-entropy plus the
+AutoShuffle penalty) in the model and the Trainer, checkpointing with the unit noise, its config errors, the units'
+own attention maps, the units, the bias module, AutoShuffle, relative positions and the unit-diversity tool. The checks
+every architecture shares are in `test_model_contract.py`."""
 
 import importlib.util
 import json
@@ -13,8 +14,7 @@ import torch
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
-import hf_unified_mt
-from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config, trained_copy
+from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config
 from hf_unified_mt.modeling_multi_unit_transformer import (
     MultiUnitTransformerForConditionalGeneration,
     disorder_ranks,
@@ -34,7 +34,6 @@ from hf_unified_mt.training.callbacks import (
 from mt_checks import (
     ListDataset,
     assert_gradient_checkpointing_gives_the_same_gradients,
-    run_without_package,
 )
 
 
@@ -43,8 +42,6 @@ VARIANTS = {
     "mute": {},
     "bias": {"use_bias_module": True},
     "bias-seq": {"use_bias_module": True, "use_sequential_dependency": True},
-    "untied-separate-vocab": {"use_sequential_dependency": True, "share_encoder_decoder_embeddings": False,
-                              "tie_word_embeddings": False, "decoder_vocab_size": 30},
 }
 
 
@@ -56,17 +53,12 @@ def mute_model(seed: int = 0, **overrides):
     return MultiUnitTransformerForConditionalGeneration(mute_config(**overrides)).eval()
 
 
-def trained_mute_model(**overrides):
-    """A tiny model trained for a hundred steps to reverse its input, with a trained, non-uniform M."""
-    return trained_copy(mute_model, steps=100, lr=5e-3, **overrides)
-
-
 def labelled_batch(vocab_size=VOCAB, **kwargs):
     ids, mask = random_batch(vocab_size, **kwargs)
     return ids, mask, ids.masked_fill(mask == 0, -100)
 
 
-# ---------------------------------------------------------------------------------------------- foundation
+# ------------------------------------------------------------------------------------ loss, Trainer, errors, maps
 
 
 def test_forward_with_labels_returns_loss_and_its_two_parts():
@@ -98,37 +90,6 @@ def test_label_smoothing_is_computed_by_the_model():
     expected = 0.9 * -log_probs.gather(1, targets[:, None]).mean() + 0.1 * -log_probs.mean()
     assert torch.allclose(out.loss, expected, atol=1e-5)
     assert out.shuffle_penalty is None and out.loss is out.cross_entropy
-
-
-def test_trust_remote_code_in_a_fresh_process(tmp_path, tokenizer):
-    model = trained_mute_model(**VARIANTS["bias-seq"])
-    checkpoint = tmp_path / "checkpoint"
-    model.save_pretrained(checkpoint)
-    tokenizer.save_pretrained(checkpoint)
-    config = json.loads((checkpoint / "config.json").read_text())
-    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("MultiUnitTransformerForConditionalGeneration")
-    sentences = ["hola mundo", "el gato ve al perro en la casa grande"]
-    ids, mask = random_batch(VOCAB)
-    expected_beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-    expected_pipeline = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)(
-        sentences, batch_size=2
-    )
-    remote = run_without_package(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM, pipeline
-        model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
-        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
-        beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-        beam_no_cache = model.generate(
-            ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False
-        ).tolist()
-        translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
-        print(json.dumps(dict(module=type(model).__module__, beam=beam, beam_no_cache=beam_no_cache,
-                              pipeline=translator({sentences!r}, batch_size=2))))
-    """, cwd=tmp_path)
-    assert remote["module"].startswith("transformers_modules"), remote["module"]
-    assert remote["beam"] == expected_beam == remote["beam_no_cache"]
-    assert remote["pipeline"] == expected_pipeline
 
 
 def test_gradient_checkpointing_replays_the_unit_noise():
