@@ -62,17 +62,24 @@ def tiny_model(seed: int = 0, **overrides):
     return model.eval()
 
 
-def train_to_reverse(model, steps: int, lr: float, vocab_size: int | None = None, seed: int = 0):
+def train_to_reverse(model, steps: int, lr: float, vocab_size: int | None = None, seed: int = 0,
+                     memorise: bool = False):
     """Trains `model` in place for `steps` Adam steps to reverse its input (targets = source reversed, then </s>),
-    so that it generates varied outputs (an untrained model with tied embeddings echoes one token). Returns the
-    model in eval mode."""
+    so that it generates varied outputs (an untrained model with tied embeddings echoes one token). Each step draws
+    16 new random sentences; with `memorise`, every step reverses the same 16 (six tokens each): a tiny model learns
+    those within a few dozen steps and then generates varied outputs also for other inputs, where the general task
+    takes it hundreds of steps. Returns the model in eval mode."""
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     vocab = vocab_size or min(model.config.vocab_size, model.config.decoder_vocab_size)
+    fixed = torch.randint(4, vocab, (16, 6), generator=generator) if memorise else None
     for _ in range(steps):
-        length = int(torch.randint(3, 8, (1,), generator=generator))
-        source = torch.randint(4, vocab, (16, length), generator=generator)
+        if memorise:
+            source = fixed
+        else:
+            length = int(torch.randint(3, 8, (1,), generator=generator))
+            source = torch.randint(4, vocab, (16, length), generator=generator)
         labels = torch.cat([source.flip(1), torch.full((16, 1), 2)], dim=1)
         source = torch.cat([source, torch.full((16, 1), 2)], dim=1)
         loss = model(input_ids=source, labels=labels).loss

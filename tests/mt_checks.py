@@ -1,4 +1,4 @@
-"""Helpers the test modules share (test modules never import each other): the generation and save / reload checks
+"""Helpers the test modules share (test modules never import each other): the generation and gradient checks
 every architecture's tests run the same way, a fresh interpreter without the package (remote code), a list dataset
 for the Trainer, and loading a `training/` script as a module."""
 
@@ -11,9 +11,6 @@ import textwrap
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForSeq2SeqLM
-
-from conftest import random_batch
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,30 +86,25 @@ def assert_translation_does_not_depend_on_batch_or_padding(
             assert len(set(alone[0].tolist())) > 2, f"varied outputs, not one repeated token ({kwargs})"
 
 
-def assert_save_and_reload_round_trip(model, directory: Path, shared_and_tied: bool, forward_kwargs=(dict(),)):
-    """Save, check the checkpoint carries its code, reload through `AutoModelForSeq2SeqLM`, and compare: same class,
-    identical logits (for each of `forward_kwargs`), and the embeddings still one parameter (`shared_and_tied`) or
-    three separate ones. Returns the reloaded model for architecture-specific checks."""
-    model.save_pretrained(directory)
-    model_type = model.config.model_type
-    for code_file in (f"modeling_{model_type}.py", f"configuration_{model_type}.py", *COMMON_CODE_FILES):
-        assert (Path(directory) / code_file).exists(), code_file
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(directory).eval()
-    assert type(reloaded) is type(model)
-    ids, mask = random_batch(model.config.vocab_size)
-    target = ids % model.config.decoder_vocab_size
-    with torch.no_grad():
-        for kwargs in forward_kwargs:
-            a = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, **kwargs).logits
-            b = reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target, **kwargs).logits
-            assert torch.equal(a, b), kwargs
-    embeddings = [reloaded.model.encoder.embed_tokens.weight, reloaded.model.decoder.embed_tokens.weight,
-                  reloaded.lm_head.weight]
-    if shared_and_tied:
-        assert all(e is embeddings[0] for e in embeddings), "shared and tied embeddings stay one parameter"
-    else:
-        assert len({e.data_ptr() for e in embeddings}) == 3
-    return reloaded
+def assert_gradient_checkpointing_gives_the_same_gradients(build, seed: int = 7, **inputs):
+    """`build()` twice (a fresh model in training mode), the second with activation checkpointing: one training
+    forward on `inputs` (labels included) with the same seed gives the same gradients, parameter by parameter, so
+    recomputation replays the random draws (dropout, noise) and every input that needs a gradient reaches it."""
+    grads = []
+    for checkpointing in (False, True):
+        model = build()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert model.is_activation_checkpointing
+        torch.manual_seed(seed)
+        model(**inputs).loss.backward()
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+    plain, checkpointed = grads
+    assert [n for n, g in plain.items() if g is None] == [n for n, g in checkpointed.items() if g is None]
+    assert sum(g.abs().sum() for g in plain.values() if g is not None) > 0
+    for name, grad in plain.items():
+        if grad is not None:
+            assert torch.allclose(grad, checkpointed[name], atol=1e-6), name
 
 
 def run_without_package(script: str, cwd) -> dict:

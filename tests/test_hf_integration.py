@@ -1,12 +1,11 @@
-"""The models behave like in-library transformers models: remote code, pipeline, Trainer, errors, common API."""
+"""The models behave like in-library transformers models (on the tiny Unified Transformer): pipeline, Trainer,
+errors, common API. Remote code, checkpointing, config errors, outputs and the auto classes are checked for every
+architecture in `test_model_contract.py`."""
 
-import json
 
 import pytest
 import torch
 from transformers import (
-    AutoConfig,
-    AutoModel,
     AutoModelForSeq2SeqLM,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
@@ -15,54 +14,11 @@ from transformers import (
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
-from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
-from mt_checks import ListDataset, run_without_package
+from conftest import random_batch, tiny_model, trained_tiny_model
+from mt_checks import ListDataset
 
 
-# ---------------------------------------------------------------------------------------------- remote code
-
-def test_trust_remote_code_in_a_fresh_process_generates_identically(tmp_path, tokenizer):
-    model = trained_tiny_model()
-    checkpoint = tmp_path / "checkpoint"
-    model.save_pretrained(checkpoint)
-    tokenizer.save_pretrained(checkpoint)
-    config = json.loads((checkpoint / "config.json").read_text())
-    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("UnifiedTransformerForConditionalGeneration")
-    assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_translation.TranslationPipeline"
-
-    sentences = ["hola mundo", "el gato ve al perro en la casa grande"]
-    ids, mask = random_batch(model.config.vocab_size)
-    expected_beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-    expected_greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
-    assert len({token for row in expected_beam for token in row}) > 4
-    translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=8)
-    expected_pipeline = translator(sentences, batch_size=2)
-
-    remote = run_without_package(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM, pipeline
-        try:
-            AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=False)
-            refused = False
-        except ValueError:
-            refused = True
-        model = AutoModelForSeq2SeqLM.from_pretrained("checkpoint", trust_remote_code=True).eval()
-        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
-        beam = model.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-        greedy = model.generate(ids, attention_mask=mask, max_new_tokens=10).tolist()
-        beam_no_cache = model.generate(
-            ids, attention_mask=mask, num_beams=4, max_new_tokens=10, use_cache=False
-        ).tolist()
-        translator = pipeline("translation", model="checkpoint", trust_remote_code=True, max_new_tokens=8)
-        print(json.dumps(dict(module=type(model).__module__, refused=refused, beam=beam, greedy=greedy,
-                              beam_no_cache=beam_no_cache, pipeline=translator({sentences!r}, batch_size=2))))
-    """, cwd=tmp_path)
-    assert remote["refused"], "without trust_remote_code the custom code must not run"
-    assert remote["module"].startswith("transformers_modules"), remote["module"]
-    assert remote["beam"] == expected_beam == remote["beam_no_cache"]
-    assert remote["greedy"] == expected_greedy
-    assert remote["pipeline"] == expected_pipeline
-
+# ---------------------------------------------------------------------------------------------- pipeline
 
 def test_translation_pipeline_batches_and_matches_generate(tokenizer):
     model = trained_tiny_model()
@@ -83,21 +39,6 @@ def test_translation_pipeline_batches_and_matches_generate(tokenizer):
 
 
 # ---------------------------------------------------------------------------------------------- training
-
-def test_gradient_checkpointing_gives_the_same_gradients():
-    ids, mask = random_batch(tiny_config().vocab_size)
-    labels = ids.masked_fill(mask == 0, -100)
-    grads = []
-    for checkpointing in (False, True):
-        model = tiny_model().train()
-        if checkpointing:
-            model.activation_checkpointing_enable()
-            assert model.is_activation_checkpointing
-        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
-        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
-    assert grads[0].abs().sum() > 0
-    assert torch.allclose(grads[0], grads[1], atol=1e-6)
-
 
 def _trainer_update(tmp_path, batch_size, accumulation, tokenizer):
     model = tiny_model().train()
@@ -132,27 +73,6 @@ def test_trainer_gradient_accumulation_matches_the_doubled_batch(tmp_path, token
 
 
 # ---------------------------------------------------------------------------------------------- errors
-
-@pytest.mark.parametrize(
-    "overrides, field",
-    [
-        (dict(d_model=30), "d_model"),
-        (dict(conv_kernel_sizes=[4]), "conv_kernel_sizes"),
-        (dict(conv_kernel_sizes=[0, 3]), "conv_kernel_sizes"),
-        (dict(conv_kernel_sizes=[-3]), "conv_kernel_sizes"),
-        (dict(conv_kernel_sizes=[]), "conv_kernel_sizes"),
-        (dict(encoder_layers=0), "encoder_layers"),
-        (dict(decoder_layers=0), "decoder_layers"),
-        (dict(dropout=1.5), "dropout"),
-        (dict(activation_function="swishy"), "activation_function"),
-        (dict(conv_kernel_size=[3]), "conv_kernel_sizes"),  # a misspelled option
-        (dict(share_encoder_decoder_embeddings=True, decoder_vocab_size=20), "share_encoder_decoder_embeddings"),
-    ],
-)
-def test_bad_config_raises_value_error_naming_the_field(overrides, field):
-    with pytest.raises(ValueError, match=field):
-        tiny_config(**overrides)
-
 
 def test_unknown_preset_and_architecture_are_refused():
     with pytest.raises(ValueError, match="preset"):
@@ -196,27 +116,6 @@ def test_cache_built_without_config_is_refused():
 
 # ---------------------------------------------------------------------------------------------- common API
 
-def test_output_attentions_and_hidden_states():
-    model = tiny_model()
-    model.set_attn_implementation("eager")
-    ids, mask = random_batch(model.config.vocab_size)
-    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
-                output_hidden_states=True)
-    cfg = model.config
-    assert len(out.encoder_hidden_states) == cfg.encoder_layers + 1
-    assert len(out.decoder_hidden_states) == cfg.decoder_layers + 1
-    assert len(out.encoder_attentions) == cfg.encoder_layers
-    assert out.encoder_attentions[0].shape == (3, cfg.encoder_attention_heads, ids.shape[1], ids.shape[1])
-    assert out.decoder_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, 5)
-    assert out.cross_attentions[0].shape == (3, cfg.decoder_attention_heads, 5, ids.shape[1])
-    # attention weights respect masks: no weight on source padding, none on future target positions
-    assert out.encoder_attentions[0][-1, :, :, -3:].abs().max() == 0
-    assert torch.triu(out.decoder_attentions[0][0, 0], diagonal=1).abs().max() == 0
-    gen = model.generate(ids, attention_mask=mask, max_new_tokens=3, output_scores=True, return_dict_in_generate=True,
-                         output_attentions=True)
-    assert len(gen.scores) == 3 and gen.cross_attentions is not None
-
-
 @pytest.mark.parametrize("arch", list(hf_unified_mt.ARCHITECTURES))
 def test_selected_hidden_states_count_each_stack_separately(arch):
     """`output_hidden_states=[...]` selects by index; negative indices count from each stack's own end, although the
@@ -248,45 +147,3 @@ def test_resize_token_embeddings_and_embedding_accessors():
     ids, _ = random_batch(old + 5)
     ids[0, 0] = old + 4
     assert model(input_ids=ids, decoder_input_ids=ids).logits.shape[-1] == old + 5
-
-
-def test_auto_classes_and_base_model(tmp_path):
-    config = tiny_config()
-    assert isinstance(AutoConfig.for_model("unified_transformer"), hf_unified_mt.UnifiedTransformerConfig)
-    base = AutoModel.from_config(config)
-    assert isinstance(base, hf_unified_mt.UnifiedTransformerModel)
-    ids, mask = random_batch(config.vocab_size)
-    out = base(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
-    assert out.last_hidden_state.shape == (3, 4, config.d_model)
-    base.save_pretrained(tmp_path)
-    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
-    assert auto_map["AutoModel"].endswith("UnifiedTransformerModel")
-    assert isinstance(AutoModel.from_pretrained(tmp_path), hf_unified_mt.UnifiedTransformerModel)
-    assert model_can_generate()
-
-
-def model_can_generate():
-    return tiny_model().can_generate()
-
-
-def test_two_remote_code_models_in_one_process(tmp_path):
-    """Each remote checkpoint brings its own copy of the cache layer, registered under one global name: a model
-    loaded first must still generate after another one is loaded."""
-    first, second = tmp_path / "first", tmp_path / "second"
-    trained_tiny_model().save_pretrained(first)
-    other = AutoModelForSeq2SeqLM.from_config(
-        hf_unified_mt.get_config("multi_pass_transformer", "tiny", vocab_size=tiny_config().vocab_size)
-    )
-    other.save_pretrained(second)
-    ids, mask = random_batch(tiny_config().vocab_size)
-    expected = trained_tiny_model().generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=8).tolist()
-    remote = run_without_package(f"""
-        import json, torch
-        from transformers import AutoModelForSeq2SeqLM
-        first = AutoModelForSeq2SeqLM.from_pretrained("first", trust_remote_code=True).eval()
-        second = AutoModelForSeq2SeqLM.from_pretrained("second", trust_remote_code=True).eval()
-        ids, mask = torch.tensor({ids.tolist()}), torch.tensor({mask.tolist()})
-        second.generate(ids, attention_mask=mask, max_new_tokens=3)
-        print(json.dumps(first.generate(ids, attention_mask=mask, num_beams=4, max_new_tokens=8).tolist()))
-    """, cwd=tmp_path)
-    assert remote == expected

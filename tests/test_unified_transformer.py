@@ -5,7 +5,7 @@ authors' initialisation. The checks every architecture shares are in `test_model
 import pytest
 import torch
 
-from conftest import random_batch, tiny_model, trained_tiny_model
+from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
 from mt_checks import assert_generate_is_identical_without_cache, assert_incremental_decoding_matches_full_forward
 
 
@@ -38,6 +38,21 @@ def test_generate_with_and_without_cache_is_identical_for_each_prime_option(vari
     model = trained_tiny_model(**VARIANTS[variant])
     ids, mask = random_batch(model.config.vocab_size)
     assert_generate_is_identical_without_cache(model, ids, mask)
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(conv_kernel_sizes=[4]), "conv_kernel_sizes"),
+        (dict(conv_kernel_sizes=[0, 3]), "conv_kernel_sizes"),
+        (dict(conv_kernel_sizes=[-3]), "conv_kernel_sizes"),
+        (dict(conv_kernel_sizes=[]), "conv_kernel_sizes"),
+        (dict(conv_kernel_size=[3]), "conv_kernel_sizes"),  # a misspelled option
+    ],
+)
+def test_bad_config_raises_value_error_naming_the_field(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        tiny_config(**overrides)
 
 
 def test_share_without_tie_keeps_output_projection_separate():
