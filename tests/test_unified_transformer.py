@@ -133,3 +133,35 @@ def test_initialisation_follows_the_authors_code():
     assert 0.9 / math.sqrt(d) < query.abs().max() <= 1 / math.sqrt(d)
     assert torch.equal(layer.self_attn.conv.kernel_gate, torch.full_like(layer.self_attn.conv.kernel_gate, 0.5))
     assert layer.self_attn.q_proj.bias.abs().max() == 0
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("length", [1, 2, 7, 40])
+def test_band_and_window_convolutions_are_the_same_convolution(is_causal, length):
+    """The band-matrix form (short sequences) and the sliding-window form (long ones) give the same outputs and the
+    same gradients; the layer picks by length."""
+    from hf_unified_mt.modeling_unified_transformer import PrimeDynamicConvolution
+
+    torch.manual_seed(0)
+    conv = PrimeDynamicConvolution(tiny_config(conv_kernel_sizes=[3, 7], d_model=16), 4, is_causal=is_causal)
+    inputs = torch.randn(3, length, 16, requires_grad=True)
+    padding = torch.ones(3, length, dtype=torch.bool)
+    padding[-1, length // 2 + 1 :] = False
+
+    outputs, gradients = [], []
+    for band_max_length in (length, length - 1):  # band, then windows
+        conv.band_max_length = band_max_length
+        output = conv(inputs, padding)
+        (output * torch.linspace(-1, 1, output.numel()).view_as(output)).sum().backward()
+        outputs.append(output.detach())
+        gradients.append([inputs.grad.clone()] + [p.grad.clone() for p in conv.parameters()])
+        inputs.grad = None
+        conv.zero_grad()
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
+    for band, window in zip(*gradients):
+        torch.testing.assert_close(band, window, rtol=1e-5, atol=1e-6)
+    # the output at t reads the inputs at t-K+1 .. t (causal) or t-K//2 .. t+K//2 (centred), nothing else
+    jacobian = torch.autograd.functional.jacobian(lambda x: conv(x)[0, :, 0], inputs.detach())[:, 0, :, 0]
+    distance = torch.arange(length)[None, :] - torch.arange(length)[:, None]
+    reach = (distance <= 0) & (distance > -7) if is_causal else distance.abs() <= 3
+    assert not jacobian[~reach].any()
