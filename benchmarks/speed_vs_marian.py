@@ -42,19 +42,37 @@ def parse_args(argv=None):
     parser.add_argument("--decode-batch", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--compile", action="store_true",
+                        help="Also time each model's training step under torch.compile against eager (adds columns)")
+    parser.add_argument("--keep-dropout", action="store_true",
+                        help="Keep each preset's dropouts in training (MarianMT: dropout 0.1) instead of none for all")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "speed_vs_marian.json")
     return parser.parse_args(argv)
 
 
+def switch_off_dropout(config) -> None:
+    """Every dropout probability of the config (the papers' attention, activation, kernel and branch dropouts besides
+    `dropout`) set to 0, as for the MarianMT: the comparison times the architectures' compute, not a recipe's random
+    masks (which the FLOP counter does not count; see `--keep-dropout`)."""
+    for name, value in config.to_dict().items():
+        if name.endswith("dropout") and isinstance(value, float):
+            setattr(config, name, 0.0)
+    for spec in getattr(config, "encoder_branches", None) or []:
+        if "dropout" in spec:
+            spec["dropout"] = 0.0
+
+
 def build_pair(arch: str, args):
     """The architecture's model and a MarianMT of the same width, depth and parameter count (FFN width solved)."""
-    config = hf_unified_mt.get_config(arch, args.preset, vocab_size=args.vocab_size, dropout=0.0)
+    config = hf_unified_mt.get_config(arch, args.preset, vocab_size=args.vocab_size)
+    if not args.keep_dropout:
+        switch_off_dropout(config)
     torch.manual_seed(0)
     model = AutoModelForSeq2SeqLM.from_config(config)
     marian_config = marian_config_matching(count_parameters(model), args.vocab_size, d_model=config.d_model,
                                            layers=config.encoder_layers, heads=config.encoder_attention_heads,
-                                           dropout=0.0)
+                                           dropout=0.1 if args.keep_dropout else 0.0)
     marian = MarianMTModel(marian_config)
     return {arch: model.to(args.device), "marian": marian.to(args.device)}
 
@@ -122,6 +140,17 @@ def measure(arch: str, args) -> dict:
             flops_per_second={name: flops[name] / seconds[name] for name in models},
             efficiency_vs_marian=(flops[arch] / seconds[arch]) / (flops["marian"] / seconds["marian"]),
         )
+    if args.compile:
+        # The training step of each model compiled (default Inductor backend) against the same model eager, timed in
+        # interleaved rounds after the compiling warm-up round.
+        compiled = {name: torch.compile(copy.deepcopy(model)) for name, model in models.items()}
+        calls = {f"{name}.eager": training_call(model, args) for name, model in models.items()}
+        calls.update({f"{name}.compiled": training_call(model, args) for name, model in compiled.items()})
+        seconds = median_times(calls, args.repeats, args.device)
+        row["train_compiled"] = dict(
+            seconds=seconds,
+            compiled_vs_eager={name: seconds[f"{name}.eager"] / seconds[f"{name}.compiled"] for name in models},
+        )
     synchronize(args.device)
     return row
 
@@ -133,12 +162,17 @@ def format_table(rows: list[dict], args) -> str:
         "| FLOP/s eff. train | eff. decode 1 | eff. decode N |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    if args.compile:
+        lines[0] += " compiled/eager train (arch) | compiled/eager train (MarianMT) |"
+        lines[1] += "---:|---:|"
     for row in rows:
+        compiled = row.get("train_compiled", {}).get("compiled_vs_eager", {})
         lines.append(
             f"| {row['arch']} | {row['parameters'][row['arch']] / 1e6:.2f}M | {row['train']['speed_vs_marian']:.2f}× | "
             f"{row['decode_b1']['speed_vs_marian']:.2f}× | {row['decode_bN']['speed_vs_marian']:.2f}× | "
             f"{row['train']['efficiency_vs_marian']:.2f} | {row['decode_b1']['efficiency_vs_marian']:.2f} | "
             f"{row['decode_bN']['efficiency_vs_marian']:.2f} |"
+            + (f" {compiled[row['arch']]:.2f}× | {compiled['marian']:.2f}× |" if compiled else "")
         )
     return "\n".join(lines)
 
