@@ -119,6 +119,37 @@ def test_padding_is_zeroed_before_the_convolution():
     assert not torch.allclose(a[-1, :-3], c[-1, :-3], atol=1e-4)
 
 
+@pytest.mark.parametrize("variant", ["prime", "separate-projection"])
+def test_cached_decoding_of_a_left_padded_target_prefix(variant):
+    """A target prefix with left padding, fed as one cached chunk and then continued a token at a time, gives the
+    logits of one uncached forward at every real position, whatever tokens stand in the pads. With the shared
+    projection the decoder's convolution reads its window back from the self-attention cache's values (where the
+    pads are zeroed); with a separate projection it keeps a window of its own."""
+    model = tiny_model(**VARIANTS[variant]).eval()
+    ids, mask = random_batch(model.config.vocab_size)
+    generator = torch.Generator().manual_seed(5)
+    target = torch.randint(4, model.config.decoder_vocab_size, (ids.shape[0], 9), generator=generator)
+    target_mask = torch.ones_like(target)
+    target_mask[0, :3] = 0  # the first row's prefix starts with three pads
+    other = target.clone()
+    other[0, :3] = 5  # other tokens in the pads
+    prefix = 5
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target,
+                     decoder_attention_mask=target_mask, use_cache=False).logits
+        for decoder_ids in (target, other):
+            out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids[:, :prefix],
+                        decoder_attention_mask=target_mask[:, :prefix], use_cache=True)
+            steps, cache = [out.logits], out.past_key_values
+            for t in range(prefix, target.shape[1]):
+                out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids[:, t : t + 1],
+                            decoder_attention_mask=target_mask[:, : t + 1], past_key_values=cache, use_cache=True)
+                steps.append(out.logits)
+                cache = out.past_key_values
+            steps = torch.cat(steps, dim=1)
+            real = target_mask.bool()
+            torch.testing.assert_close(steps[real], full[real], atol=1e-5, rtol=1e-5)
+
 def test_initialisation_follows_the_authors_code():
     import math
 

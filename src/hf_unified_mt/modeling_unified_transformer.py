@@ -71,12 +71,15 @@ class PrimeDynamicConvolution(nn.Module):
         """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7)."""
         batch, length, _ = inputs.shape
         gate = torch.softmax(self.kernel_gate, dim=0)
-        taps = inputs.new_zeros(batch, length, self.num_heads, self.max_kernel_size)
+        taps = None
         for i, (size, generator) in enumerate(zip(self.kernel_sizes, self.kernel_generators)):
             weights = torch.softmax(generator(inputs).view(batch, length, self.num_heads, size), dim=-1)
             weights = nn.functional.dropout(weights, p=self.weight_dropout, training=self.training)  # DropConnect
-            start = self.max_kernel_size - size if self.is_causal else (self.max_kernel_size - size) // 2
-            taps[..., start : start + size] += gate[i] * weights
+            weights = gate[i] * weights
+            if size < self.max_kernel_size:  # a narrower cell's taps sit at the centre (causal: the most recent)
+                start = self.max_kernel_size - size if self.is_causal else (self.max_kernel_size - size) // 2
+                weights = nn.functional.pad(weights, (start, self.max_kernel_size - size - start))
+            taps = weights if taps is None else taps + weights
         return taps
 
     def forward(
@@ -84,50 +87,62 @@ class PrimeDynamicConvolution(nn.Module):
         inputs: torch.Tensor,
         padding_mask: torch.Tensor | None = None,
         cache_layer: StatefulDecoderCacheLayer | None = None,
+        cached_values: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Convolves `inputs` `[B, T, C]` (the T current positions). In incremental decoding the left context comes
+        from `cached_values`, the self-attention cache's values `[B, H, S, C/H]` (S >= T; they *are* the
+        convolution's inputs so far when it reads the value projection, Eq. 5, padded positions already zeroed), or
+        otherwise from the window the cache layer keeps for it. Zeros stand before the first token, exactly the zero
+        padding of the full-sequence computation."""
         batch, length, channels = inputs.shape
+        heads, width = self.num_heads, self.max_kernel_size
         taps = self.kernels(inputs)
-        if padding_mask is not None:
-            inputs = inputs * padding_mask.unsqueeze(-1).to(inputs.dtype)
-        width = self.max_kernel_size
-        if cache_layer is not None:
-            # Incremental decoding: the last width-1 inputs come from the cache (zeros before the first token,
-            # exactly the zero padding of the full-sequence computation).
-            window = cache_layer.update_window("prime_conv", inputs, width)
-        elif self.is_causal:
-            window = nn.functional.pad(inputs, (0, 0, width - 1, 0))
+        if cached_values is not None:
+            window = cached_values[:, :, -(length + width - 1) :]
+            if window.shape[2] < length + width - 1:
+                window = nn.functional.pad(window, (0, 0, length + width - 1 - window.shape[2], 0))
         else:
-            window = nn.functional.pad(inputs, (0, 0, width // 2, width // 2))
+            if padding_mask is not None:
+                inputs = inputs * padding_mask.unsqueeze(-1).to(inputs.dtype)
+            if cache_layer is not None:
+                window = cache_layer.update_window("prime_conv", inputs, width)
+            elif self.is_causal:
+                window = nn.functional.pad(inputs, (0, 0, width - 1, 0))
+            else:
+                window = nn.functional.pad(inputs, (0, 0, width // 2, width // 2))
+            # channel c belongs to head c // (C / H): [B, H, T+K-1, C/H]
+            window = window.view(batch, window.shape[1], heads, channels // heads).transpose(1, 2)
         if length <= self.band_max_length:
-            return self.band_convolution(window, taps)
-        return self.window_convolution(window, taps)
+            output = self.band_convolution(window, taps)
+        else:
+            output = self.window_convolution(window, taps)
+        return output.transpose(1, 2).reshape(batch, length, channels)
 
     def band_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
         """The convolution as one batched matmul with a band matrix, out[t] = Σ_s band[t, s] · window[s], where row t
-        holds the K taps of position t at columns t .. t+K-1 of the padded window (as fairseq's `dynamicconv`
-        "expand" path). The band is built by the skew trick: each row of taps is right-padded to T+K entries, and
-        reading the flat buffer back in rows of T+K-1 shifts row t right by t."""
-        batch, padded_length, channels = window.shape  # padded_length = T + K - 1
-        length, heads = taps.shape[1], self.num_heads
+        holds the K taps of position t at columns t .. t+K-1 of the padded window `[B, H, T+K-1, C/H]` (as fairseq's
+        `dynamicconv` "expand" path). The band is built by the skew trick: each row of taps is right-padded to T+K
+        entries, and reading the flat buffer back in rows of T+K-1 shifts row t right by t. Returns `[B, H, T, C/H]`."""
+        batch, heads, padded_length, _ = window.shape  # padded_length = T + K - 1
+        length = taps.shape[1]
+        if length == 1:  # one decoding step: the band is the taps themselves
+            return torch.matmul(taps.transpose(1, 2), window)
         rows = nn.functional.pad(taps.transpose(1, 2), (0, length))  # [B, H, T, T+K]
         band = rows.reshape(batch, heads, -1)[..., : length * padded_length].view(batch, heads, length, padded_length)
-        # channel c belongs to head c // (C / H)
-        values = window.view(batch, padded_length, heads, channels // heads).transpose(1, 2)  # [B, H, T+K-1, C/H]
-        return torch.matmul(band, values).transpose(1, 2).reshape(batch, length, channels)
+        return torch.matmul(band, window)
 
     def window_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
-        """The same convolution over explicit sliding windows `[B, T, H, C/H, K]`: O(T·K) work instead of the band's
-        O(T·(T+K)), the faster form for long sequences."""
-        batch, _, channels = window.shape
-        length, width = taps.shape[1], self.max_kernel_size
-        windows = window.unfold(1, width, 1).reshape(batch, length, self.num_heads, channels // self.num_heads, width)
-        return torch.einsum("bthck,bthk->bthc", windows, taps).reshape(batch, length, channels)
+        """The same convolution over explicit sliding windows `[B, H, T, C/H, K]`: O(T·K) work instead of the band's
+        O(T·(T+K)), the faster form for long sequences. Returns `[B, H, T, C/H]`."""
+        windows = window.unfold(2, self.max_kernel_size, 1)
+        return torch.einsum("bhtck,bthk->bhtc", windows, taps)
 
 
 class PrimeSelfAttention(MTAttention):
     """Self-attention with the convolution on its value projection (Shared Projection, Eq. 2 and 5 with
-    W_1^C = W_1^A). Returns the concatenation [attention ; convolution] *before* the output projection, which the
-    layer applies as one Linear(2d -> d) (= A W_2^A + C W_2^C, the authors' single output matrix)."""
+    W_1^C = W_1^A). Returns the branches (attention, convolution) *before* the output projection, which the layer
+    applies to their concatenation as one Linear(2d -> d) (= A W_2^A + C W_2^C, the authors' single output matrix);
+    with fused projections the layer concatenates them with its other branches in one go."""
 
     def __init__(self, config: UnifiedTransformerConfig, num_heads: int, is_causal: bool, layer_idx: int):
         super().__init__(config, num_heads, is_causal=is_causal, layer_idx=layer_idx)
@@ -159,21 +174,30 @@ class PrimeSelfAttention(MTAttention):
         padding_mask: torch.Tensor | None = None,
         projections: tuple[torch.Tensor, ...] | None = None,
         **kwargs: Unpack[TransformersKwargs],
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor | None]:
         if projections is None:
             inputs = nn.functional.dropout(hidden_states, p=self.input_dropout, training=self.training)
             projections = tuple(projection(inputs) for projection in self.input_projections)
         query, key, value = projections[:3]
-        keys, values = self.key_values(None, past_key_values, is_cross_attention=False, projected=(key, value))
-        attention, weights = self.attend(query, keys, values, attention_mask, **kwargs)  # Eq. (2)
-        if self.conv is None:
-            return attention, weights
-        conv_input = value if self.conv_proj is None else projections[3]  # Eq. (5)
         # Deviation: pads are zeroed before the convolution (as in the LightConv block of Wu et al. 2019), so that a
         # padded batch decodes like its sentences alone, unless the config asks for the authors' unmasked behaviour.
-        padding_mask = padding_mask if self.config.mask_padding_before_conv else None
-        convolution = self.conv(conv_input, padding_mask, cache_layer_for(past_key_values, self.layer_idx))
-        return torch.cat([attention, convolution], dim=-1), weights
+        padding_mask = padding_mask if self.conv is not None and self.config.mask_padding_before_conv else None
+        reads_values = self.conv is not None and self.conv_proj is None  # Eq. (5), shared projection
+        cached_value = value
+        if reads_values and past_key_values is not None and padding_mask is not None:
+            # With a cache, the convolution reads its window back from the cached values: zero the padded positions
+            # there. Attention gives a padded key zero weight, so no attention output changes.
+            cached_value = value * padding_mask.unsqueeze(-1).to(value.dtype)
+        keys, values = self.key_values(None, past_key_values, is_cross_attention=False, projected=(key, cached_value))
+        attention, weights = self.attend(query, keys, values, attention_mask, **kwargs)  # Eq. (2)
+        if self.conv is None:
+            return (attention,), weights
+        if reads_values:
+            convolution = self.conv(value, padding_mask, cached_values=values if past_key_values is not None else None)
+        else:  # Separate Projection: the convolution's input is not in the attention cache, it keeps its own window
+            cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+            convolution = self.conv(projections[3], padding_mask, cache_layer=cache_layer)
+        return (attention, convolution), weights
 
 
 class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
@@ -227,8 +251,8 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         (`torch.optim.AdamW(fused=True)`, the Trainer's default `adamw_torch_fused`) update weights without bumping
         them."""
         inputs, outputs = self._input_linears(), self._output_linears()
-        params = [p for linear in inputs + outputs for p in linear.parameters()]
-        key = tuple((p.data_ptr(), p._version) for p in params)
+        # (weight, bias) read directly: `Module.parameters()` costs more Python time than the key itself, per step
+        key = tuple((p.data_ptr(), p._version) for linear in inputs + outputs for p in (linear.weight, linear.bias))
         if self._fused is None or self._fused[0] != key:
             with torch.no_grad():
                 w_in = torch.cat([linear.weight for linear in inputs], dim=0)
@@ -265,7 +289,7 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         else:
             self_projections, cross_query, ffn_input = None, None, self.fc1(hidden_states)
 
-        mixed, _ = self.self_attn(
+        mixed, _ = self.self_attn(  # (attention, convolution) or (attention,)
             hidden_states,
             attention_mask=attention_mask,
             past_key_values=past_key_values,
@@ -289,9 +313,10 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
             )
 
         if fused:
-            branches = [mixed] + ([cross] if cross is not None else []) + [ffn_hidden]
+            branches = [*mixed] + ([cross] if cross is not None else []) + [ffn_hidden]
             update = nn.functional.linear(torch.cat(branches, dim=-1), w_out, b_out)
         else:
+            mixed = torch.cat(mixed, dim=-1) if len(mixed) > 1 else mixed[0]
             update = nn.functional.dropout(self.self_attn.out_proj(mixed), p=self.dropout, training=self.training)
             update = update + nn.functional.dropout(self.fc2(ffn_hidden), p=self.dropout, training=self.training)
             if cross is not None:
