@@ -13,7 +13,9 @@ width, the number of updates, the schedule and the seeds; they differ only in th
     003    single self-attention encoder         dual (self-attention + Static Expansion)
     004    P = 1 (a Transformer)                 P = 2, hard connections            + P = 2, soft connections
 
-plus a MarianMT of the same size (N(0, 0.02) initialisation) for reference.
+plus a MarianMT of the same size (N(0, 0.02) initialisation) for reference. The Transformer of paper 000 is the
+single-encoder network of paper 003 under the same shared init law, so it reuses those runs. Stage 3 holds
+investigations of effects that did not reproduce, each changing one factor in both arms (004: the init law).
 
     python benchmarks/ablation_study.py                      # run what is missing (headline pairs first), then report
     python benchmarks/ablation_study.py --max_runs 2         # at most two new runs this time
@@ -83,7 +85,10 @@ class Arm:
     arch: str
     presets: dict
     overrides: dict = field(default_factory=dict)
-    stage: int = 1  # 1: the paper's headline pair (run first), 2: the remaining arms
+    stage: int = 1  # 1: the paper's headline pair (run first), 2: the remaining arms, 3: investigations
+    # An arm that is, config for config and seed for seed, another arm's run: it is not trained again, the report
+    # reads that arm's result files under this arm's key.
+    same_runs_as: str | None = None
 
 
 def _sized(small: str, tiny: str = "tiny") -> dict:
@@ -94,8 +99,11 @@ ARMS: list[Arm] = [
     Arm("000-simple", "000", "Prime-simple (attention ‖ FFN, no convolution)", "unified_transformer",
         _sized("small"), dict(use_convolution=False)),
     Arm("000-prime", "000", "Prime (attention ‖ dynamic conv 3/15 ‖ FFN)", "unified_transformer", _sized("small")),
-    Arm("000-transformer", "000", "Transformer (sequential sublayers, MPT with P = 1)", "multi_pass_transformer",
-        _sized("small"), dict(num_passes=1), stage=2),
+    # The plain Transformer of equal size under the package's shared init law (PyTorch's U(±1/sqrt(fan_in)) for the
+    # projections and FFN, as the Prime layers' inputs and FFN): exactly 003-single, whose runs it reuses. (Under
+    # the fairseq law of 004-p1 the same network learns much more slowly here, which would confound the comparison.)
+    Arm("000-transformer", "000", "Transformer (sequential sublayers; = 003-single's runs)",
+        "multi_encoder_transformer", _sized("small-single", "tiny-single"), stage=2, same_runs_as="003-single"),
     Arm("001-xavier", "001", "12+12 post-norm, Xavier init, self-attention decoder", "deep_transformer",
         _sized("deep-small"), dict(ds_init=False, decoder_attention_type="self")),
     Arm("001-dsinit", "001", "12+12 post-norm + DS-Init, self-attention decoder", "deep_transformer",
@@ -117,6 +125,12 @@ ARMS: list[Arm] = [
     Arm("004-p2-soft", "004", "MPT, P = 2, soft connections", "multi_pass_transformer", _sized("small"),
         dict(num_passes=2, connection_type="soft"), stage=2),
     Arm("ref-marian", "ref", "MarianMT, same size (init N(0, 0.02))", "marian", _sized("small"), stage=2),
+    # Investigation of paper 004's result at this budget (P = 2 far behind P = 1): the same pair under the shared
+    # init law instead of fairseq's, one factor changed for both arms.
+    Arm("004-p1-shared-init", "004", "P = 1, shared init law", "multi_pass_transformer", _sized("small"),
+        dict(num_passes=1, linear_init="default"), stage=3),
+    Arm("004-p2-hard-shared-init", "004", "MPT, P = 2, hard, shared init law", "multi_pass_transformer",
+        _sized("small"), dict(num_passes=2, connection_type="hard", linear_init="default"), stage=3),
 ]
 ARMS_BY_KEY = {arm.key: arm for arm in ARMS}
 
@@ -132,6 +146,7 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("003", "003-single", "003-dual", "+6.4 BLEU on low-resource Sp-En"),
     ("004", "004-p1", "004-p2-hard", "+0.8 BLEU, same parameters"),
     ("004", "004-p1", "004-p2-soft", "+0.8 BLEU, same parameters (soft connections)"),
+    ("004", "004-p1-shared-init", "004-p2-hard-shared-init", "investigation: the pair under the shared init law"),
 ]
 PAPER_TITLES = {
     "000": "Unified Transformer (Zhao et al.)",
@@ -146,8 +161,9 @@ PAPER_ORDER = ["000", "003", "004", "002", "001", "ref"]
 
 
 def planned_runs(seeds: list[int], stages: set[int], only: list[str] | None) -> list[tuple[Arm, int]]:
-    """Stage 1 (headline pairs) for every seed, then stage 2; papers in `PAPER_ORDER` within a seed."""
-    arms = sorted(ARMS, key=lambda arm: PAPER_ORDER.index(arm.paper))
+    """Stage 1 (headline pairs) for every seed, then stage 2, then 3; papers in `PAPER_ORDER` within a seed. Arms
+    that reuse another arm's runs are not planned."""
+    arms = sorted((arm for arm in ARMS if arm.same_runs_as is None), key=lambda arm: PAPER_ORDER.index(arm.paper))
     runs = []
     for stage in sorted(stages):
         for seed in seeds:
@@ -165,7 +181,7 @@ def parse_args(argv=None):
                         help="Checkpoints (not committed)")
     parser.add_argument("--size", choices=["small", "tiny"], default="small")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--stages", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--stages", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--only", nargs="+", default=None, help="Run only these arms (keys)")
     parser.add_argument("--max_runs", type=int, default=None, help="Stop after this many new runs")
     parser.add_argument("--report_only", action="store_true")
@@ -339,6 +355,7 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
     state = json.loads((output / "trainer_state.json").read_text())
     record = dict(
         run=name, arm=arm.key, paper=arm.paper, label=arm.label, arch=arm.arch, preset=arm.presets[args.size],
+        code=code_version(),
         overrides=arm.overrides, seed=seed, recipe=recipe(args),
         num_parameters=count_parameters(model), config=model.config.to_diff_dict(),
         updates=state["global_step"], epochs=round(state["epoch"], 3),
@@ -363,6 +380,19 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
     (runs / f"{name}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))  # last: marks it finished
     print(f"[{name}] {args.max_steps} updates, test BLEU {scores['bleu']:.2f} chrF {scores['chrf']:.2f}", flush=True)
     return record
+
+
+def code_version() -> dict:
+    """The commit of the package code a run used, and whether the tree had uncommitted changes (None outside git)."""
+    def git(*argv) -> str | None:
+        try:
+            return subprocess.run(["git", "-C", str(REPO), *argv], capture_output=True, text=True,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    status = git("status", "--porcelain", "--untracked-files=no", "--", "src", "training", "benchmarks")
+    return dict(commit=git("rev-parse", "HEAD"), uncommitted_changes=None if status is None else bool(status))
 
 
 def run_missing(args) -> int:
@@ -410,6 +440,9 @@ def load_runs(results_dir: Path) -> dict[str, dict[int, dict]]:
         with gzip.open(path.parent / record["test"]["translations"], "rt", encoding="utf-8") as handle:
             record["hypotheses"] = handle.read().split("\n")[: record["test"]["num_verses"]]
         runs.setdefault(record["arm"], {})[record["seed"]] = record
+    for arm in ARMS:
+        if arm.same_runs_as in runs:
+            runs[arm.key] = runs[arm.same_runs_as]
     return runs
 
 

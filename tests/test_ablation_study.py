@@ -39,6 +39,7 @@ def test_one_run_resume_and_report_from_files(tmp_path, capsys):
     record = json.loads((runs / "004-p1-seed1.json").read_text())
     assert record["arm"] == "004-p1" and record["seed"] == 1 and record["updates"] == 4
     assert record["config"]["num_passes"] == 1
+    assert len(record["code"]["commit"]) == 40 and isinstance(record["code"]["uncommitted_changes"], bool)
     assert [step for step, _ in record["validation_cross_entropy"]] == [2, 4]
     assert all(0 < ce < 10 for _, ce in record["validation_cross_entropy"])
     assert record["test"]["num_verses"] == 6 and record["test"]["bleu_signature"].startswith("nrefs:1")
@@ -99,7 +100,9 @@ def test_headline_pairs_run_first_for_every_seed():
     assert all(study.ARMS_BY_KEY[key].stage == 1 for key, _ in order[:first_stage_two])
     assert {key for key, seed in order[:first_stage_two] if seed == 1} >= headline
     assert order.index(("000-prime", 1)) < order.index(("000-simple", 2))
-    assert len(order) == len(set(order)) == 2 * len(study.ARMS)
+    trained = [arm for arm in study.ARMS if arm.same_runs_as is None and arm.stage in (1, 2)]
+    assert len(order) == len(set(order)) == 2 * len(trained)
+    assert ("000-transformer", 1) not in order  # it reuses 003-single's runs
 
 
 def test_paired_bootstrap_delta():
@@ -112,3 +115,20 @@ def test_paired_bootstrap_delta():
     assert study.verdict(delta, low, high) == "B better"
     assert study.verdict(-delta, -high, -low) == "B worse"
     assert study.verdict(0.1, -0.2, 0.4) == "within noise"
+
+
+@pytest.mark.parametrize("arm", [arm for arm in study.ARMS if arm.same_runs_as], ids=lambda arm: arm.key)
+def test_an_arm_reusing_another_arms_runs_is_that_arm(arm, tmp_path):
+    """Same architecture, config and size presets as the arm whose runs it reuses; the report reads them under its
+    own key."""
+    target = study.ARMS_BY_KEY[arm.same_runs_as]
+    assert (arm.arch, arm.overrides, arm.presets) == (target.arch, target.overrides, target.presets)
+    assert config_of(arm) == config_of(target) and config_of(arm, "tiny") == config_of(target, "tiny")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    record = dict(arm=target.key, seed=1, test=dict(translations="t.txt.gz", num_verses=2))
+    (runs / f"{target.key}-seed1.json").write_text(json.dumps(record))
+    with gzip.open(runs / "t.txt.gz", "wt", encoding="utf-8") as handle:
+        handle.write("one\ntwo\n")
+    loaded = study.load_runs(tmp_path)
+    assert loaded[arm.key] == loaded[target.key] and loaded[arm.key][1]["hypotheses"] == ["one", "two"]
