@@ -16,6 +16,8 @@ width, the number of updates, the schedule and the seeds; they differ only in th
 plus a MarianMT of the same size (N(0, 0.02) initialisation) for reference. The Transformer of paper 000 is the
 single-encoder network of paper 003 under the same shared init law, so it reuses those runs. Stage 3 holds
 investigations of effects that did not reproduce, each changing one factor in both arms (004: the init law).
+Every arm runs `--seeds` (1 and 2); a comparison still within noise after them gets one more seed for both arms,
+after all planned runs.
 
     python benchmarks/ablation_study.py                      # run what is missing (headline pairs first), then report
     python benchmarks/ablation_study.py --max_runs 2         # at most two new runs this time
@@ -395,27 +397,57 @@ def code_version() -> dict:
     return dict(commit=git("rev-parse", "HEAD"), uncommitted_changes=None if status is None else bool(status))
 
 
-def run_missing(args) -> int:
-    """Run every planned (arm, seed) without a result file, each in its own process; returns how many ran."""
-    done = 0
-    for arm, seed in planned_runs(args.seeds, set(args.stages), args.only):
-        path = args.results_dir / "runs" / f"{run_name(arm, seed)}.json"
-        if path.exists():
-            finished = json.loads(path.read_text())
-            if finished["recipe"] != recipe(args):
-                raise SystemExit(f"{path} was made with another recipe ({finished['recipe']}); use another "
-                                 f"--results_dir or the same settings ({recipe(args)})")
-            print(f"[{run_name(arm, seed)}] finished earlier: skipped", flush=True)
+def tie_break_runs(args) -> list[tuple[Arm, int]]:
+    """One more seed (one past `--seeds`) for both arms of every comparison that is within noise once both arms have
+    all of `--seeds`: the study's protocol is 2 seeds per arm, 3 where the two arms are within noise. The verdict
+    is taken on exactly `--seeds`, so the decision does not change once the extra seed has run. An arm that reuses
+    another arm's runs gets its extra seed under that arm."""
+    if not (args.results_dir / "runs").is_dir():
+        return []
+    runs = load_runs(args.results_dir)
+    references = json.loads((args.results_dir / "test_subset.json").read_text())["references"]
+    extra_seed, seeds = max(args.seeds) + 1, sorted(args.seeds)
+    planned: list[tuple[Arm, int]] = []
+    for _, control, mechanism, _ in COMPARISONS:
+        a, b = runs.get(control, {}), runs.get(mechanism, {})
+        if not set(seeds) <= set(a) & set(b):
             continue
-        if args.max_runs is not None and done >= args.max_runs:
-            print(f"--max_runs {args.max_runs} reached; run the command again to continue", flush=True)
-            break
-        child = [sys.executable, str(Path(__file__).resolve()), "--run_one", f"{arm.key}:{seed}"]
-        child += _settings_argv(args)
-        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
-        print(f"[{run_name(arm, seed)}] training ({arm.label})", flush=True)
-        subprocess.run(child, check=True, env=env)
-        done += 1
+        delta, low, high = paired_bootstrap_delta([a[s]["hypotheses"] for s in seeds],
+                                                  [b[s]["hypotheses"] for s in seeds], references,
+                                                  args.bootstrap_samples)
+        if verdict(delta, low, high) != "within noise":
+            continue
+        for key in (control, mechanism):
+            arm = ARMS_BY_KEY[ARMS_BY_KEY[key].same_runs_as or key]
+            wanted = arm.stage in args.stages and (not args.only or key in args.only or arm.key in args.only)
+            if wanted and (arm, extra_seed) not in planned:
+                planned.append((arm, extra_seed))
+    return planned
+
+
+def run_missing(args) -> int:
+    """Run every planned (arm, seed) without a result file, each in its own process, then the extra seed of the
+    comparisons still within noise (`tie_break_runs`); returns how many ran."""
+    done = 0
+    for plan in (lambda: planned_runs(args.seeds, set(args.stages), args.only), lambda: tie_break_runs(args)):
+        for arm, seed in plan():
+            path = args.results_dir / "runs" / f"{run_name(arm, seed)}.json"
+            if path.exists():
+                finished = json.loads(path.read_text())
+                if finished["recipe"] != recipe(args):
+                    raise SystemExit(f"{path} was made with another recipe ({finished['recipe']}); use another "
+                                     f"--results_dir or the same settings ({recipe(args)})")
+                print(f"[{run_name(arm, seed)}] finished earlier: skipped", flush=True)
+                continue
+            if args.max_runs is not None and done >= args.max_runs:
+                print(f"--max_runs {args.max_runs} reached; run the command again to continue", flush=True)
+                return done
+            child = [sys.executable, str(Path(__file__).resolve()), "--run_one", f"{arm.key}:{seed}"]
+            child += _settings_argv(args)
+            env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+            print(f"[{run_name(arm, seed)}] training ({arm.label})", flush=True)
+            subprocess.run(child, check=True, env=env)
+            done += 1
     return done
 
 

@@ -132,3 +132,44 @@ def test_an_arm_reusing_another_arms_runs_is_that_arm(arm, tmp_path):
         handle.write("one\ntwo\n")
     loaded = study.load_runs(tmp_path)
     assert loaded[arm.key] == loaded[target.key] and loaded[arm.key][1]["hypotheses"] == ["one", "two"]
+
+
+def write_fake_runs(results, args, hypotheses_by_arm: dict[str, list[str]], seeds=(1, 2)):
+    """Result files as finished runs leave them, with the given test translations for every seed."""
+    runs = results / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    for key, hypotheses in hypotheses_by_arm.items():
+        for seed in seeds:
+            name = f"{key}-seed{seed}"
+            record = dict(arm=key, seed=seed, recipe=study.recipe(args),
+                          test=dict(translations=f"{name}.test.txt.gz", num_verses=len(hypotheses)))
+            (runs / f"{name}.json").write_text(json.dumps(record))
+            with gzip.open(runs / f"{name}.test.txt.gz", "wt", encoding="utf-8") as handle:
+                handle.write("\n".join(hypotheses) + "\n")
+
+
+def test_a_third_seed_runs_where_a_pair_is_within_noise(tmp_path, monkeypatch, capsys):
+    references = [f"the cat sat on mat number {i}" for i in range(40)]
+    weak = [f"a dog number {i}" for i in range(40)]
+    results = tmp_path / "results"
+    args = study.parse_args(["--results_dir", str(results), "--bootstrap_samples", "50"])
+    # 003: identical outputs (within noise); 004: P = 2 far better (decided); 004's stage-3 pair: identical outputs
+    # but one seed so far (not due yet).
+    write_fake_runs(results, args, {"003-single": weak, "003-dual": weak, "004-p1": weak, "004-p2-hard": references})
+    write_fake_runs(results, args, {"004-p1-shared-init": weak, "004-p2-hard-shared-init": weak}, seeds=(1,))
+    (results / "test_subset.json").write_text(json.dumps(dict(references=references)))
+    planned = [(arm.key, seed) for arm, seed in study.tie_break_runs(args)]
+    assert planned == [("003-single", 3), ("003-dual", 3)]
+
+    # --only narrows the extra runs as it narrows the planned ones.
+    args.only = ["003-dual"]
+    assert [(arm.key, seed) for arm, seed in study.tie_break_runs(args)] == [("003-dual", 3)]
+
+    # `run_missing` skips the finished seeds 1 and 2 and then trains the third seed of both 003 arms.
+    args.only = ["003-single", "003-dual"]
+    children = []
+    monkeypatch.setattr(study.subprocess, "run",
+                        lambda argv, **kwargs: children.append(argv[argv.index("--run_one") + 1]))
+    assert study.run_missing(args) == 2
+    assert children == ["003-single:3", "003-dual:3"]
+    assert "[003-dual-seed2] finished earlier: skipped" in capsys.readouterr().out
