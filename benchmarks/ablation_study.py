@@ -412,10 +412,7 @@ def tie_break_runs(args) -> list[tuple[Arm, int]]:
         a, b = runs.get(control, {}), runs.get(mechanism, {})
         if not set(seeds) <= set(a) & set(b):
             continue
-        delta, low, high = paired_bootstrap_delta([a[s]["hypotheses"] for s in seeds],
-                                                  [b[s]["hypotheses"] for s in seeds], references,
-                                                  args.bootstrap_samples)
-        if verdict(delta, low, high) != "within noise":
+        if verdict(*runs_delta(a, b, seeds, references, args.bootstrap_samples)) != "within noise":
             continue
         for key in (control, mechanism):
             arm = ARMS_BY_KEY[ARMS_BY_KEY[key].same_runs_as or key]
@@ -425,29 +422,34 @@ def tie_break_runs(args) -> list[tuple[Arm, int]]:
     return planned
 
 
+def study_runs(args):
+    """The planned runs, then the extra seeds of the comparisons still within noise: a generator, so that those are
+    decided on the results the planned runs have left."""
+    yield from planned_runs(args.seeds, set(args.stages), args.only)
+    yield from tie_break_runs(args)
+
+
 def run_missing(args) -> int:
-    """Run every planned (arm, seed) without a result file, each in its own process, then the extra seed of the
-    comparisons still within noise (`tie_break_runs`); returns how many ran."""
+    """Run every run of `study_runs` without a result file, each in its own process; returns how many ran."""
     done = 0
-    for plan in (lambda: planned_runs(args.seeds, set(args.stages), args.only), lambda: tie_break_runs(args)):
-        for arm, seed in plan():
-            path = args.results_dir / "runs" / f"{run_name(arm, seed)}.json"
-            if path.exists():
-                finished = json.loads(path.read_text())
-                if finished["recipe"] != recipe(args):
-                    raise SystemExit(f"{path} was made with another recipe ({finished['recipe']}); use another "
-                                     f"--results_dir or the same settings ({recipe(args)})")
-                print(f"[{run_name(arm, seed)}] finished earlier: skipped", flush=True)
-                continue
-            if args.max_runs is not None and done >= args.max_runs:
-                print(f"--max_runs {args.max_runs} reached; run the command again to continue", flush=True)
-                return done
-            child = [sys.executable, str(Path(__file__).resolve()), "--run_one", f"{arm.key}:{seed}"]
-            child += _settings_argv(args)
-            env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
-            print(f"[{run_name(arm, seed)}] training ({arm.label})", flush=True)
-            subprocess.run(child, check=True, env=env)
-            done += 1
+    for arm, seed in study_runs(args):
+        path = args.results_dir / "runs" / f"{run_name(arm, seed)}.json"
+        if path.exists():
+            finished = json.loads(path.read_text())
+            if finished["recipe"] != recipe(args):
+                raise SystemExit(f"{path} was made with another recipe ({finished['recipe']}); use another "
+                                 f"--results_dir or the same settings ({recipe(args)})")
+            print(f"[{run_name(arm, seed)}] finished earlier: skipped", flush=True)
+            continue
+        if args.max_runs is not None and done >= args.max_runs:
+            print(f"--max_runs {args.max_runs} reached; run the command again to continue", flush=True)
+            break
+        child = [sys.executable, str(Path(__file__).resolve()), "--run_one", f"{arm.key}:{seed}"]
+        child += _settings_argv(args)
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+        print(f"[{run_name(arm, seed)}] training ({arm.label})", flush=True)
+        subprocess.run(child, check=True, env=env)
+        done += 1
     return done
 
 
@@ -504,6 +506,13 @@ def paired_bootstrap_delta(a_runs: list[list[str]], b_runs: list[list[str]], ref
     return observed, float(low), float(high)
 
 
+def runs_delta(a: dict[int, dict], b: dict[int, dict], seeds: list[int], references: list[str],
+               samples: int) -> tuple[float, float, float]:
+    """`paired_bootstrap_delta` of two arms' runs ({seed: record}) on the given seeds."""
+    return paired_bootstrap_delta([a[s]["hypotheses"] for s in seeds], [b[s]["hypotheses"] for s in seeds],
+                                  references, samples)
+
+
 def sacrebleu_paired_tests(a: dict, b: dict, references: list[str], samples: int) -> tuple[dict[int, float], str]:
     """sacreBLEU's paired bootstrap resampling of B against A, one test per seed both arms have."""
     p_values, signature = {}, ""
@@ -548,9 +557,7 @@ def build_report(args) -> dict:
         seeds = sorted(set(a) & set(b))
         if not seeds:
             continue
-        delta, low, high = paired_bootstrap_delta([a[s]["hypotheses"] for s in seeds],
-                                                  [b[s]["hypotheses"] for s in seeds], references,
-                                                  args.bootstrap_samples)
+        delta, low, high = runs_delta(a, b, seeds, references, args.bootstrap_samples)
         p_values, signature = sacrebleu_paired_tests(a, b, references, args.bootstrap_samples)
         comparisons.append(dict(
             paper=paper, control=control, mechanism=mechanism, claim=claim, seeds=seeds,
