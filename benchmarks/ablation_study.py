@@ -148,6 +148,7 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("003", "003-single", "003-dual", "+6.4 BLEU on low-resource Sp-En"),
     ("004", "004-p1", "004-p2-hard", "+0.8 BLEU, same parameters"),
     ("004", "004-p1", "004-p2-soft", "+0.8 BLEU, same parameters (soft connections)"),
+    ("004", "004-p1", "004-p1-shared-init", "investigation: the init law alone (fairseq's vs the shared, P = 1)"),
     ("004", "004-p1-shared-init", "004-p2-hard-shared-init", "investigation: the pair under the shared init law"),
 ]
 PAPER_TITLES = {
