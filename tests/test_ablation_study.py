@@ -90,8 +90,8 @@ def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, c
     mechanism_keys = {"use_convolution", "ds_init", "decoder_attention_type", "num_units", "use_bias_module",
                       "use_sequential_dependency", "encoder_branches", "num_passes", "connection_type",
                       "hard_connections", "unit_noise_types"}  # (noise types: one per unit)
-    if claim.startswith("investigation"):
-        mechanism_keys.add("linear_init")  # the factor an investigation changes (004: the init law)
+    if 3 in (a.stage, b.stage):
+        mechanism_keys.add("linear_init")  # the factor a stage-3 investigation changes (004: the init law)
     assert differing and differing <= mechanism_keys, differing
 
 
