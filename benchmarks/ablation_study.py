@@ -301,6 +301,27 @@ class ValidationCrossEntropy(TrainerCallback):
             self.path.write_text(json.dumps(self.curve))
 
 
+class TrainingClock(TrainerCallback):
+    """Training wall time summed over a run's resumptions. The time up to each checkpoint is kept in `path`, so a run
+    resumed from a checkpoint counts the time that produced the checkpoint plus its own; the updates an interrupted
+    attempt made after its last checkpoint are trained again and counted once. The updates it resumed from are kept
+    too."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        kept = json.loads(path.read_text()) if path.exists() else dict(seconds=0.0, update=0, resumed_from=[])
+        self.before = kept["seconds"]
+        self.resumed_from = kept["resumed_from"] + ([kept["update"]] if path.exists() else [])
+        self.started = time.time()
+
+    def seconds(self) -> float:
+        return self.before + time.time() - self.started
+
+    def on_save(self, args, state, control, **kwargs):
+        self.path.write_text(json.dumps(dict(seconds=round(self.seconds(), 1), update=state.global_step,
+                                             resumed_from=self.resumed_from)))
+
+
 def load_train_module():
     """`training/train.py` as a module (the study runs exactly the training code path users run)."""
     spec = importlib.util.spec_from_file_location("hf_unified_mt_train_script", TRAIN_SCRIPT)
@@ -341,9 +362,10 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
     output.mkdir(parents=True, exist_ok=True)
     curve = ValidationCrossEntropy(args.eval_every, tokenizer, output / "validation_curve.json",
                                    max_samples=args.max_eval_samples)
-    started = time.time()
-    results = load_train_module().main(train_arguments(arm, seed, args, tokenizer_path, output), callbacks=[curve])
-    training_seconds = time.time() - started
+    clock = TrainingClock(output / "training_clock.json")
+    results = load_train_module().main(train_arguments(arm, seed, args, tokenizer_path, output),
+                                       callbacks=[curve, clock])
+    training_seconds = clock.seconds()
 
     model = AutoModelForSeq2SeqLM.from_pretrained(output).eval()
     test = load_parallel_data()["test"]
@@ -363,6 +385,7 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
         num_parameters=count_parameters(model), config=model.config.to_diff_dict(),
         updates=state["global_step"], epochs=round(state["epoch"], 3),
         wall_minutes=dict(training=round(training_seconds / 60, 2), test_decoding=round(decoding_seconds / 60, 2)),
+        resumed_from_updates=clock.resumed_from,
         train_loss=[[entry["step"], entry["loss"]] for entry in state["log_history"] if "loss" in entry],
         validation_cross_entropy=curve.curve,
         test=dict(

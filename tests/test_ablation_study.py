@@ -41,6 +41,7 @@ def test_one_run_resume_and_report_from_files(tmp_path, capsys):
     assert record["config"]["num_passes"] == 1
     assert len(record["code"]["commit"]) == 40 and isinstance(record["code"]["uncommitted_changes"], bool)
     assert [step for step, _ in record["validation_cross_entropy"]] == [2, 4]
+    assert record["resumed_from_updates"] == [] and 0 < record["wall_minutes"]["training"] < 10
     assert all(0 < ce < 10 for _, ce in record["validation_cross_entropy"])
     assert record["test"]["num_verses"] == 6 and record["test"]["bleu_signature"].startswith("nrefs:1")
     with gzip.open(runs / record["test"]["translations"], "rt", encoding="utf-8") as handle:
@@ -69,6 +70,25 @@ def test_one_run_resume_and_report_from_files(tmp_path, capsys):
     # Results made with another recipe are never mixed into the study.
     with pytest.raises(SystemExit, match="another recipe"):
         study.main([a if a != "4" else "5" for a in argv])
+
+
+def test_training_time_adds_up_across_resumptions(tmp_path, monkeypatch):
+    path, now = tmp_path / "training_clock.json", [1000.0]
+    monkeypatch.setattr(study.time, "time", lambda: now[0])
+    state = type("State", (), {})()
+    first = study.TrainingClock(path)
+    now[0] += 60
+    state.global_step = 500
+    first.on_save(None, state, None)
+    now[0] += 25  # work after the last checkpoint, lost when the run is interrupted: trained again, counted once
+    resumed = study.TrainingClock(path)
+    now[0] += 90
+    assert resumed.seconds() == 150 and resumed.resumed_from == [500]
+    state.global_step = 1000
+    resumed.on_save(None, state, None)
+    again = study.TrainingClock(path)
+    assert again.seconds() == 150 and again.resumed_from == [500, 1000]
+    assert study.TrainingClock(tmp_path / "fresh.json").resumed_from == []
 
 
 def config_of(arm, size="small"):
