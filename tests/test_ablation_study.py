@@ -91,6 +91,18 @@ def test_training_time_adds_up_across_resumptions(tmp_path, monkeypatch):
     assert study.TrainingClock(tmp_path / "fresh.json").resumed_from == []
 
 
+def test_a_schedule_investigation_scales_the_recipe_of_its_arms_only():
+    args = study.parse_args(TINY_SLICE)
+    longer, warmer = study.ARMS_BY_KEY["004-p1-shared-init-2x"], study.ARMS_BY_KEY["001-xavier-warmup1k"]
+    assert study.recipe(study.arm_settings(args, longer)) == dict(study.recipe(args), max_steps=2 * args.max_steps)
+    assert study.recipe(study.arm_settings(args, warmer)) == dict(study.recipe(args),
+                                                                   warmup_steps=round(2.5 * args.warmup_steps))
+    assert study.recipe(study.arm_settings(args, study.ARMS_BY_KEY["004-p1"])) == study.recipe(args)
+    assert args.max_steps == 4  # the study's own settings are left as they were
+    with pytest.raises(ValueError, match="learning_rate"):
+        study.arm_settings(args, study.Arm("x", "004", "x", "marian", {}, recipe_factors=dict(learning_rate=2)))
+
+
 def config_of(arm, size="small"):
     if arm.arch == "marian":
         return None
@@ -101,6 +113,7 @@ def config_of(arm, size="small"):
 def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, claim):
     a, b = study.ARMS_BY_KEY[control], study.ARMS_BY_KEY[mechanism]
     assert a.paper == b.paper == paper
+    assert a.recipe_factors == b.recipe_factors  # a schedule investigation changes it for both arms
     if a.arch != b.arch:  # the Transformer of paper 000: same width, depth, FFN and vocabulary
         keys = ("d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "encoder_attention_heads",
                 "dropout", "vocab_size")
