@@ -59,10 +59,10 @@ import torch
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
 
 import hf_unified_mt  # noqa: F401  (registers the architectures)
 from hf_unified_mt.training.baselines import count_parameters
+from hf_unified_mt.training.checkpoints import last_complete_checkpoint
 from hf_unified_mt.training.data import load_parallel_data, tokenize_corpus
 from hf_unified_mt.training.inference import translate
 from hf_unified_mt.training.metrics import compute_translation_scores
@@ -381,7 +381,7 @@ def train_arguments(arm: Arm, seed: int, args, tokenizer_path: Path, output: Pat
         argv += ["--config_overrides", json.dumps(arm.overrides)]
     if args.max_train_samples is not None:
         argv += ["--max_train_samples", str(args.max_train_samples)]
-    last = get_last_checkpoint(str(output)) if output.is_dir() else None
+    last = last_complete_checkpoint(output)
     if last is not None:
         argv += ["--resume_from_checkpoint", last]
     return argv

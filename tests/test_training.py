@@ -151,7 +151,8 @@ def test_end_to_end_run_writes_a_reloadable_checkpoint(trained):
 
 
 def test_resumed_run_continues_the_same_loss_curve(tmp_path):
-    """Train 12 steps (8 batches per epoch) saving at step 9; resume a copy of checkpoint-9 to step 12."""
+    """Train 12 steps (8 batches per epoch) saving at step 9; resume a copy of checkpoint-9 to step 12 (past a newer,
+    half-written checkpoint)."""
     common = [
         "--max_train_samples",
         "100",
@@ -172,7 +173,11 @@ def test_resumed_run_continues_the_same_loss_curve(tmp_path):
     train(uninterrupted, *common)
     resumed.mkdir()
     shutil.copytree(uninterrupted / "checkpoint-9", resumed / "checkpoint-9")
+    # A newer checkpoint that a killed run left half-written (no trainer_state.json): `last` skips it.
+    (resumed / "checkpoint-11").mkdir()
+    shutil.copy(uninterrupted / "checkpoint-9" / "config.json", resumed / "checkpoint-11")
     result = train(resumed, *common, "--resume_from_checkpoint", "last")
+    assert "checkpoint-11 is incomplete" in result.stdout + result.stderr
     assert "Resuming training from checkpoint with epoch 1 and global step 9" in result.stdout + result.stderr
 
     expected, actual = losses(uninterrupted), losses(resumed)
@@ -183,6 +188,19 @@ def test_resumed_run_continues_the_same_loss_curve(tmp_path):
     final_a = load_file(uninterrupted / "model.safetensors")
     final_b = load_file(resumed / "model.safetensors")
     assert all(torch.allclose(final_a[k], final_b[k], atol=1e-6) for k in final_a)
+
+
+def test_the_last_complete_checkpoint_is_the_newest_the_trainer_finished(tmp_path, caplog):
+    from hf_unified_mt.training.checkpoints import last_complete_checkpoint
+
+    assert last_complete_checkpoint(tmp_path / "missing") is None and last_complete_checkpoint(tmp_path) is None
+    for step, complete in ((500, True), (1000, True), (1500, False)):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / ("trainer_state.json" if complete else "config.json")).write_text("{}")
+    (tmp_path / "checkpoint-900.tmp").mkdir()  # not a checkpoint name
+    with caplog.at_level("WARNING"):
+        assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-1000")  # by step, not by name
+    assert "checkpoint-1500 is incomplete" in caplog.text
 
 
 RECORDER = '''

@@ -44,11 +44,12 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer_callback import ProgressCallback
-from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
+from transformers.trainer_utils import IntervalStrategy
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
 from hf_unified_mt.training.callbacks import AutoShuffleProjectionCallback
+from hf_unified_mt.training.checkpoints import last_complete_checkpoint
 from hf_unified_mt.training.data import (
     DEFAULT_CORPUS,
     handle_overlong,
@@ -385,11 +386,12 @@ def move_label_smoothing_into_model(model, training_args: MTTrainingArguments) -
 
 
 def _resolve_checkpoint(training_args: MTTrainingArguments) -> str | None:
-    """`--resume_from_checkpoint` as a path: `last`/`true`/`auto` mean the newest checkpoint in `output_dir`."""
+    """`--resume_from_checkpoint` as a path: `last`/`true`/`auto` mean the newest complete checkpoint in
+    `output_dir` (one that a killed run left half-written is skipped)."""
     value = training_args.resume_from_checkpoint
     if value is None or str(value).lower() in ("false", "no", "none", ""):
         if training_args.do_train and os.path.isdir(training_args.output_dir):
-            existing = get_last_checkpoint(training_args.output_dir)
+            existing = last_complete_checkpoint(training_args.output_dir)
             if existing is not None:
                 logger.warning(
                     "%s already has checkpoints (%s); training starts from scratch and will overwrite them. Pass "
@@ -399,7 +401,7 @@ def _resolve_checkpoint(training_args: MTTrainingArguments) -> str | None:
                 )
         return None
     if str(value).lower() in ("last", "true", "auto", "latest"):
-        last = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+        last = last_complete_checkpoint(training_args.output_dir)
         if last is None:
             logger.warning("No checkpoint in %s to resume from; starting from scratch.", training_args.output_dir)
         return last
