@@ -77,6 +77,9 @@ DEFAULT_RESULTS = REPO / "benchmarks" / "results" / "ablations"
 # ------------------------------------------------------------------------------------------------------------ the arms
 
 
+SCHEDULE_KEYS = ("max_steps", "warmup_steps")  # the recipe settings a stage-3 arm may scale
+
+
 @dataclass(frozen=True)
 class Arm:
     """One model of the study: an architecture at a size preset plus the overrides that switch the paper's
@@ -96,6 +99,11 @@ class Arm:
     # comparison share them). With more updates the schedule is unchanged (the inverse-square-root decay does not
     # depend on the total), so the first `--max_steps` updates are exactly those of the study's recipe.
     recipe_factors: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        unknown = set(self.recipe_factors) - set(SCHEDULE_KEYS)
+        if unknown:
+            raise ValueError(f"arm {self.key}: recipe_factors may scale {SCHEDULE_KEYS}, not {sorted(unknown)}")
 
 
 def _sized(small: str, tiny: str = "tiny") -> dict:
@@ -239,14 +247,8 @@ def recipe(args) -> dict:
     return {key: getattr(args, key) for key in RECIPE_KEYS}
 
 
-SCHEDULE_KEYS = ("max_steps", "warmup_steps")
-
-
 def arm_settings(args, arm: Arm) -> argparse.Namespace:
     """The study's settings as `arm` trains under them (its `recipe_factors` applied)."""
-    unknown = set(arm.recipe_factors) - set(SCHEDULE_KEYS)
-    if unknown:
-        raise ValueError(f"arm {arm.key}: recipe_factors may scale {SCHEDULE_KEYS}, not {sorted(unknown)}")
     scaled = {key: round(getattr(args, key) * factor) for key, factor in arm.recipe_factors.items()}
     return argparse.Namespace(**{**vars(args), **scaled})
 
@@ -344,9 +346,9 @@ class TrainingClock(TrainerCallback):
 
     def __init__(self, path: Path):
         self.path = path
-        kept = json.loads(path.read_text()) if path.exists() else dict(seconds=0.0, update=0, resumed_from=[])
-        self.before = kept["seconds"]
-        self.resumed_from = kept["resumed_from"] + ([kept["update"]] if path.exists() else [])
+        kept = json.loads(path.read_text()) if path.exists() else None
+        self.before = kept["seconds"] if kept else 0.0
+        self.resumed_from = kept["resumed_from"] + [kept["update"]] if kept else []
         self.started = time.time()
 
     def seconds(self) -> float:

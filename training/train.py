@@ -44,7 +44,7 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer_callback import ProgressCallback
-from transformers.trainer_utils import IntervalStrategy
+from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
@@ -391,7 +391,7 @@ def _resolve_checkpoint(training_args: MTTrainingArguments) -> str | None:
     value = training_args.resume_from_checkpoint
     if value is None or str(value).lower() in ("false", "no", "none", ""):
         if training_args.do_train and os.path.isdir(training_args.output_dir):
-            existing = last_complete_checkpoint(training_args.output_dir)
+            existing = get_last_checkpoint(training_args.output_dir)
             if existing is not None:
                 logger.warning(
                     "%s already has checkpoints (%s); training starts from scratch and will overwrite them. Pass "
