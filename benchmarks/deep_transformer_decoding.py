@@ -35,6 +35,7 @@ import torch
 from bench_timing import interleaved_times, synchronize
 
 import hf_unified_mt
+from hf_unified_mt.modeling_mt_common import CACHE_FIELD
 from hf_unified_mt.training.baselines import count_parameters
 
 
@@ -109,11 +110,11 @@ def step_profiles(models: dict, ids, mask, steps: int, device: str) -> dict[str,
                 synchronize(device)
                 start = time.perf_counter()
                 out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tokens,
-                            past_key_values=cache, use_cache=True)
+                            cache=cache, use_cache=True)
                 tokens = out.logits[:, -1].argmax(-1, keepdim=True)
                 synchronize(device)
                 times[name].append(time.perf_counter() - start)
-                states[name] = (encoder_outputs, tokens, out.past_key_values)
+                states[name] = (encoder_outputs, tokens, getattr(out, CACHE_FIELD))
     return times
 
 

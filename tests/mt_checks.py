@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from hf_unified_mt.modeling_mt_common import CACHE_FIELD
+
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINING = ROOT / "training"
@@ -57,8 +59,8 @@ def assert_incremental_decoding_matches_full_forward(model, input_ids, attention
         cache, steps = None, []  # the cache is created by the first step, as generate() does
         for t in range(target.shape[1]):
             out = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                        decoder_input_ids=target[:, t : t + 1], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+                        decoder_input_ids=target[:, t : t + 1], cache=cache, use_cache=True)
+            cache = getattr(out, CACHE_FIELD)
             steps.append(out.logits)
     steps = torch.cat(steps, dim=1)
     assert torch.allclose(steps, full, atol=atol), (steps - full).abs().max()

@@ -17,6 +17,7 @@ from transformers import AutoModelForSeq2SeqLM
 import hf_unified_mt
 from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config
 from hf_unified_mt import DeepTransformerForConditionalGeneration
+from hf_unified_mt.modeling_mt_common import CACHE_FIELD
 from mt_checks import assert_incremental_decoding_matches_full_forward
 
 
@@ -85,8 +86,8 @@ def test_average_sublayers_keep_constant_size_state(decoder_attention_type):
     ids, mask = random_batch(VOCAB_SIZE)
     out = model.generate(ids, attention_mask=mask, max_new_tokens=9, min_new_tokens=9, num_beams=2,
                          return_dict_in_generate=True)
-    layers = out.past_key_values.self_attention_cache.layers
-    assert out.past_key_values.get_seq_length() == 9  # positions are counted also without keys
+    layers = getattr(out, CACHE_FIELD).self_attention_cache.layers
+    assert getattr(out, CACHE_FIELD).get_seq_length() == 9  # positions are counted also without keys
     for layer in layers:
         if decoder_attention_type == "self":
             assert layer.keys.shape[-2] == 9 and layer.states == {}
@@ -253,9 +254,9 @@ def test_average_sublayers_report_the_prefix_average_they_apply(decoder_attentio
         cache = None
         for step in range(5):
             step_out = model(encoder_outputs=encoder_outputs, attention_mask=mask,
-                             decoder_input_ids=target[:, step : step + 1], past_key_values=cache, use_cache=True,
+                             decoder_input_ids=target[:, step : step + 1], cache=cache, use_cache=True,
                              output_attentions=True)
-            cache = step_out.past_key_values
+            cache = getattr(step_out, CACHE_FIELD)
             # (rows 1 and 2: the first target is padded, which a step-by-step decoder without a mask cannot know)
             torch.testing.assert_close(
                 step_out.decoder_attentions[1][1:, :, 0], out.decoder_attentions[1][1:, :, step, : step + 1]

@@ -111,7 +111,7 @@ def test_cache_built_without_config_is_refused():
     ids, _ = random_batch(model.config.vocab_size)
     with pytest.raises(TypeError, match="config"):
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        model(input_ids=ids, decoder_input_ids=ids[:, :1], past_key_values=cache)
+        model(input_ids=ids, decoder_input_ids=ids[:, :1], cache=cache)
 
 
 # ---------------------------------------------------------------------------------------------- common API

@@ -26,17 +26,21 @@ import copy
 import importlib
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 from transformers.generation import GenerationMixin
+from transformers.utils import logging as transformers_logging
 
 import hf_unified_mt
 from conftest import make_tokenizer, tiny_config, train_to_reverse
+from hf_unified_mt.modeling_mt_common import CACHE_FIELD
 from mt_checks import (
     COMMON_CODE_FILES,
+    GENERATION_SETTINGS,
     assert_generate_is_identical_without_cache,
     assert_gradient_checkpointing_gives_the_same_gradients,
     assert_incremental_decoding_matches_full_forward,
@@ -186,6 +190,46 @@ def test_incremental_decoding_matches_full_forward(name, attn_implementation):
 def test_generate_with_and_without_cache_is_identical(name):
     ids, mask, _ = batch()
     assert_generate_is_identical_without_cache(trained_model(name), ids, mask)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_generation_and_stepwise_decoding_do_not_warn(name, caplog):
+    """Normal use logs and warns nothing: `generate()` in every setting, a loss forward, and stepwise decoding that
+    hands the returned cache back (transformers from 5.24 on warns on its pre-5.24 name, `past_key_values`, which the
+    models must therefore neither read nor return there). `warning_once` is reset so an earlier test cannot hide one."""
+    model = trained_model(name)
+    ids, mask, target = batch()
+    transformers_logging.get_logger("transformers").warning_once.cache_clear()
+    with caplog.at_level("WARNING"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for settings in GENERATION_SETTINGS:
+            model.generate(ids, attention_mask=mask, max_new_tokens=4, **settings)
+        model(input_ids=ids, attention_mask=mask, labels=target)
+        first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, :1], use_cache=True)
+        model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, 1:2], cache=getattr(first, CACHE_FIELD),
+              use_cache=True)
+    assert not caplog.records, [record.getMessage() for record in caplog.records]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_cache_is_also_taken_under_its_name_before_transformers_5_24(name):
+    """`past_key_values=` (the name transformers' `generate()` uses before 5.24) is the same argument as `cache=`;
+    given both, the call stops instead of choosing one."""
+    model = trained_model(name)
+    ids, mask, target = batch()
+    logits = []
+    with torch.no_grad():
+        for argument in ("cache", "past_key_values"):
+            first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, :1], use_cache=True)
+            step = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, 1:2], use_cache=True,
+                         **{argument: getattr(first, CACHE_FIELD)})
+            assert getattr(step, CACHE_FIELD).get_seq_length() == 2
+            logits.append(step.logits)
+        assert torch.equal(*logits)
+        cache = getattr(first, CACHE_FIELD)
+        with pytest.raises(ValueError, match="pass it once"):
+            model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, 1:2], cache=cache,
+                  past_key_values=cache)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -404,7 +448,8 @@ def test_cache_layers_can_be_inspected_layer_by_layer(name):
     config = model.config
     ids, mask, target = batch()
     with torch.no_grad():
-        cache = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=True).past_key_values
+        outputs = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, use_cache=True)
+        cache = getattr(outputs, CACHE_FIELD)
         assert cache.get_seq_length() == TARGET
         head_dim = config.d_model // config.decoder_attention_heads
         layers = config.decoder_layers
@@ -421,8 +466,8 @@ def test_cache_layers_can_be_inspected_layer_by_layer(name):
             assert layer.keys.shape == layer.values.shape == (BATCH, HEADS, SOURCE, head_dim)
         # The cache still continues decoding and follows beam reordering / batch expansion.
         step = model(encoder_outputs=model.get_encoder()(input_ids=ids, attention_mask=mask), attention_mask=mask,
-                     decoder_input_ids=target[:, :1], past_key_values=cache, use_cache=True)
-        assert step.past_key_values.get_seq_length() == TARGET + 1
+                     decoder_input_ids=target[:, :1], cache=cache, use_cache=True)
+        assert getattr(step, CACHE_FIELD).get_seq_length() == TARGET + 1
         cache.reorder_cache(torch.tensor([1, 0]))
         cache.batch_repeat_interleave(2)
         for layer in cache.self_attention_cache.layers:

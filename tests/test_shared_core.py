@@ -10,6 +10,7 @@ from conftest import random_batch
 from hf_unified_mt.cache_mt import StatefulDecoderCacheLayer
 from hf_unified_mt.configuration_mt_common import MTConfig
 from hf_unified_mt.modeling_mt_common import (
+    CACHE_FIELD,
     MTDecoder,
     MTDecoderLayer,
     MTEncoder,
@@ -66,8 +67,8 @@ def test_plain_transformer_incremental_decoding_and_generate(normalize_before):
         cache, steps = None, []
         for t in range(target.shape[1]):
             out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=target[:, t : t + 1],
-                        past_key_values=cache, use_cache=True)
-            cache, steps = out.past_key_values, steps + [out.logits]
+                        cache=cache, use_cache=True)
+            cache, steps = getattr(out, CACHE_FIELD), steps + [out.logits]
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
     for kwargs in (dict(), dict(num_beams=4, num_return_sequences=2)):
         a = model.generate(ids, attention_mask=mask, max_new_tokens=8, min_new_tokens=8, **kwargs)

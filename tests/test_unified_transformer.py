@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
+from hf_unified_mt.modeling_mt_common import CACHE_FIELD
 from mt_checks import assert_generate_is_identical_without_cache, assert_incremental_decoding_matches_full_forward
 
 
@@ -140,12 +141,12 @@ def test_cached_decoding_of_a_left_padded_target_prefix(variant):
         for decoder_ids in (target, other):
             out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids[:, :prefix],
                         decoder_attention_mask=target_mask[:, :prefix], use_cache=True)
-            steps, cache = [out.logits], out.past_key_values
+            steps, cache = [out.logits], getattr(out, CACHE_FIELD)
             for t in range(prefix, target.shape[1]):
                 out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids[:, t : t + 1],
-                            decoder_attention_mask=target_mask[:, : t + 1], past_key_values=cache, use_cache=True)
+                            decoder_attention_mask=target_mask[:, : t + 1], cache=cache, use_cache=True)
                 steps.append(out.logits)
-                cache = out.past_key_values
+                cache = getattr(out, CACHE_FIELD)
             steps = torch.cat(steps, dim=1)
             real = target_mask.bool()
             torch.testing.assert_close(steps[real], full[real], atol=1e-5, rtol=1e-5)

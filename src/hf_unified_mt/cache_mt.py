@@ -66,7 +66,7 @@ class StatefulDecoderCacheLayer(DynamicLayer):
         `values` become empty `[B, num_heads, 0, d / num_heads]` tensors on the first call."""
         if not self.is_initialized:
             batch, _, width = states.shape
-            self.dtype, self.device = states.dtype, states.device
+            self.device = states.device
             self.keys = states.new_zeros(batch, num_heads, 0, width // num_heads)
             self.values = states.new_zeros(batch, num_heads, 0, width // num_heads)
             self.is_initialized = True

@@ -56,7 +56,7 @@ class MTConfig(PreTrainedConfig):
     """
 
     model_type = "hf_unified_mt"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]
     attribute_map = {
         "hidden_size": "d_model",
         "num_attention_heads": "decoder_attention_heads",

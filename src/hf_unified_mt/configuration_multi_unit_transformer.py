@@ -59,7 +59,7 @@ class MultiUnitTransformerConfig(MTConfig):
 
     model_type = "multi_unit_transformer"
     # The loss parts are scalars: the Trainer must not collect them as predictions.
-    keys_to_ignore_at_inference = ["past_key_values", "cross_entropy", "shuffle_penalty"]
+    keys_to_ignore_at_inference = ["cache", "past_key_values", "cross_entropy", "shuffle_penalty"]
 
     d_model: int = 512
     encoder_layers: int = 6

@@ -184,20 +184,20 @@ class MergedAttention(MTAttention):
         self,
         hidden_states: torch.Tensor,
         encoder_hidden_states: torch.Tensor,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
         padding_mask: torch.Tensor | None = None,
         self_attention_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+        cache_layer = cache_layer_for(cache, self.layer_idx)
         average_weights = requested_prefix_average_map(
             self.config, kwargs, self_attention_mask, padding_mask, hidden_states, self.num_heads, cache_layer
         )
         # Eq. (16): simplified AAN on the shared value projection, in full width d.
         average = cumulative_average(self.v_proj(hidden_states), padding_mask, cache_layer, "merged")
         # Eq. (1): encoder-decoder attention, heads concatenated before the output projection.
-        keys, values = self.key_values(encoder_hidden_states, past_key_values, is_cross_attention=True)
+        keys, values = self.key_values(encoder_hidden_states, cache, is_cross_attention=True)
         context, weights = self.attend(self.q_proj(hidden_states), keys, values, attention_mask, **kwargs)
         # Eq. (17): the two branches share W_o.
         return self.out_proj(context + average), weights, average_weights
@@ -223,11 +223,11 @@ class AverageAttentionDecoderLayer(GradientCheckpointingLayer):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         padding_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
-        cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+        cache_layer = cache_layer_for(cache, self.layer_idx)
         hidden_states = self.self_attn_sublayer(
             hidden_states,
             lambda x: self.self_attn(x, padding_mask, cache_layer, attention_mask=attention_mask, **kwargs)[0],
@@ -238,7 +238,7 @@ class AverageAttentionDecoderLayer(GradientCheckpointingLayer):
         hidden_states = self.encoder_attn_sublayer(
             hidden_states,
             lambda x: self.encoder_attn(
-                x, key_value_states=encoder_hidden_states, past_key_values=past_key_values,
+                x, key_value_states=encoder_hidden_states, cache=cache,
                 attention_mask=encoder_attention_mask, **kwargs,
             )[0],
         )
@@ -263,18 +263,18 @@ class MergedAttentionDecoderLayer(GradientCheckpointingLayer):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         padding_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         hidden_states = self.encoder_attn_sublayer(
             hidden_states,
             lambda x: self.encoder_attn(
-                x, encoder_hidden_states, past_key_values=past_key_values, attention_mask=encoder_attention_mask,
+                x, encoder_hidden_states, cache=cache, attention_mask=encoder_attention_mask,
                 padding_mask=padding_mask, self_attention_mask=attention_mask, **kwargs,
             )[0],
         )
-        cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+        cache_layer = cache_layer_for(cache, self.layer_idx)
         if cache_layer is not None:
             # no self-attention keys: count the positions (keys/values stay empty `[B, H, 0, d_h]` tensors)
             cache_layer.advance(hidden_states, self.encoder_attn.num_heads)

@@ -9,6 +9,7 @@ thin subclasses of `MTEncoder` / `MTDecoder`.
 """
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 
@@ -38,6 +39,29 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .cache_mt import StatefulDecoderCacheLayer
 from .configuration_mt_common import STATEFUL_LAYER_TYPE, MTConfig
+
+
+# transformers 5.24 renamed the generation cache, as argument and as output field, from `past_key_values` to `cache`
+# (5.23 knows only the old name; 5.24 warns on it). The models use the new name inside, take the old one as an alias at
+# their entry points (`accepts_past_key_values`: 5.23's `generate()` passes it), and return the cache in the output
+# field that the installed transformers declares.
+CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
+
+
+def accepts_past_key_values(forward: Callable) -> Callable:
+    """Lets a model's `forward(..., cache=...)` also take the cache as `past_key_values=`, its name before transformers
+    5.24."""
+
+    @functools.wraps(forward)
+    def forward_with_alias(self, *args, **kwargs):
+        legacy = kwargs.pop("past_key_values", None)
+        if legacy is not None:
+            if kwargs.get("cache") is not None:
+                raise ValueError("Got the cache twice, as `cache` and as `past_key_values`: pass it once, as `cache`")
+            kwargs["cache"] = legacy
+        return forward(self, *args, **kwargs)
+
+    return forward_with_alias
 
 
 def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -167,28 +191,26 @@ class MTAttention(nn.Module):
     def key_values(
         self,
         states: torch.Tensor | None,
-        past_key_values: Cache | None,
+        cache: Cache | None,
         is_cross_attention: bool,
         projected: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values `[B, H, S, d_h]` for this step, read from or appended to the cache.
 
         `projected` passes already computed `(k_proj(states), v_proj(states))` (fused projections)."""
-        cache = past_key_values
-        if isinstance(past_key_values, EncoderDecoderCache):
-            cache = (
-                past_key_values.cross_attention_cache if is_cross_attention else past_key_values.self_attention_cache
-            )
-            if is_cross_attention and past_key_values.is_updated.get(self.layer_idx):
-                layer = cache.layers[self.layer_idx]
+        stack = cache  # the cache of this attention's kind: self- or cross-attention
+        if isinstance(cache, EncoderDecoderCache):
+            stack = cache.cross_attention_cache if is_cross_attention else cache.self_attention_cache
+            if is_cross_attention and cache.is_updated.get(self.layer_idx):
+                layer = stack.layers[self.layer_idx]
                 return layer.keys, layer.values
         if projected is None:
             projected = (self.k_proj(states), self.v_proj(states))
         keys, values = self.split_heads(projected[0]), self.split_heads(projected[1])
-        if cache is not None:
-            keys, values = cache.update(keys, values, self.layer_idx)
-            if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
-                past_key_values.is_updated[self.layer_idx] = True
+        if stack is not None:
+            keys, values = stack.update(keys, values, self.layer_idx)
+            if is_cross_attention and isinstance(cache, EncoderDecoderCache):
+                cache.is_updated[self.layer_idx] = True
         return keys, values
 
     def attend(
@@ -220,7 +242,7 @@ class MTAttention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
         query_states: torch.Tensor | None = None,
         apply_output_projection: bool = True,
@@ -230,7 +252,7 @@ class MTAttention(nn.Module):
         returns the concatenated heads, for layers that fuse their projections."""
         is_cross_attention = key_value_states is not None
         source = key_value_states if is_cross_attention else hidden_states
-        keys, values = self.key_values(source, past_key_values, is_cross_attention)
+        keys, values = self.key_values(source, cache, is_cross_attention)
         if query_states is None:
             query_states = self.q_proj(hidden_states)
         output, weights = self.attend(query_states, keys, values, attention_mask, **kwargs)
@@ -316,18 +338,18 @@ class MTDecoderLayer(GradientCheckpointingLayer):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         padding_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         hidden_states = self.self_attn_sublayer(
             hidden_states,
-            lambda x: self.self_attn(x, past_key_values=past_key_values, attention_mask=attention_mask, **kwargs)[0],
+            lambda x: self.self_attn(x, cache=cache, attention_mask=attention_mask, **kwargs)[0],
         )
         hidden_states = self.encoder_attn_sublayer(
             hidden_states,
             lambda x: self.encoder_attn(
-                x, key_value_states=encoder_hidden_states, past_key_values=past_key_values,
+                x, key_value_states=encoder_hidden_states, cache=cache,
                 attention_mask=encoder_attention_mask, **kwargs,
             )[0],
         )
@@ -374,7 +396,7 @@ class MTPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
     _can_compile_fullgraph = False  # the decoder cache holds Python-side recurrent state
     _is_stateful = True  # generate() refuses assisted/speculative decoding, which would need to crop that state
-    _skip_keys_device_placement = ["past_key_values"]
+    _skip_keys_device_placement = ["cache", "past_key_values"]
     # The loss divides by `num_items_in_batch` when the Trainer gives it (exact gradient accumulation), so trainers
     # need not recompute it from the logits (`TokenBatchSeq2SeqTrainer` reads this).
     loss_uses_num_items_in_batch = True
@@ -499,8 +521,8 @@ class MTDecoder(MTPreTrainedModel):
     """Target embeddings, then `config.decoder_layers` layers of `layer_class`, with the generation cache.
 
     Every layer is called as `layer(hidden_states, attention_mask, encoder_hidden_states,
-    encoder_attention_mask=..., past_key_values=..., padding_mask=<[B, T] bool or None>)`; the layer's own cache
-    object (keys/values and recurrent state) is `past_key_values.self_attention_cache.layers[layer_idx]`."""
+    encoder_attention_mask=..., cache=..., padding_mask=<[B, T] bool or None>)`; the layer's own cache
+    object (keys/values and recurrent state) is `cache.self_attention_cache.layers[layer_idx]`."""
 
     layer_class: type[nn.Module] = None
 
@@ -520,6 +542,7 @@ class MTDecoder(MTPreTrainedModel):
     def new_cache(self) -> EncoderDecoderCache:
         return EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
 
+    @accepts_past_key_values
     @merge_with_config_defaults
     @capture_outputs
     def forward(
@@ -528,7 +551,7 @@ class MTDecoder(MTPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
@@ -538,14 +561,14 @@ class MTDecoder(MTPreTrainedModel):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
 
-        if use_cache and past_key_values is None:
-            past_key_values = self.new_cache()
-        if past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+        if use_cache and cache is None:
+            cache = self.new_cache()
+        if cache is not None and not isinstance(cache, EncoderDecoderCache):
             raise TypeError(
                 f"{type(self).__name__} needs an `EncoderDecoderCache`; build it with "
                 "`EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))`"
             )
-        self_attn_cache = past_key_values.self_attention_cache if past_key_values is not None else None
+        self_attn_cache = cache.self_attention_cache if cache is not None else None
         # Checked by layer type name, not class: every checkpoint loaded with trust_remote_code brings its own copy
         # of `cache_mt.py`, and the last one imported owns the (global) name, so the class object may be another copy.
         if self_attn_cache is not None and (
@@ -566,12 +589,8 @@ class MTDecoder(MTPreTrainedModel):
 
         # Padding mask for the recurrent sublayers: None when there is nothing to mask (decode steps, no padding).
         padding_mask = create_recurrent_attention_mask(self.config, inputs_embeds, attention_mask, self_attn_cache)
-        causal_mask = create_causal_mask(
-            config=self.config,
-            inputs_embeds=inputs_embeds,
-            attention_mask=attention_mask,
-            past_key_values=self_attn_cache,
-        )
+        # All positional: the cache parameter is `cache` from transformers 5.24 on, `past_key_values` before.
+        causal_mask = create_causal_mask(self.config, inputs_embeds, attention_mask, self_attn_cache)
         encoder_attention_mask = create_bidirectional_mask(
             config=self.config,
             inputs_embeds=inputs_embeds,
@@ -584,12 +603,12 @@ class MTDecoder(MTPreTrainedModel):
                 causal_mask,
                 encoder_hidden_states,  # positional, for gradient checkpointing
                 encoder_attention_mask=encoder_attention_mask,
-                past_key_values=past_key_values,
+                cache=cache,
                 padding_mask=padding_mask.bool() if padding_mask is not None else None,
                 **kwargs,
             )
         return BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=self.finalize(hidden_states), past_key_values=past_key_values
+            last_hidden_state=self.finalize(hidden_states), **{CACHE_FIELD: cache}
         )
 
     def finalize(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -597,11 +616,11 @@ class MTDecoder(MTPreTrainedModel):
         return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
 
 
-def cache_layer_for(past_key_values: Cache | None, layer_idx: int) -> StatefulDecoderCacheLayer | None:
+def cache_layer_for(cache: Cache | None, layer_idx: int) -> StatefulDecoderCacheLayer | None:
     """The decoder layer's own cache object, or None when decoding without a cache."""
-    if past_key_values is None:
+    if cache is None:
         return None
-    return past_key_values.self_attention_cache.layers[layer_idx]
+    return cache.self_attention_cache.layers[layer_idx]
 
 
 class MTModel(MTPreTrainedModel):
@@ -656,6 +675,7 @@ class MTModel(MTPreTrainedModel):
             )
         self.decoder.embed_tokens = value
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -664,7 +684,7 @@ class MTModel(MTPreTrainedModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -685,14 +705,14 @@ class MTModel(MTPreTrainedModel):
             attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             **kwargs,
         )
         return self.output_class(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -773,6 +793,7 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
             resized = self._get_resized_lm_head(self.lm_head, new_num_tokens, mean_resizing=mean_resizing)
             self.set_output_embeddings(resized)
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -781,7 +802,7 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
@@ -807,7 +828,7 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -823,7 +844,7 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         return self.output_class(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,

@@ -47,6 +47,7 @@ from .modeling_mt_common import (
     MTForConditionalGeneration,
     MTModel,
     MTPreTrainedModel,
+    accepts_past_key_values,
 )
 
 
@@ -361,6 +362,7 @@ class MultiPassTransformerModel(MultiPassTransformerPreTrainedModel, MTModel):
     decoder_class = MultiPassTransformerDecoder
     output_class = MultiPassSeq2SeqModelOutput
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -369,7 +371,7 @@ class MultiPassTransformerModel(MultiPassTransformerPreTrainedModel, MTModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -396,7 +398,7 @@ class MultiPassTransformerModel(MultiPassTransformerPreTrainedModel, MTModel):
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -410,6 +412,7 @@ class MultiPassTransformerForConditionalGeneration(
     base_model_class = MultiPassTransformerModel
     output_class = MultiPassSeq2SeqLMOutput
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -418,7 +421,7 @@ class MultiPassTransformerForConditionalGeneration(
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
@@ -439,7 +442,7 @@ class MultiPassTransformerForConditionalGeneration(
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             decoder_inputs_embeds=decoder_inputs_embeds,
             labels=labels,
             use_cache=use_cache,

@@ -40,6 +40,7 @@ from .modeling_mt_common import (
     MTForConditionalGeneration,
     MTModel,
     MTPreTrainedModel,
+    accepts_past_key_values,
     cache_layer_for,
     loss_denominator,
     translation_cross_entropy,
@@ -120,13 +121,13 @@ class RelativePositionSelfAttention(MTAttention):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+        cache_layer = cache_layer_for(cache, self.layer_idx)
         past_length = cache_layer.get_seq_length() if cache_layer is not None else 0
-        keys, values = self.key_values(hidden_states, past_key_values, is_cross_attention=False)
+        keys, values = self.key_values(hidden_states, cache, is_cross_attention=False)
         query = self.split_heads(self.q_proj(hidden_states))
 
         device = hidden_states.device
@@ -706,6 +707,7 @@ class MultiUnitTransformerForConditionalGeneration(
     base_model_class = MultiUnitTransformerModel
     output_class = MultiUnitSeq2SeqLMOutput
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -714,7 +716,7 @@ class MultiUnitTransformerForConditionalGeneration(
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
@@ -739,7 +741,7 @@ class MultiUnitTransformerForConditionalGeneration(
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,

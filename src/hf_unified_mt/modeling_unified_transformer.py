@@ -170,7 +170,7 @@ class PrimeSelfAttention(MTAttention):
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         padding_mask: torch.Tensor | None = None,
         projections: tuple[torch.Tensor, ...] | None = None,
         **kwargs: Unpack[TransformersKwargs],
@@ -184,18 +184,18 @@ class PrimeSelfAttention(MTAttention):
         padding_mask = padding_mask if self.conv is not None and self.config.mask_padding_before_conv else None
         reads_values = self.conv is not None and self.conv_proj is None  # Eq. (5), shared projection
         cached_value = value
-        if reads_values and past_key_values is not None and padding_mask is not None:
+        if reads_values and cache is not None and padding_mask is not None:
             # With a cache, the convolution reads its window back from the cached values: zero the padded positions
             # there. Attention gives a padded key zero weight, so no attention output changes.
             cached_value = value * padding_mask.unsqueeze(-1).to(value.dtype)
-        keys, values = self.key_values(None, past_key_values, is_cross_attention=False, projected=(key, cached_value))
+        keys, values = self.key_values(None, cache, is_cross_attention=False, projected=(key, cached_value))
         attention, weights = self.attend(query, keys, values, attention_mask, **kwargs)  # Eq. (2)
         if self.conv is None:
             return (attention,), weights
         if reads_values:
-            convolution = self.conv(value, padding_mask, cached_values=values if past_key_values is not None else None)
+            convolution = self.conv(value, padding_mask, cached_values=values if cache is not None else None)
         else:  # Separate Projection: the convolution's input is not in the attention cache, it keeps its own window
-            cache_layer = cache_layer_for(past_key_values, self.layer_idx)
+            cache_layer = cache_layer_for(cache, self.layer_idx)
             convolution = self.conv(projections[3], padding_mask, cache_layer=cache_layer)
         return (attention, convolution), weights
 
@@ -272,7 +272,7 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         padding_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
@@ -292,7 +292,7 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         mixed, _ = self.self_attn(  # (attention, convolution) or (attention,)
             hidden_states,
             attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             padding_mask=padding_mask,
             projections=self_projections,
             **kwargs,
@@ -305,7 +305,7 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
             cross, _ = self.encoder_attn(
                 hidden_states,
                 key_value_states=encoder_hidden_states,
-                past_key_values=past_key_values,
+                cache=cache,
                 attention_mask=encoder_attention_mask,
                 query_states=cross_query,
                 apply_output_projection=not fused,
