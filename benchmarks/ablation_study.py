@@ -56,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import transformers
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, TrainerCallback
@@ -106,40 +107,46 @@ class Arm:
             raise ValueError(f"arm {self.key}: recipe_factors may scale {SCHEDULE_KEYS}, not {sorted(unknown)}")
 
 
-def _sized(small: str, tiny: str = "tiny") -> dict:
-    return {"small": small, "tiny": tiny}
+def _sized(small: str, tiny: str = "tiny", base: str | None = None) -> dict:
+    """The arm's preset per study size; an arm without a `base` preset is not part of the base-size study."""
+    return {"small": small, "tiny": tiny, **({"base": base} if base else {})}
 
 
 ARMS: list[Arm] = [
     Arm("000-simple", "000", "Prime-simple (attention ‖ FFN, no convolution)", "unified_transformer",
-        _sized("small"), dict(use_convolution=False)),
-    Arm("000-prime", "000", "Prime (attention ‖ dynamic conv 3/15 ‖ FFN)", "unified_transformer", _sized("small")),
+        _sized("small", base="base"), dict(use_convolution=False)),
+    Arm("000-prime", "000", "Prime (attention ‖ dynamic conv 3/15 ‖ FFN)", "unified_transformer",
+        _sized("small", base="base")),
     # The plain Transformer of equal size under the package's shared init law (PyTorch's U(±1/sqrt(fan_in)) for the
     # projections and FFN, as the Prime layers' inputs and FFN): exactly 003-single, whose runs it reuses. (Under
     # the fairseq law of 004-p1 the same network learns much more slowly here, which would confound the comparison.)
     Arm("000-transformer", "000", "Transformer (sequential sublayers; = 003-single's runs)",
         "multi_encoder_transformer", _sized("small-single", "tiny-single"), stage=2, same_runs_as="003-single"),
     Arm("001-xavier", "001", "12+12 post-norm, Xavier init, self-attention decoder", "deep_transformer",
-        _sized("deep-small"), dict(ds_init=False, decoder_attention_type="self")),
+        _sized("deep-small", base="deep-12"), dict(ds_init=False, decoder_attention_type="self")),
     Arm("001-dsinit", "001", "12+12 post-norm + DS-Init, self-attention decoder", "deep_transformer",
-        _sized("deep-small"), dict(ds_init=True, decoder_attention_type="self")),
+        _sized("deep-small", base="deep-12"), dict(ds_init=True, decoder_attention_type="self")),
     Arm("001-dsinit-matt", "001", "12+12 post-norm + DS-Init + merged attention", "deep_transformer",
-        _sized("deep-small"), dict(ds_init=True, decoder_attention_type="merged"), stage=2),
-    Arm("002-1unit", "002", "1 unit (Transformer + relative positions)", "multi_unit_transformer", _sized("small"),
-        dict(num_units=1)),
-    Arm("002-4units", "002", "MUTE, 4 units", "multi_unit_transformer", _sized("small"), dict(num_units=4)),
+        _sized("deep-small", base="deep-12"), dict(ds_init=True, decoder_attention_type="merged"), stage=2),
+    Arm("002-1unit", "002", "1 unit (Transformer + relative positions)", "multi_unit_transformer",
+        _sized("small", base="base"), dict(num_units=1)),
+    Arm("002-4units", "002", "MUTE, 4 units", "multi_unit_transformer",
+        _sized("small", base="base"), dict(num_units=4)),
     Arm("002-4units-bias-seq", "002", "MUTE, 4 units + Bias + Seq. (AutoShuffle)", "multi_unit_transformer",
-        _sized("small"), dict(num_units=4, use_bias_module=True, use_sequential_dependency=True), stage=2),
+        _sized("small", base="base"), dict(num_units=4, use_bias_module=True, use_sequential_dependency=True),
+        stage=2),
     Arm("003-single", "003", "single self-attention encoder (B)", "multi_encoder_transformer",
-        _sized("small-single", "tiny-single")),
+        _sized("small-single", "tiny-single", "lowres-single")),
     Arm("003-dual", "003", "dual encoder (B+S: + Static Expansion)", "multi_encoder_transformer",
-        _sized("small", "tiny-dual")),
-    Arm("004-p1", "004", "P = 1 (a Transformer)", "multi_pass_transformer", _sized("small"), dict(num_passes=1)),
-    Arm("004-p2-hard", "004", "MPT, P = 2, hard connections", "multi_pass_transformer", _sized("small"),
-        dict(num_passes=2, connection_type="hard")),
-    Arm("004-p2-soft", "004", "MPT, P = 2, soft connections", "multi_pass_transformer", _sized("small"),
-        dict(num_passes=2, connection_type="soft"), stage=2),
-    Arm("ref-marian", "ref", "MarianMT, same size (init N(0, 0.02))", "marian", _sized("small"), stage=2),
+        _sized("small", "tiny-dual", "lowres-dual")),
+    Arm("004-p1", "004", "P = 1 (a Transformer)", "multi_pass_transformer",
+        _sized("small", base="base"), dict(num_passes=1)),
+    Arm("004-p2-hard", "004", "MPT, P = 2, hard connections", "multi_pass_transformer",
+        _sized("small", base="base"), dict(num_passes=2, connection_type="hard")),
+    Arm("004-p2-soft", "004", "MPT, P = 2, soft connections", "multi_pass_transformer",
+        _sized("small", base="base"), dict(num_passes=2, connection_type="soft"), stage=2),
+    Arm("ref-marian", "ref", "MarianMT, same size (init N(0, 0.02))", "marian", _sized("small", base="base"),
+        stage=2),
     # Investigation of paper 004's result at this budget (P = 2 far behind P = 1): the same pair under the shared
     # init law instead of fairseq's, one factor changed for both arms.
     Arm("004-p1-shared-init", "004", "P = 1, shared init law", "multi_pass_transformer", _sized("small"),
@@ -194,10 +201,12 @@ PAPER_TITLES = {
 PAPER_ORDER = ["000", "003", "004", "002", "001", "ref"]
 
 
-def planned_runs(seeds: list[int], stages: set[int], only: list[str] | None) -> list[tuple[Arm, int]]:
+def planned_runs(seeds: list[int], stages: set[int], only: list[str] | None, size: str = "small"
+                 ) -> list[tuple[Arm, int]]:
     """Stage 1 (headline pairs) for every seed, then stage 2, then 3; papers in `PAPER_ORDER` within a seed. Arms
-    that reuse another arm's runs are not planned."""
-    arms = sorted((arm for arm in ARMS if arm.same_runs_as is None), key=lambda arm: PAPER_ORDER.index(arm.paper))
+    that reuse another arm's runs, and arms without a preset at `size`, are not planned."""
+    arms = sorted((arm for arm in ARMS if arm.same_runs_as is None and size in arm.presets),
+                  key=lambda arm: PAPER_ORDER.index(arm.paper))
     runs = []
     for stage in sorted(stages):
         for seed in seeds:
@@ -208,22 +217,37 @@ def planned_runs(seeds: list[int], stages: set[int], only: list[str] | None) -> 
 # --------------------------------------------------------------------------------------------------- shared settings
 
 
+# Per study size: the recipe (identical for every arm) and where results and checkpoints go. `small`: the CPU study
+# (2 cores, one run at a time); `base`: each paper's base size on a GPU, in bf16, several runs sharing the GPU at once
+# (`--parallel`). `tiny`: tests, with the settings they pass.
+SIZE_DEFAULTS = {
+    "small": dict(max_steps=2000, max_tokens=2500, learning_rate=1e-3, warmup_steps=400, bf16=False, threads=2,
+                  parallel=1, results_dir=DEFAULT_RESULTS, output_dir=REPO / "outputs" / "ablations"),
+    "base": dict(max_steps=2000, max_tokens=8192, learning_rate=7e-4, warmup_steps=400, bf16=True, threads=1,
+                 parallel=14, results_dir=DEFAULT_RESULTS.with_name("ablations-base"),
+                 output_dir=REPO / "outputs" / "ablations-base"),
+}
+SIZE_DEFAULTS["tiny"] = SIZE_DEFAULTS["small"]
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results_dir", type=Path, default=DEFAULT_RESULTS)
-    parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "ablations",
-                        help="Checkpoints (not committed)")
-    parser.add_argument("--size", choices=["small", "tiny"], default="small")
+    parser.add_argument("--size", choices=["small", "base", "tiny"], default="small",
+                        help="small: the CPU study; base: each paper's base size (GPU, bf16)")
+    parser.add_argument("--results_dir", type=Path, default=None, help="Default: per --size (SIZE_DEFAULTS)")
+    parser.add_argument("--output_dir", type=Path, default=None, help="Checkpoints (not committed)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--stages", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--only", nargs="+", default=None, help="Run only these arms (keys)")
     parser.add_argument("--max_runs", type=int, default=None, help="Stop after this many new runs")
     parser.add_argument("--report_only", action="store_true")
-    # the training recipe, identical for every arm
-    parser.add_argument("--max_steps", type=int, default=2000)
-    parser.add_argument("--max_tokens", type=int, default=2500)
-    parser.add_argument("--learning_rate", type=float, default=1e-3)
-    parser.add_argument("--warmup_steps", type=int, default=400)
+    # the training recipe, identical for every arm (defaults per --size)
+    parser.add_argument("--max_steps", type=int, default=None)
+    parser.add_argument("--max_tokens", type=int, default=None)
+    parser.add_argument("--learning_rate", type=float, default=None)
+    parser.add_argument("--warmup_steps", type=int, default=None)
+    parser.add_argument("--bf16", type=lambda v: v.lower() in ("1", "true", "yes"), default=None,
+                        help="Mixed precision (bf16 autocast; weights and optimizer state stay fp32)")
     parser.add_argument("--label_smoothing", type=float, default=0.1)
     parser.add_argument("--eval_every", type=int, default=250, help="Validation cross-entropy every N updates")
     parser.add_argument("--save_every", type=int, default=500, help="Checkpoint every N updates (resume point)")
@@ -232,19 +256,30 @@ def parse_args(argv=None):
     parser.add_argument("--num_beams", type=int, default=4)
     parser.add_argument("--max_train_samples", type=int, default=None, help="Tiny slices for tests")
     parser.add_argument("--max_eval_samples", type=int, default=None, help="Tiny slices for tests")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads per run")
+    parser.add_argument("--parallel", type=int, default=None,
+                        help="Runs at once (on a GPU they share it; training minutes are then not speeds)")
     parser.add_argument("--bootstrap_samples", type=int, default=1000)
     parser.add_argument("--run_one", default=None, help=argparse.SUPPRESS)  # "<arm>:<seed>", in a child process
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for key, value in SIZE_DEFAULTS[args.size].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
 
 
 RECIPE_KEYS = ("size", "max_steps", "max_tokens", "learning_rate", "warmup_steps", "label_smoothing", "eval_every",
-               "tokenizer_vocab_size", "test_subset", "num_beams", "max_train_samples", "max_eval_samples")
+               "tokenizer_vocab_size", "test_subset", "num_beams", "max_train_samples", "max_eval_samples", "bf16")
 
 
 def recipe(args) -> dict:
     """What must be equal for two runs to be compared (checked when a finished run is reused)."""
     return {key: getattr(args, key) for key in RECIPE_KEYS}
+
+
+def recorded_recipe(record: dict) -> dict:
+    """A finished run's recipe; runs recorded before `bf16` was a setting trained in fp32."""
+    return {"bf16": False, **record["recipe"]}
 
 
 def arm_settings(args, arm: Arm) -> argparse.Namespace:
@@ -383,6 +418,8 @@ def train_arguments(arm: Arm, seed: int, args, tokenizer_path: Path, output: Pat
         argv += ["--config_overrides", json.dumps(arm.overrides)]
     if args.max_train_samples is not None:
         argv += ["--max_train_samples", str(args.max_train_samples)]
+    if args.bf16:
+        argv += ["--bf16", "True"]
     last = last_complete_checkpoint(output)
     if last is not None:
         argv += ["--resume_from_checkpoint", last]
@@ -405,7 +442,8 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
                                        callbacks=[curve, clock])
     training_seconds = clock.seconds()
 
-    model = AutoModelForSeq2SeqLM.from_pretrained(output).eval()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = AutoModelForSeq2SeqLM.from_pretrained(output).to(device).eval()  # decoding in fp32
     test = load_parallel_data()["test"]
     sources = [test[i]["source"] for i in subset["indices"]]
     started = time.time()
@@ -434,7 +472,9 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
         label_smoothing=results["training_arguments"]["label_smoothing_factor"],
         hardware=dict(platform=platform.platform(), processor=platform.processor(), cpus=os.cpu_count(),
                       threads=torch.get_num_threads(), torch=torch.__version__,
-                      gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None),
+                      transformers=transformers.__version__,
+                      gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+                      concurrent_runs=args.parallel),
         finished=time.strftime("%Y-%m-%d %H:%M:%S"),
     )
     runs = args.results_dir / "runs"
@@ -478,41 +518,63 @@ def tie_break_runs(args) -> list[tuple[Arm, int]]:
             continue
         for key in (control, mechanism):
             arm = ARMS_BY_KEY[ARMS_BY_KEY[key].same_runs_as or key]
-            wanted = arm.stage in args.stages and (not args.only or key in args.only or arm.key in args.only)
+            wanted = (arm.stage in args.stages and args.size in arm.presets
+                      and (not args.only or key in args.only or arm.key in args.only))
             if wanted and (arm, extra_seed) not in planned:
                 planned.append((arm, extra_seed))
     return planned
 
 
-def study_runs(args):
-    """The planned runs, then the extra seeds of the comparisons still within noise: a generator, so that those are
-    decided on the results the planned runs have left."""
-    yield from planned_runs(args.seeds, set(args.stages), args.only)
-    yield from tie_break_runs(args)
-
-
 def run_missing(args) -> int:
-    """Run every run of `study_runs` without a result file, each in its own process; returns how many ran."""
-    done = 0
-    for arm, seed in study_runs(args):
-        path = args.results_dir / "runs" / f"{run_name(arm, seed)}.json"
+    """Run every planned run without a result file, then the extra seeds of the comparisons still within noise (decided
+    on the results the planned runs have left), each in its own process, `--parallel` at a time (with more than one,
+    each run's output goes to `<output_dir>/<run>/log.txt`); returns how many ran."""
+    done, running, failed = 0, [], []
+
+    def wait_for_one():
+        child, name, log = running.pop(0)
+        if child.wait() != 0:
+            failed.append(name)
+            print(f"[{name}] failed (exit code {child.returncode})" + (f"; log: {log.name}" if log else ""), flush=True)
+        if log is not None:
+            log.close()
+
+    def runs():
+        yield from planned_runs(args.seeds, set(args.stages), args.only, args.size)
+        while running:  # the extra seeds are decided on finished runs only
+            wait_for_one()
+        yield from tie_break_runs(args)
+
+    for arm, seed in runs():
+        name = run_name(arm, seed)
+        path = args.results_dir / "runs" / f"{name}.json"
         if path.exists():
             finished = json.loads(path.read_text())
             expected = recipe(arm_settings(args, arm))
-            if finished["recipe"] != expected:
+            if recorded_recipe(finished) != expected:
                 raise SystemExit(f"{path} was made with another recipe ({finished['recipe']}); use another "
                                  f"--results_dir or the same settings ({expected})")
-            print(f"[{run_name(arm, seed)}] finished earlier: skipped", flush=True)
+            print(f"[{name}] finished earlier: skipped", flush=True)
             continue
         if args.max_runs is not None and done >= args.max_runs:
             print(f"--max_runs {args.max_runs} reached; run the command again to continue", flush=True)
             break
+        while len(running) >= args.parallel:
+            wait_for_one()
         child = [sys.executable, str(Path(__file__).resolve()), "--run_one", f"{arm.key}:{seed}"]
         child += _settings_argv(args)
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
-        print(f"[{run_name(arm, seed)}] training ({arm.label})", flush=True)
-        subprocess.run(child, check=True, env=env)
+        print(f"[{name}] training ({arm.label})", flush=True)
+        log = None
+        if args.parallel > 1:
+            (args.output_dir / name).mkdir(parents=True, exist_ok=True)
+            log = open(args.output_dir / name / "log.txt", "a")
+        running.append((subprocess.Popen(child, env=env, stdout=log, stderr=log), name, log))
         done += 1
+    while running:
+        wait_for_one()
+    if failed:
+        raise SystemExit(f"runs failed: {', '.join(failed)}")
     return done
 
 
