@@ -516,6 +516,8 @@ def tie_break_runs(args) -> list[tuple[Arm, int]]:
             continue
         if verdict(*runs_delta(a, b, seeds, references, args.bootstrap_samples)) != "within noise":
             continue
+        if not_learned(a, seeds) and not_learned(b, seeds):
+            continue  # more seeds cannot tell two arms apart that have not learned yet
         for key in (control, mechanism):
             arm = ARMS_BY_KEY[ARMS_BY_KEY[key].same_runs_as or key]
             wanted = (arm.stage in args.stages and args.size in arm.presets
@@ -599,9 +601,10 @@ def load_runs(results_dir: Path) -> dict[str, dict[int, dict]]:
         with gzip.open(path.parent / record["test"]["translations"], "rt", encoding="utf-8") as handle:
             record["hypotheses"] = handle.read().split("\n")[: record["test"]["num_verses"]]
         runs.setdefault(record["arm"], {})[record["seed"]] = record
-    for arm in ARMS:
-        if arm.same_runs_as in runs:
-            runs[arm.key] = runs[arm.same_runs_as]
+    for arm in ARMS:  # an arm that reuses another's runs, at the sizes it has (000's Transformer: not at base)
+        reused = runs.get(arm.same_runs_as, {})
+        if reused and all(r.get("recipe", {}).get("size", "small") in arm.presets for r in reused.values()):
+            runs[arm.key] = reused
     return runs
 
 
@@ -650,6 +653,15 @@ def sacrebleu_paired_tests(a: dict, b: dict, references: list[str], samples: int
     return p_values, signature
 
 
+# Below this mean test BLEU an arm has not learned to translate yet (still on the unigram plateau): a difference to
+# such an arm says when training took off, not which mechanism translates better.
+LEARNED_BLEU = 1.0
+
+
+def not_learned(arm_runs: dict[int, dict], seeds: list[int]) -> bool:
+    return statistics.fmean(arm_runs[s]["test"]["bleu"] for s in seeds) < LEARNED_BLEU
+
+
 def verdict(delta: float, low: float, high: float) -> str:
     if low > 0:
         return "B better"
@@ -688,6 +700,7 @@ def build_report(args) -> dict:
             paper=paper, control=control, mechanism=mechanism, claim=claim, seeds=seeds,
             delta_bleu=delta, delta_ci95=[low, high], p_values=p_values, paired_test_signature=signature,
             verdict=verdict(delta, low, high),
+            not_learned=[key for key, arm_runs in ((control, a), (mechanism, b)) if not_learned(arm_runs, seeds)],
         ))
     first = next(iter(next(iter(runs.values())).values())) if runs else None
     summary = dict(
@@ -711,6 +724,16 @@ def _pm(pair: tuple[float, float], digits: int = 2) -> str:
     return f"{mean:.{digits}f}" + ("" if math.isnan(sd) else f" ± {sd:.{digits}f}")
 
 
+def _verdict_text(row: dict) -> str:
+    failed = row.get("not_learned", [])
+    if len(failed) == 2:
+        return f"none: neither arm has learned (BLEU < {LEARNED_BLEU:g})"
+    if failed:
+        side = "A" if failed[0] == row["control"] else "B"
+        return f"{row['verdict']} ({side} has not learned: BLEU < {LEARNED_BLEU:g})"
+    return row["verdict"]
+
+
 def format_tables(summary: dict) -> str:
     lines = ["| arm | model | params | seeds | updates (epochs) | val. CE | test BLEU | test chrF | train min |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -726,9 +749,13 @@ def format_tables(summary: dict) -> str:
         p_values = ", ".join(f"{p:.3f}" for p in row["p_values"].values())
         lines.append(
             f"| {row['paper']} | {row['mechanism']} vs {row['control']} | {row['claim']} | {len(row['seeds'])} | "
-            f"{row['delta_bleu']:+.2f} ({low:+.2f}, {high:+.2f}) | {p_values} | {row['verdict']} |")
+            f"{row['delta_bleu']:+.2f} ({low:+.2f}, {high:+.2f}) | {p_values} | {_verdict_text(row)} |")
     if summary["comparisons"]:
         lines += ["", f"Paired test: `{summary['comparisons'][0]['paired_test_signature']}`"]
+    hardware = summary["hardware"] or {}
+    if (hardware.get("concurrent_runs") or 1) > 1:
+        lines += [f"Training minutes: {hardware['concurrent_runs']} runs shared one {hardware['gpu']} at once; they "
+                  f"are not speeds."]
     lines += [f"BLEU: `{summary['bleu_signature']}`; chrF: `{summary['chrf_signature']}`; "
               f"test: {summary['test_subset']}", ""]
     return "\n".join(lines)
