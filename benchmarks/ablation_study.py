@@ -23,6 +23,12 @@ after all planned runs.
     python benchmarks/ablation_study.py                      # run what is missing (headline pairs first), then report
     python benchmarks/ablation_study.py --max_runs 2         # at most two new runs this time
     python benchmarks/ablation_study.py --report_only        # rebuild table and plot from the result files
+    python benchmarks/ablation_study.py --size base          # each paper's base size: one GPU, bf16, 11 runs at once
+
+`--size base` runs the same arms at each paper's base preset (Prime 12+12 d 384; Deep 12+12 d 512; MUTE, MPT and
+MarianMT Transformer-base; the Multi-Encoder's low-resource Sp-En setting) with its own recipe and results folder
+(`SIZE_DEFAULTS`), several runs sharing one GPU (`--parallel`); 000's Transformer and the stage-3 investigations
+are CPU-study arms only.
 
 Every finished run writes `runs/<arm>-seed<N>.json` (config, seed, updates, wall time, validation curve, test BLEU and
 chrF with signatures) and `runs/<arm>-seed<N>.test.txt.gz` (its translations of the test subset, one line per verse
@@ -221,10 +227,14 @@ def planned_runs(seeds: list[int], stages: set[int], only: list[str] | None, siz
 # (2 cores, one run at a time); `base`: each paper's base size on a GPU, in bf16, several runs sharing the GPU at once
 # (`--parallel`). `tiny`: tests, with the settings they pass.
 SIZE_DEFAULTS = {
-    "small": dict(max_steps=2000, max_tokens=2500, learning_rate=1e-3, warmup_steps=400, bf16=False, threads=2,
-                  parallel=1, results_dir=DEFAULT_RESULTS, output_dir=REPO / "outputs" / "ablations"),
-    "base": dict(max_steps=2000, max_tokens=8192, learning_rate=7e-4, warmup_steps=400, bf16=True, threads=1,
-                 parallel=14, results_dir=DEFAULT_RESULTS.with_name("ablations-base"),
+    "small": dict(max_steps=2000, max_tokens=2500, learning_rate=1e-3, warmup_steps=400, eval_every=250,
+                  save_every=500, bf16=False, threads=2, parallel=1, results_dir=DEFAULT_RESULTS,
+                  output_dir=REPO / "outputs" / "ablations"),
+    # As many epochs as `small` (2.7 against 2.9: 600 updates of 8,192 tokens) and the same 20% warm-up: what 30
+    # minutes of one H100 allowed for 22 runs, 11 at a time.
+    "base": dict(max_steps=600, max_tokens=8192, learning_rate=7e-4, warmup_steps=120, eval_every=200,
+                 save_every=600, bf16=True, threads=1, parallel=11,
+                 results_dir=DEFAULT_RESULTS.with_name("ablations-base"),
                  output_dir=REPO / "outputs" / "ablations-base"),
 }
 SIZE_DEFAULTS["tiny"] = SIZE_DEFAULTS["small"]
@@ -249,8 +259,8 @@ def parse_args(argv=None):
     parser.add_argument("--bf16", type=lambda v: v.lower() in ("1", "true", "yes"), default=None,
                         help="Mixed precision (bf16 autocast; weights and optimizer state stay fp32)")
     parser.add_argument("--label_smoothing", type=float, default=0.1)
-    parser.add_argument("--eval_every", type=int, default=250, help="Validation cross-entropy every N updates")
-    parser.add_argument("--save_every", type=int, default=500, help="Checkpoint every N updates (resume point)")
+    parser.add_argument("--eval_every", type=int, default=None, help="Validation cross-entropy every N updates")
+    parser.add_argument("--save_every", type=int, default=None, help="Checkpoint every N updates (resume point)")
     parser.add_argument("--tokenizer_vocab_size", type=int, default=8000)
     parser.add_argument("--test_subset", type=int, default=1000, help="Fixed random test verses scored (0: all)")
     parser.add_argument("--num_beams", type=int, default=4)
@@ -670,6 +680,26 @@ def verdict(delta: float, low: float, high: float) -> str:
     return "within noise"
 
 
+def compare_arms(runs: dict, references: list[str], samples: int) -> list[dict]:
+    """Every comparison of `COMPARISONS` whose two arms share seeds: ΔBLEU with its interval, sacreBLEU's paired test
+    per seed, the verdict, and which arms have not learned."""
+    comparisons = []
+    for paper, control, mechanism, claim in COMPARISONS:
+        a, b = runs.get(control, {}), runs.get(mechanism, {})
+        seeds = sorted(set(a) & set(b))
+        if not seeds:
+            continue
+        delta, low, high = runs_delta(a, b, seeds, references, samples)
+        p_values, signature = sacrebleu_paired_tests(a, b, references, samples)
+        comparisons.append(dict(
+            paper=paper, control=control, mechanism=mechanism, claim=claim, seeds=seeds,
+            delta_bleu=delta, delta_ci95=[low, high], p_values=p_values, paired_test_signature=signature,
+            verdict=verdict(delta, low, high),
+            not_learned=[key for key, arm_runs in ((control, a), (mechanism, b)) if not_learned(arm_runs, seeds)],
+        ))
+    return comparisons
+
+
 def build_report(args) -> dict:
     runs = load_runs(args.results_dir)
     subset = json.loads((args.results_dir / "test_subset.json").read_text())
@@ -688,20 +718,7 @@ def build_report(args) -> dict:
             updates=records[0]["updates"], epochs=records[0]["epochs"],
             training_minutes=statistics.fmean(r["wall_minutes"]["training"] for r in records),
         ))
-    comparisons = []
-    for paper, control, mechanism, claim in COMPARISONS:
-        a, b = runs.get(control, {}), runs.get(mechanism, {})
-        seeds = sorted(set(a) & set(b))
-        if not seeds:
-            continue
-        delta, low, high = runs_delta(a, b, seeds, references, args.bootstrap_samples)
-        p_values, signature = sacrebleu_paired_tests(a, b, references, args.bootstrap_samples)
-        comparisons.append(dict(
-            paper=paper, control=control, mechanism=mechanism, claim=claim, seeds=seeds,
-            delta_bleu=delta, delta_ci95=[low, high], p_values=p_values, paired_test_signature=signature,
-            verdict=verdict(delta, low, high),
-            not_learned=[key for key, arm_runs in ((control, a), (mechanism, b)) if not_learned(arm_runs, seeds)],
-        ))
+    comparisons = compare_arms(runs, references, args.bootstrap_samples)
     first = next(iter(next(iter(runs.values())).values())) if runs else None
     summary = dict(
         recipe=first["recipe"] if first else None, hardware=first["hardware"] if first else None,

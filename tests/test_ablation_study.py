@@ -109,17 +109,21 @@ def config_of(arm, size="small"):
     return hf_unified_mt.get_config(arm.arch, arm.presets[size], vocab_size=8000, **arm.overrides).to_dict()
 
 
-@pytest.mark.parametrize("paper, control, mechanism, claim", study.COMPARISONS)
-def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, claim):
+SIZED_COMPARISONS = [(*comparison, size) for size in ("small", "base") for comparison in study.COMPARISONS
+                     if all(size in study.ARMS_BY_KEY[key].presets for key in comparison[1:3])]
+
+
+@pytest.mark.parametrize("paper, control, mechanism, claim, size", SIZED_COMPARISONS)
+def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, claim, size):
     a, b = study.ARMS_BY_KEY[control], study.ARMS_BY_KEY[mechanism]
     assert a.paper == b.paper == paper
     assert a.recipe_factors == b.recipe_factors  # a schedule investigation changes it for both arms
     if a.arch != b.arch:  # the Transformer of paper 000: same width, depth, FFN and vocabulary
         keys = ("d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "encoder_attention_heads",
                 "dropout", "vocab_size")
-        assert {k: config_of(a)[k] for k in keys} == {k: config_of(b)[k] for k in keys}
+        assert {k: config_of(a, size)[k] for k in keys} == {k: config_of(b, size)[k] for k in keys}
         return
-    differing = {k for k, v in config_of(a).items() if config_of(b).get(k) != v}
+    differing = {k for k, v in config_of(a, size).items() if config_of(b, size).get(k) != v}
     mechanism_keys = {"use_convolution", "ds_init", "decoder_attention_type", "num_units", "use_bias_module",
                       "use_sequential_dependency", "encoder_branches", "num_passes", "connection_type",
                       "hard_connections", "unit_noise_types"}  # (noise types: one per unit)
@@ -154,10 +158,11 @@ def test_paired_bootstrap_delta():
 
 @pytest.mark.parametrize("arm", [arm for arm in study.ARMS if arm.same_runs_as], ids=lambda arm: arm.key)
 def test_an_arm_reusing_another_arms_runs_is_that_arm(arm, tmp_path):
-    """Same architecture, config and size presets as the arm whose runs it reuses; the report reads them under its
-    own key."""
+    """Same architecture, config and size presets as the arm whose runs it reuses, at the sizes it has; the report
+    reads them under its own key, and at a size it does not have it has no runs."""
     target = study.ARMS_BY_KEY[arm.same_runs_as]
-    assert (arm.arch, arm.overrides, arm.presets) == (target.arch, target.overrides, target.presets)
+    assert (arm.arch, arm.overrides) == (target.arch, target.overrides)
+    assert arm.presets.items() <= target.presets.items()
     assert config_of(arm) == config_of(target) and config_of(arm, "tiny") == config_of(target, "tiny")
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -167,17 +172,23 @@ def test_an_arm_reusing_another_arms_runs_is_that_arm(arm, tmp_path):
         handle.write("one\ntwo\n")
     loaded = study.load_runs(tmp_path)
     assert loaded[arm.key] == loaded[target.key] and loaded[arm.key][1]["hypotheses"] == ["one", "two"]
+    missing = [size for size in target.presets if size not in arm.presets]
+    for size in missing:
+        (runs / f"{target.key}-seed1.json").write_text(json.dumps(dict(record, recipe=dict(size=size))))
+        assert arm.key not in study.load_runs(tmp_path)
+    assert missing == ["base"]  # 000's Transformer: 003-single at base is not Prime's size
 
 
-def write_fake_runs(results, args, hypotheses_by_arm: dict[str, list[str]], seeds=(1, 2)):
-    """Result files as finished runs leave them, with the given test translations for every seed."""
+def write_fake_runs(results, args, hypotheses_by_arm: dict[str, list[str]], seeds=(1, 2), bleu=20.0):
+    """Result files as finished runs leave them, with the given test translations for every seed (and `bleu` as
+    their recorded test BLEU)."""
     runs = results / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     for key, hypotheses in hypotheses_by_arm.items():
         for seed in seeds:
             name = f"{key}-seed{seed}"
             record = dict(arm=key, seed=seed, recipe=study.recipe(args),
-                          test=dict(translations=f"{name}.test.txt.gz", num_verses=len(hypotheses)))
+                          test=dict(translations=f"{name}.test.txt.gz", num_verses=len(hypotheses), bleu=bleu))
             (runs / f"{name}.json").write_text(json.dumps(record))
             with gzip.open(runs / f"{name}.test.txt.gz", "wt", encoding="utf-8") as handle:
                 handle.write("\n".join(hypotheses) + "\n")
@@ -202,9 +213,82 @@ def test_a_third_seed_runs_where_a_pair_is_within_noise(tmp_path, monkeypatch, c
 
     # `run_missing` skips the finished seeds 1 and 2 and then trains the third seed of both 003 arms.
     args.only = ["003-single", "003-dual"]
-    children = []
-    monkeypatch.setattr(study.subprocess, "run",
-                        lambda argv, **kwargs: children.append(argv[argv.index("--run_one") + 1]))
+    children = fake_children(monkeypatch)
     assert study.run_missing(args) == 2
     assert children == ["003-single:3", "003-dual:3"]
     assert "[003-dual-seed2] finished earlier: skipped" in capsys.readouterr().out
+
+
+def fake_children(monkeypatch, exit_codes: dict[str, int] | None = None) -> list[str]:
+    """Replace the child processes of `run_missing` by stand-ins that finish at once; returns the runs started."""
+    started = []
+
+    class Child:
+        def __init__(self, argv, **kwargs):
+            self.run = argv[argv.index("--run_one") + 1]
+            self.returncode = (exit_codes or {}).get(self.run, 0)
+            started.append(self.run)
+
+        def wait(self):
+            return self.returncode
+
+    monkeypatch.setattr(study.subprocess, "Popen", Child)
+    return started
+
+
+def test_no_third_seed_for_two_arms_that_have_not_learned(tmp_path):
+    references = [f"the cat sat on mat number {i}" for i in range(40)]
+    weak = [f"a dog number {i}" for i in range(40)]
+    results = tmp_path / "results"
+    args = study.parse_args(["--results_dir", str(results), "--bootstrap_samples", "50"])
+    write_fake_runs(results, args, {"004-p1": weak, "004-p2-hard": weak}, bleu=0.3)
+    write_fake_runs(results, args, {"003-single": weak, "003-dual": weak}, bleu=0.3)
+    write_fake_runs(results, args, {"003-dual": weak}, bleu=12.0)  # only one arm has not learned: re-seeded
+    (results / "test_subset.json").write_text(json.dumps(dict(references=references)))
+    assert [(arm.key, seed) for arm, seed in study.tie_break_runs(args)] == [("003-single", 3), ("003-dual", 3)]
+    rows = {(row["control"], row["mechanism"]): row
+            for row in study.compare_arms(study.load_runs(results), references, samples=50)}
+    assert rows[("004-p1", "004-p2-hard")]["not_learned"] == ["004-p1", "004-p2-hard"]
+    assert rows[("003-single", "003-dual")]["not_learned"] == ["003-single"]
+    assert study._verdict_text(rows[("004-p1", "004-p2-hard")]) == "none: neither arm has learned (BLEU < 1)"
+    assert study._verdict_text(rows[("003-single", "003-dual")]) == "within noise (A has not learned: BLEU < 1)"
+
+
+def test_parallel_runs_start_together_and_a_failure_is_reported_after_all(tmp_path, monkeypatch, capsys):
+    args = study.parse_args(["--results_dir", str(tmp_path / "r"), "--output_dir", str(tmp_path / "o"), "--seeds",
+                             "1", "--stages", "1", "--only", "003-single", "003-dual", "004-p1", "--parallel", "2"])
+    (tmp_path / "r" / "runs").mkdir(parents=True)
+    (tmp_path / "r" / "test_subset.json").write_text(json.dumps(dict(references=["a"])))
+    children = fake_children(monkeypatch, exit_codes={"003-dual:1": 3})
+    with pytest.raises(SystemExit, match="runs failed: 003-dual-seed1"):
+        study.run_missing(args)
+    assert children == ["003-single:1", "003-dual:1", "004-p1:1"]  # the failure did not stop the others
+    output = capsys.readouterr().out
+    assert f"[003-dual-seed1] failed (exit code 3); log: {tmp_path / 'o' / '003-dual-seed1' / 'log.txt'}" in output
+    assert all((tmp_path / "o" / f"{key}-seed1" / "log.txt").exists() for key in ("003-single", "003-dual", "004-p1"))
+
+
+def test_each_size_has_its_recipe_and_results_folder():
+    small, base = study.parse_args([]), study.parse_args(["--size", "base"])
+    assert (small.max_steps, small.max_tokens, small.bf16, small.parallel) == (2000, 2500, False, 1)
+    assert (base.max_steps, base.max_tokens, base.bf16, base.parallel) == (600, 8192, True, 11)
+    assert small.results_dir == study.DEFAULT_RESULTS and base.results_dir.name == "ablations-base"
+    assert study.parse_args(["--size", "base", "--max_steps", "50", "--bf16", "false"]).max_steps == 50
+    assert not study.parse_args(["--size", "base", "--bf16", "false"]).bf16
+    # Only arms with a base preset are planned at base: not 000's Transformer (the runs of 003-single, at base a
+    # different size from Prime) nor the stage-3 investigations of the CPU study.
+    planned = {arm.key for arm, _ in study.planned_runs([1], {1, 2, 3}, None, "base")}
+    assert "000-transformer" not in planned and not any(study.ARMS_BY_KEY[key].stage == 3 for key in planned)
+    assert {"000-prime", "001-dsinit", "002-4units", "003-dual", "004-p2-hard", "ref-marian"} <= planned
+
+
+@pytest.mark.parametrize("size", ["small", "base"])
+def test_the_committed_runs_are_recognised_as_finished(size):
+    """Every committed result was made with its size's default recipe (runs recorded before `bf16` was a setting
+    count as fp32), so that re-running the command skips them instead of refusing them or training them again."""
+    args = study.parse_args(["--size", size])
+    records = [json.loads(path.read_text()) for path in sorted((args.results_dir / "runs").glob("*.json"))]
+    assert len(records) >= 22
+    for record in records:
+        expected = study.recipe(study.arm_settings(args, study.ARMS_BY_KEY[record["arm"]]))
+        assert study.recorded_recipe(record) == expected, record["run"]
