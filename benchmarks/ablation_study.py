@@ -240,6 +240,12 @@ SIZE_DEFAULTS = {
 SIZE_DEFAULTS["tiny"] = SIZE_DEFAULTS["small"]
 
 
+def _boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() in ("true", "1", "yes")
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=["small", "base", "tiny"], default="small",
@@ -256,7 +262,7 @@ def parse_args(argv=None):
     parser.add_argument("--max_tokens", type=int, default=None)
     parser.add_argument("--learning_rate", type=float, default=None)
     parser.add_argument("--warmup_steps", type=int, default=None)
-    parser.add_argument("--bf16", type=lambda v: v.lower() in ("1", "true", "yes"), default=None,
+    parser.add_argument("--bf16", type=_boolean, default=None,
                         help="Mixed precision (bf16 autocast; weights and optimizer state stay fp32)")
     parser.add_argument("--label_smoothing", type=float, default=0.1)
     parser.add_argument("--eval_every", type=int, default=None, help="Validation cross-entropy every N updates")

@@ -268,13 +268,16 @@ def test_parallel_runs_start_together_and_a_failure_is_reported_after_all(tmp_pa
     assert all((tmp_path / "o" / f"{key}-seed1" / "log.txt").exists() for key in ("003-single", "003-dual", "004-p1"))
 
 
-def test_each_size_has_its_recipe_and_results_folder():
+def test_each_size_has_its_recipe_and_results_folder(capsys):
     small, base = study.parse_args([]), study.parse_args(["--size", "base"])
     assert (small.max_steps, small.max_tokens, small.bf16, small.parallel) == (2000, 2500, False, 1)
     assert (base.max_steps, base.max_tokens, base.bf16, base.parallel) == (600, 8192, True, 11)
     assert small.results_dir == study.DEFAULT_RESULTS and base.results_dir.name == "ablations-base"
     assert study.parse_args(["--size", "base", "--max_steps", "50", "--bf16", "false"]).max_steps == 50
     assert not study.parse_args(["--size", "base", "--bf16", "false"]).bf16
+    with pytest.raises(SystemExit):
+        study.parse_args(["--bf16", "maybe"])
+    assert "expected true or false, got 'maybe'" in capsys.readouterr().err
     # Only arms with a base preset are planned at base: not 000's Transformer (the runs of 003-single, at base a
     # different size from Prime) nor the stage-3 investigations of the CPU study.
     planned = {arm.key for arm, _ in study.planned_runs([1], {1, 2, 3}, None, "base")}
