@@ -748,7 +748,7 @@ def _pm(pair: tuple[float, float], digits: int = 2) -> str:
 
 
 def _verdict_text(row: dict) -> str:
-    failed = row.get("not_learned", [])
+    failed = row["not_learned"]
     if len(failed) == 2:
         return f"none: neither arm has learned (BLEU < {LEARNED_BLEU:g})"
     if failed:
