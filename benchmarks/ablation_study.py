@@ -187,6 +187,7 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("001", "001-xavier-warmup1k", "001-dsinit-warmup1k", "investigation: the pair with a 2.5× longer warm-up"),
     ("002", "002-1unit", "002-4units", "+1-2 BLEU from 4 units"),
     ("002", "002-1unit", "002-4units-bias-seq", "+1-2 BLEU (more with Bias + Seq.)"),
+    ("002", "002-4units", "002-4units-bias-seq", "Bias + Seq. add +0.4-0.5 BLEU to 4 units (Tables 1-2)"),
     ("003", "003-single", "003-dual", "+6.4 BLEU on low-resource Sp-En"),
     ("004", "004-p1", "004-p2-hard", "+0.8 BLEU, same parameters"),
     ("004", "004-p1", "004-p2-soft", "+0.8 BLEU, same parameters (soft connections)"),
