@@ -511,16 +511,18 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
     return record
 
 
-def code_version() -> dict:
-    """The commit of the package code a run used, and whether the tree had uncommitted changes (None outside git)."""
+def code_version(repo: Path = REPO) -> dict:
+    """The commit of the package code a run used, and whether its code had uncommitted changes (None outside git).
+    The study's own result files (`benchmarks/results/`, which every finished run rewrites) are not code."""
     def git(*argv) -> str | None:
         try:
-            return subprocess.run(["git", "-C", str(REPO), *argv], capture_output=True, text=True,
+            return subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True,
                                   check=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             return None
 
-    status = git("status", "--porcelain", "--untracked-files=no", "--", "src", "training", "benchmarks")
+    status = git("status", "--porcelain", "--untracked-files=no", "--", "src", "training", "benchmarks",
+                 ":(exclude)benchmarks/results")
     return dict(commit=git("rev-parse", "HEAD"), uncommitted_changes=None if status is None else bool(status))
 
 

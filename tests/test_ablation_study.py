@@ -5,6 +5,7 @@ the arms of each comparison differ only in their paper's mechanism; the statisti
 import gzip
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,6 +71,24 @@ def test_one_run_resume_and_report_from_files(tmp_path, capsys):
     # Results made with another recipe are never mixed into the study.
     with pytest.raises(SystemExit, match="another recipe"):
         study.main([a if a != "4" else "5" for a in argv])
+
+
+def test_a_run_records_uncommitted_code_changes_but_not_result_files(tmp_path):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    code, result = tmp_path / "src" / "model.py", tmp_path / "benchmarks" / "results" / "ablations" / "summary.json"
+    for path in (code, result):
+        path.parent.mkdir(parents=True)
+        path.write_text("1\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+    result.write_text("2\n")  # every finished run rewrites the report: the code is still the commit's
+    assert study.code_version(tmp_path) == dict(commit=head, uncommitted_changes=False)
+    code.write_text("2\n")
+    assert study.code_version(tmp_path) == dict(commit=head, uncommitted_changes=True)
+    assert study.code_version(tmp_path / "not-a-repo") == dict(commit=None, uncommitted_changes=None)
 
 
 def test_training_time_adds_up_across_resumptions(tmp_path, monkeypatch):
