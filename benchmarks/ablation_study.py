@@ -16,7 +16,8 @@ width, the number of updates, the schedule and the seeds; they differ only in th
 plus a MarianMT of the same size (N(0, 0.02) initialisation) for reference. The Transformer of paper 000 is the
 single-encoder network of paper 003 under the same shared init law, so it reuses those runs. Stage 3 holds
 investigations, each changing one factor in both arms of a pair: of an effect that did not reproduce (004: the init
-law, then the number of updates) and of a failure's cause (001: the warm-up of the vanilla deep arm).
+law, then the number of updates) and of a failure's cause (001: the warm-up of the vanilla deep arm and of merged
+attention's cost); two of its comparisons change the schedule alone (001: the longer warm-up, network unchanged).
 Every arm runs `--seeds` (1 and 2); a comparison still within noise after them gets one more seed for both arms,
 after all planned runs.
 
@@ -193,6 +194,10 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("001", "001-xavier-warmup1k", "001-dsinit-warmup1k", "investigation: the pair with a 2.5× longer warm-up"),
     ("001", "001-dsinit-warmup1k", "001-dsinit-matt-warmup1k",
      "investigation: merged attention with a 2.5× longer warm-up"),
+    # The schedule as the one factor, in the arms that learn under both warm-ups (same network, same seeds).
+    ("001", "001-dsinit", "001-dsinit-warmup1k", "investigation: the 2.5× longer warm-up alone (DS-Init)"),
+    ("001", "001-dsinit-matt", "001-dsinit-matt-warmup1k",
+     "investigation: the 2.5× longer warm-up alone (DS-Init + merged attention)"),
     ("002", "002-1unit", "002-4units", "+1-2 BLEU from 4 units"),
     ("002", "002-1unit", "002-4units-bias-seq", "+1-2 BLEU (more with Bias + Seq.)"),
     ("002", "002-4units", "002-4units-bias-seq", "Bias + Seq. add +0.4-0.5 BLEU to 4 units (Tables 1-2)"),

@@ -136,7 +136,9 @@ SIZED_COMPARISONS = [(*comparison, size) for size in ("small", "base") for compa
 def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, claim, size):
     a, b = study.ARMS_BY_KEY[control], study.ARMS_BY_KEY[mechanism]
     assert a.paper == b.paper == paper
-    assert a.recipe_factors == b.recipe_factors  # a schedule investigation changes it for both arms
+    if a.recipe_factors != b.recipe_factors:  # a stage-3 comparison of the schedule alone: the network is the same
+        assert b.stage == 3 and config_of(a, size) == config_of(b, size)
+        return
     if a.arch != b.arch:  # the Transformer of paper 000: same width, depth, FFN and vocabulary
         keys = ("d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "encoder_attention_heads",
                 "dropout", "vocab_size")
