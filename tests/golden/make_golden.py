@@ -1,0 +1,127 @@
+"""Golden values: for every preset family and contract variant, a seeded tiny model's loss, a logits slice and
+per-parameter checksums of its initialisation, pinned as transformers pins `expected_slice`.
+
+Regenerate (only when a change is *meant* to alter outputs, and say why in the commit):
+
+    python tests/golden/make_golden.py            # rewrites tests/golden/golden_values.json
+    python tests/golden/make_golden.py --checkpoints   # also rewrites the saved tiny checkpoints
+
+`tests/test_golden.py` rebuilds every configuration and compares; it also loads the saved checkpoints (written by the
+code of an earlier release) and compares their logits, so that a refactor that renames a parameter or changes a
+forward is caught.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSeq2SeqLM
+
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import hf_unified_mt  # noqa: E402
+
+
+VALUES_FILE = HERE / "golden_values.json"
+CHECKPOINTS = HERE / "checkpoints"
+VOCAB, PAD = 99, 1
+TINY = dict(vocab_size=VOCAB, pad_token_id=PAD, d_model=16, encoder_layers=2, decoder_layers=2,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
+            max_position_embeddings=64)
+NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+
+# name -> (architecture, preset, overrides). The contract suite's variants, every option that changes the
+# initialisation or the forward, and every preset family's tiny member.
+CONFIGS = {
+    # paper 000
+    "unified-prime": ("unified_transformer", "tiny", dict(conv_weight_dropout=0.0)),
+    "unified-prime-simple": ("unified_transformer", "tiny", dict(use_convolution=False)),
+    "unified-separate-projection": ("unified_transformer", "tiny", dict(shared_projection=False,
+                                                                         conv_weight_dropout=0.0)),
+    "unified-unmasked-padding": ("unified_transformer", "tiny", dict(mask_padding_before_conv=False,
+                                                                      conv_weight_dropout=0.0)),
+    "unified-separate-vocab": ("unified_transformer", "tiny", dict(share_encoder_decoder_embeddings=False,
+                                                                    tie_word_embeddings=False, decoder_vocab_size=77,
+                                                                    conv_weight_dropout=0.0)),
+    # paper 001
+    "deep-self": ("deep_transformer", "tiny", dict(decoder_attention_type="self")),
+    "deep-aan": ("deep_transformer", "tiny", dict(decoder_attention_type="aan")),
+    "deep-merged": ("deep_transformer", "tiny", dict(decoder_attention_type="merged")),
+    "deep-xavier": ("deep_transformer", "tiny", dict(ds_init=False)),
+    "deep-released-code": ("deep_transformer", "tiny", dict(ds_init_mode="released_code", ds_init_alpha=0.5)),
+    "deep-prenorm": ("deep_transformer", "tiny", dict(normalize_before=True)),
+    "deep-untied": ("deep_transformer", "tiny", dict(tie_word_embeddings=False)),
+    # paper 002
+    "mute": ("multi_unit_transformer", "tiny", dict()),
+    "mute-bias-seq": ("multi_unit_transformer", "tiny", dict(use_bias_module=True, use_sequential_dependency=True)),
+    "mute-one-unit": ("multi_unit_transformer", "tiny", dict(num_units=1)),
+    # paper 003
+    "multi-encoder-dual": ("multi_encoder_transformer", "tiny-dual", dict()),
+    "multi-encoder-quintuple": ("multi_encoder_transformer", "tiny-quintuple", dict()),
+    "multi-encoder-xavier": ("multi_encoder_transformer", "tiny-dual", dict(linear_init="xavier")),
+    # paper 004
+    "mpt-hard": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1])),
+    "mpt-soft": ("multi_pass_transformer", "tiny", dict(num_passes=2, connection_type="soft")),
+    "mpt-default-init": ("multi_pass_transformer", "tiny", dict(num_passes=2, linear_init="default")),
+}
+
+
+def build(name: str):
+    arch, preset, overrides = CONFIGS[name]
+    config = hf_unified_mt.get_config(arch, preset, **{**TINY, **NO_DROPOUT, **overrides})
+    torch.manual_seed(0)
+    return AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
+
+
+def batch():
+    """Source ids, the second row right-padded by two positions, and labels."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, VOCAB, (2, 7), generator=generator)
+    ids[:, -1] = 2
+    mask = torch.ones_like(ids)
+    ids[1, -2:], mask[1, -2:] = PAD, 0
+    ids[1, -3] = 2
+    labels = torch.randint(4, 77, (2, 5), generator=generator)
+    return ids, mask, labels
+
+
+@torch.no_grad()
+def measure(model) -> dict:
+    """Loss, a logits slice, and the sum and absolute sum of every parameter (which pins the initialisation law of
+    each matrix, not only its effect on one batch)."""
+    ids, mask, labels = batch()
+    output = model(input_ids=ids, attention_mask=mask, labels=labels)
+    return {
+        "loss": output.loss.item(),
+        "logits_slice": output.logits[:, :3, :4].flatten().tolist(),
+        "parameters": {
+            name: [parameter.double().sum().item(), parameter.double().abs().sum().item()]
+            for name, parameter in model.named_parameters()
+        },
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoints", action="store_true", help="also rewrite the saved tiny checkpoints")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    values = {"torch": torch.__version__, "configs": {}}
+    for name in CONFIGS:
+        model = build(name)
+        values["configs"][name] = measure(model)
+        if args.checkpoints:
+            folder = CHECKPOINTS / name
+            model.save_pretrained(folder)
+            for code in folder.glob("*.py"):  # the package's classes load it; the code closure is tested elsewhere
+                code.unlink()
+    VALUES_FILE.write_text(json.dumps(values, indent=1) + "\n")
+    print(f"wrote {VALUES_FILE} ({len(CONFIGS)} configurations)")
+
+
+if __name__ == "__main__":
+    main()
