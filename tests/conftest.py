@@ -105,8 +105,9 @@ def trained_copy(build, steps: int, lr: float, **overrides):
 
 
 def trained_tiny_model(**overrides):
-    """The tiny Unified Transformer trained for 50 steps to reverse its input."""
-    return trained_copy(tiny_model, steps=50, lr=3e-3, **overrides)
+    """The tiny Unified Transformer trained for 80 steps to reverse its input (enough for varied outputs with every
+    Prime option from the seeded initialisation)."""
+    return trained_copy(tiny_model, steps=80, lr=3e-3, **overrides)
 
 
 def random_batch(vocab_size: int, batch: int = 3, length: int = 9, seed: int = 1, pad_last: int = 3):

@@ -145,11 +145,10 @@ def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, c
         assert {k: config_of(a, size)[k] for k in keys} == {k: config_of(b, size)[k] for k in keys}
         return
     differing = {k for k, v in config_of(a, size).items() if config_of(b, size).get(k) != v}
-    mechanism_keys = {"use_convolution", "ds_init", "decoder_attention_type", "num_units", "use_bias_module",
+    # (`init_law`: DS-Init against Xavier in paper 001's pairs; the init-law investigations of stage 3)
+    mechanism_keys = {"use_convolution", "init_law", "decoder_attention_type", "num_units", "use_bias_module",
                       "use_sequential_dependency", "encoder_branches", "num_passes", "connection_type",
                       "hard_connections", "unit_noise_types"}  # (noise types: one per unit)
-    if 3 in (a.stage, b.stage):
-        mechanism_keys.add("linear_init")  # the factor a stage-3 investigation changes (004: the init law)
     assert differing and differing <= mechanism_keys, differing
 
 

@@ -369,4 +369,4 @@ def test_gradient_diagnostics_command_on_the_real_corpus(diagnostics, tmp_path, 
         assert [len(result["layer_gradient_norms"][s]) for s in ("encoder", "decoder")] == [3, 3]
         assert set(result["averages"]["decoder"]) == {"merged", "ffn"}
         assert len(result["blocks"]) == 3 * 2 + 3 * 2
-    assert saved["models"]["tiny:encoder_layers=3,decoder_layers=3"]["config"]["ds_init"] is True
+    assert saved["models"]["tiny:encoder_layers=3,decoder_layers=3"]["config"]["init_law"] == "ds_init"

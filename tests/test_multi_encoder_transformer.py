@@ -334,30 +334,33 @@ def test_preset_parameter_counts_are_near_table_8():
         assert abs(added - paper_added) <= 1.0, (name, added, paper_added)
 
 
-def test_linear_init_option_and_presets():
-    """`linear_init="xavier"` (paper 003's recipe, its presets) vs the package's shared law (`small`, `tiny`)."""
+def test_init_law_option_and_presets():
+    """`init_law="xavier"` (paper 003's recipe, its presets) vs the package's shared law (`small`, `tiny`); the
+    earlier `linear_init` is read as `init_law`."""
     def linear_std(model):
         return model.model.encoder.branches[0].layers[0].ffn.fc1.weight.std().item()
 
-    assert hf_unified_mt.get_config("multi_encoder_transformer", "base").linear_init == "xavier"
-    assert hf_unified_mt.get_config("multi_encoder_transformer", "lowres-dual").linear_init == "xavier"
-    assert hf_unified_mt.get_config("multi_encoder_transformer", "small").linear_init == "default"
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "base").init_law == "xavier"
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "lowres-dual").init_law == "xavier"
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "small").init_law == "pytorch"
+    assert hf_unified_mt.get_config("multi_encoder_transformer", "small", linear_init="xavier").init_law == "xavier"
     d, ffn = 32, 64  # tiny sizes: fc1 is d -> ffn
-    xavier = linear_std(tiny_model(linear_init="xavier"))
+    xavier = linear_std(tiny_model(init_law="xavier"))
     default = linear_std(tiny_model())
     assert abs(xavier - (2.0 / (d + ffn)) ** 0.5) < 0.02  # Xavier-uniform: std sqrt(2 / (fan_in + fan_out))
     assert abs(default - (1.0 / (3.0 * d)) ** 0.5) < 0.02  # U(±1/sqrt(fan_in)): std 1/sqrt(3 fan_in)
+    with pytest.raises(ValueError, match="init_law"):
+        tiny_model(init_law="glorot")
     with pytest.raises(ValueError, match="linear_init"):
         tiny_model(linear_init="glorot")
 
 
-@pytest.mark.parametrize("linear_init", ["default", "xavier"])
-def test_convs2s_projections_keep_fairseq_initialisation(linear_init):
+@pytest.mark.parametrize("init_law", ["pytorch", "xavier", "normal", "ds_init"])
+def test_convs2s_projections_keep_fairseq_initialisation(init_law):
     """fairseq's Linear law N(0, sqrt((1 - p) / fan_in)) on the ConvS2S branch's in/out projections, whatever the
-    model's `linear_init` (transformers initialises only modules with parameters of their own, so the law is a tag
-    on the linear layers). Wide layers so that the sample std is close to the law's."""
+    model's `init_law`. Wide layers so that the sample std is close to the law's."""
     branch = dict(type="convs2s", layers=1, conv_dim=256, dropout=0.1)
-    config = hf_unified_mt.get_config(ARCH, "tiny", vocab_size=VOCAB, d_model=128, linear_init=linear_init,
+    config = hf_unified_mt.get_config(ARCH, "tiny", vocab_size=VOCAB, d_model=128, init_law=init_law,
                                       encoder_branches=[branch])
     torch.manual_seed(0)
     model = AutoModel.from_config(config)

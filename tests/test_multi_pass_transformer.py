@@ -165,13 +165,14 @@ def test_initialisation_follows_fairseq():
     assert model.model.encoder.layers[0].ffn.fc1.weight.abs().max() <= default_bound
 
 
-def test_the_shared_linear_init_changes_only_the_attention_projections():
-    """`linear_init="default"`: every attention projection under PyTorch's U(±1/sqrt(fan_in)); the other
+def test_the_shared_init_law_changes_only_the_attention_projections():
+    """`init_law="pytorch"` (`linear_init="default"` in earlier releases): every attention projection under
+    PyTorch's U(±1/sqrt(fan_in)); the other
     parameters drawn exactly as under the fairseq law (same seed, same order)."""
     torch.manual_seed(0)
     fairseq = tiny_model()
     torch.manual_seed(0)
-    shared = tiny_model(linear_init="default")
+    shared = tiny_model(linear_init="default")  # the earlier name, read as init_law="pytorch"
     bound = shared.config.d_model**-0.5
     attention = ("q_proj", "k_proj", "v_proj", "out_proj")
     for name, parameter in shared.named_parameters():
@@ -180,7 +181,7 @@ def test_the_shared_linear_init_changes_only_the_attention_projections():
             assert not torch.equal(parameter, fairseq.get_parameter(name)), name
         else:
             assert torch.equal(parameter, fairseq.get_parameter(name)), name
-    assert shared.config.linear_init == "default" and fairseq.config.linear_init == "fairseq"
+    assert shared.config.init_law == "pytorch" and fairseq.config.init_law == "fairseq"
 
 
 # ------------------------------------------------------------------------------------------ plain Transformer
@@ -453,7 +454,9 @@ def test_hidden_states_and_attentions_are_those_of_the_read_pass_and_every_pass_
         (dict(routing_pattern="e"), "routing_pattern"),
         (dict(training_objective="mean"), "training_objective"),
         (dict(soft_connection_init="delta"), "soft_connection_init"),
-        (dict(linear_init="xavier"), "linear_init"),
+        (dict(init_law="xavier_normal"), "init_law"),
+        (dict(linear_init="glorot"), "linear_init"),
+        (dict(init_law="normal", linear_init="fairseq"), "linear_init"),
         (dict(num_passes=0), "num_passes"),
         (dict(inference_pass=3), "inference_pass"),
         (dict(inference_pass=0), "inference_pass"),

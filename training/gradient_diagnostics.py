@@ -415,7 +415,7 @@ def main(argv=None) -> dict:
         results[spec] = gradient_diagnostics(model, on_device, train_mode=args.train_mode)
         results[spec]["config"] = {key: getattr(model.config, key, None) for key in (
             "model_type", "d_model", "encoder_layers", "decoder_layers", "normalize_before", "decoder_attention_type",
-            "ds_init", "ds_init_mode", "ds_init_alpha")}
+            "init_law", "ds_init_mode", "ds_init_alpha")}
         del model  # free it before building the next one
 
     first = next(iter(results.values()))

@@ -8,7 +8,6 @@ from .configuration_mt_common import MTConfig
 
 
 DECODER_ATTENTION_TYPES = ("self", "aan", "merged")
-DS_INIT_MODES = ("paper", "released_code")
 
 
 @strict
@@ -33,13 +32,12 @@ class DeepTransformerConfig(MTConfig):
         aan_use_ffn (`bool`): With `decoder_attention_type="aan"`, pass the average through an FFN of width
             `decoder_ffn_dim` before the gate (the AAN paper's form; its released code and the author's advice leave it
             out, which is the default).
-        ds_init (`bool`): Depth-scaled initialization: every weight matrix of encoder layer l and of decoder layer l
-            (l = 1..L counted separately in each stack) is drawn from U(±γ·s(l)), γ = sqrt(6 / (fan_in + fan_out)).
-            False gives plain Xavier-uniform (s = 1). Biases, LayerNorms and embeddings are not affected.
-        ds_init_mode (`str`): The scale s(l): `"paper"` (Eq. 15) s = α / sqrt(l); `"released_code"`
-            s = sqrt(α) · l^(-1/4), what the authors' code computes (TensorFlow variance scaling with scale α / sqrt(l))
-            and what their released models were trained with.
-        ds_init_alpha (`float`): α of Eq. 15 (the paper uses 1.0).
+        init_law (`str`): `"ds_init"` by default: every weight matrix of encoder layer l and of decoder layer l
+            (l = 1..L counted separately in each stack) is drawn from U(±γ·s(l)), γ = sqrt(6 / (fan_in + fan_out))
+            (Eq. 15; `ds_init_mode`, `ds_init_alpha`); `"xavier"` is the paper's baseline (s = 1). Self-attention
+            query, key and value are drawn as one d × 3d matrix (`init_fused_qkv=True`), as in the authors' code.
+            The untied softmax matrix is N(0, d^-1/2). `ds_init=True/False` of earlier releases is read as
+            `init_law="ds_init"/"xavier"`.
     """
 
     model_type = "deep_transformer"
@@ -57,9 +55,8 @@ class DeepTransformerConfig(MTConfig):
     share_encoder_decoder_embeddings: bool = False  # §7.2: target embedding tied to the softmax, not to the source
     decoder_attention_type: str = "merged"
     aan_use_ffn: bool = False
-    ds_init: bool = True
-    ds_init_mode: str = "paper"
-    ds_init_alpha: float | int = 1.0
+    init_law: str = "ds_init"
+    init_fused_qkv: bool = True
 
     def validate_architecture_options(self):
         super().validate_architecture_options()
@@ -73,10 +70,6 @@ class DeepTransformerConfig(MTConfig):
                 "`aan_use_ffn=True` only applies to `decoder_attention_type='aan'` "
                 f"(got {self.decoder_attention_type!r})"
             )
-        if self.ds_init_mode not in DS_INIT_MODES:
-            raise ValueError(f"`ds_init_mode` must be one of {DS_INIT_MODES}, got {self.ds_init_mode!r}")
-        if isinstance(self.ds_init_alpha, bool) or not float(self.ds_init_alpha) > 0.0:
-            raise ValueError(f"`ds_init_alpha` must be a positive number, got {self.ds_init_alpha!r}")
 
 
 __all__ = ["DeepTransformerConfig"]

@@ -22,6 +22,15 @@ STATEFUL_LAYER_TYPE = "hf_unified_mt_stateful"
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish", "tanh")
 
+# The initialisation laws of the weight matrices (`init_law`); `modeling_mt_common.init_matrix_` implements them.
+INIT_LAWS = ("pytorch", "xavier", "fairseq", "ds_init", "normal", "km")
+DS_INIT_MODES = ("paper", "released_code")
+# Options of earlier releases that chose the law, read as `init_law` (checkpoints saved with them load unchanged).
+LEGACY_INIT_OPTIONS = {
+    "ds_init": {True: "ds_init", False: "xavier"},  # the Deep Transformer's switch
+    "linear_init": {"default": "pytorch", "xavier": "xavier", "fairseq": "fairseq"},  # Multi-Encoder, Multi-Pass
+}
+
 
 @strict
 class MTConfig(PreTrainedConfig):
@@ -47,7 +56,26 @@ class MTConfig(PreTrainedConfig):
         scale_embedding (`bool`): Multiply token embeddings by sqrt(d_model).
         share_encoder_decoder_embeddings (`bool`): One embedding matrix for source and target tokens.
         tie_word_embeddings (`bool`): Tie the output projection to the decoder input embedding.
-        init_std (`float`): Standard deviation used where an architecture initialises with a normal law.
+        init_law (`str`): How the weight matrices of attention, FFN and the other linear layers are drawn (biases
+            are zero, LayerNorms unit, in every law). Each architecture defaults to its paper's law:
+            `"pytorch"`: PyTorch's default U(±1/sqrt(fan_in));
+            `"xavier"`: Xavier-uniform U(±γ), γ = sqrt(6 / (fan_in + fan_out)) (Eq. 9 of Zhang et al.; Vaswani et al.);
+            `"fairseq"`: fairseq's Transformer: attention query/key/value Xavier-uniform with gain 1/sqrt(2), attention
+            output Xavier-uniform, FFN and the rest PyTorch's default;
+            `"ds_init"`: DS-Init, Xavier-uniform scaled by the depth l = 1..L of the layer that holds the matrix,
+            counted in each stack (Eq. 15 of Zhang et al.; `ds_init_mode`, `ds_init_alpha`);
+            `"normal"`: N(0, `init_std`²) for every matrix and embedding, as Marian and BERT;
+            `"km"`: the Unified Transformer authors' `init_method='km'`: PyTorch's default, the self-attention output
+            projection kaiming-uniform with a = 1 (U(±sqrt(3 / fan_in))), cross-attention Xavier-uniform.
+            Token embeddings (and an untied output projection, which replaces the tied embedding) are
+            N(0, d_model^-1/2) except under `"normal"`. Modules that one paper specifies with its own law (Prime's
+            kernel generators, ConvS2S, LSTM, Static Expansion vectors, MUTE's unit weights α, ...) keep it.
+        init_std (`float`): Standard deviation of `init_law="normal"`.
+        ds_init_mode (`str`): The DS-Init scale s(l): `"paper"` (Eq. 15) s = α / sqrt(l); `"released_code"`
+            s = sqrt(α) · l^(-1/4), what the authors' code computes (TF variance scaling with scale α / sqrt(l)).
+        ds_init_alpha (`float`): α of Eq. 15 (the paper uses 1.0).
+        init_fused_qkv (`bool`): Xavier-family laws (`"xavier"`, `"ds_init"`) draw the self-attention query, key and
+            value projections as ONE d × 3d matrix (fan_out 3d), as the Deep Transformer authors' code does.
         label_smoothing (`float`): Label smoothing of the cross-entropy the model computes when given `labels`.
             Prefer it to the Trainer's `label_smoothing_factor`: that option takes the labels away from the model,
             which then cannot add loss terms of its own (MUTE's AutoShuffle penalty, MPT's sum over passes).
@@ -82,7 +110,11 @@ class MTConfig(PreTrainedConfig):
     scale_embedding: bool = True
     share_encoder_decoder_embeddings: bool = True
     tie_word_embeddings: bool = True
+    init_law: str = "pytorch"
     init_std: float | int = 0.02
+    ds_init_mode: str = "paper"
+    ds_init_alpha: float | int = 1.0
+    init_fused_qkv: bool = False
     label_smoothing: float | int = 0.0
     layer_types: list[str] | None = None
     use_cache: bool = True
@@ -100,6 +132,7 @@ class MTConfig(PreTrainedConfig):
         return self.encoder_layers
 
     def __post_init__(self, **kwargs):
+        self._read_legacy_init_options(kwargs)
         _reject_misspelled_options(type(self), kwargs)
         if self.decoder_vocab_size is None:
             self.decoder_vocab_size = self.vocab_size
@@ -110,6 +143,23 @@ class MTConfig(PreTrainedConfig):
             # `pipeline("translation", model=<checkpoint>, trust_remote_code=True)` finds the pipeline through this.
             self.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
         self.validate_architecture_options()
+
+    def _read_legacy_init_options(self, kwargs: dict) -> None:
+        """`ds_init=True/False` and `linear_init=...` (earlier releases, saved checkpoints, study arms) set
+        `init_law`."""
+        default_law = next(f.default for f in fields(type(self)) if f.name == "init_law")
+        for option, laws in LEGACY_INIT_OPTIONS.items():
+            if option not in kwargs:
+                continue
+            value = kwargs.pop(option)
+            if value not in laws:
+                raise ValueError(f"`{option}` must be one of {sorted(laws, key=str)}, got {value!r}")
+            if self.init_law not in (default_law, laws[value]):
+                raise ValueError(
+                    f"`{option}={value!r}` (an older name for `init_law={laws[value]!r}`) contradicts "
+                    f"`init_law={self.init_law!r}`: give `init_law` only"
+                )
+            self.init_law = laws[value]
 
     # `save_pretrained` calls `validate()` (transformers' `PreTrainedConfig.validate`), which runs every `validate_*`
     # method: a bad value fails at save time too.
@@ -136,6 +186,14 @@ class MTConfig(PreTrainedConfig):
                 raise ValueError(f"`d_model` ({self.d_model}) must be divisible by `{name}` ({getattr(self, name)})")
         for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
             _check_probability(self, name)
+        if self.init_law not in INIT_LAWS:
+            raise ValueError(f"`init_law` must be one of {INIT_LAWS}, got {self.init_law!r}")
+        if self.ds_init_mode not in DS_INIT_MODES:
+            raise ValueError(f"`ds_init_mode` must be one of {DS_INIT_MODES}, got {self.ds_init_mode!r}")
+        for name in ("init_std", "ds_init_alpha"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not float(value) > 0.0:
+                raise ValueError(f"`{name}` must be a positive number, got {value!r}")
         if self.activation_function not in ACTIVATIONS:
             raise ValueError(f"`activation_function` must be one of {ACTIVATIONS}, got {self.activation_function!r}")
         if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:

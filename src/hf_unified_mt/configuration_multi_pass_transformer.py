@@ -11,7 +11,6 @@ CONNECTION_TYPES = ("hard", "soft")
 ROUTING_PATTERNS = ("a", "b", "c", "d")
 TRAINING_OBJECTIVES = ("last", "sum", "random")
 SOFT_CONNECTION_INITS = ("uniform", "identity")
-LINEAR_INITS = ("fairseq", "default")
 
 
 @strict
@@ -50,12 +49,10 @@ class MultiPassTransformerConfig(MTConfig):
         inference_pass (`int`, *optional*): Pass (1-based) whose output the decoder reads in evaluation mode when the
             call does not choose one with `encoder_pass=`; defaults to the last. Reading pass p < P runs only p passes:
             a cheaper translation from the same weights.
-        linear_init (`str`): Law of the attention projections: `"fairseq"` (default), fairseq's Transformer
-            initialisation, which the paper trained with (query/key/value Xavier-uniform with gain 1/sqrt(2), output
-            projections Xavier-uniform), or `"default"`, the package's shared law (PyTorch's U(±1/sqrt(fan_in)), as
-            the Multi-Encoder's `linear_init="default"`). FFNs, embeddings and biases follow the shared law under
-            both. The two give one network the same function at different starting points; on short CPU schedules
-            the shared law learns faster (see the README's ablation study).
+        init_law (`str`): `"fairseq"` by default, fairseq's Transformer initialisation, which the paper trained with
+            (see [`MTConfig`]), or `"pytorch"`, the package's shared law. The two give one network the same function
+            at different starting points; on short CPU schedules the shared law learns faster (the ablation study).
+            `linear_init="fairseq"/"default"` of earlier releases is read as `init_law="fairseq"/"pytorch"`.
     """
 
     model_type = "multi_pass_transformer"
@@ -67,7 +64,7 @@ class MultiPassTransformerConfig(MTConfig):
     routing_pattern: str = "a"
     training_objective: str = "last"
     inference_pass: int | None = None
-    linear_init: str = "fairseq"
+    init_law: str = "fairseq"
 
     def __post_init__(self, **kwargs):
         if self.hard_connections is None and self.connection_type == "hard":
@@ -84,7 +81,6 @@ class MultiPassTransformerConfig(MTConfig):
             ("routing_pattern", ROUTING_PATTERNS),
             ("training_objective", TRAINING_OBJECTIVES),
             ("soft_connection_init", SOFT_CONNECTION_INITS),
-            ("linear_init", LINEAR_INITS),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"`{name}` must be one of {allowed}, got {getattr(self, name)!r}")

@@ -32,6 +32,7 @@ class MultiUnitTransformerConfig(MTConfig):
     fields of [`MTConfig`]:
 
     Args:
+        init_law (`str`): `"xavier"` by default, the authors' OpenNMT `param_init_glorot` (see [`MTConfig`]).
         num_units (`int`): Parallel units per encoder layer (I).
         batched_units (`bool`): Compute the I units as batched tensor operations over stacked weights (one
             batched matmul per projection). False runs a Python loop over the units with the same weights; same
@@ -61,6 +62,7 @@ class MultiUnitTransformerConfig(MTConfig):
     # The loss parts are scalars: the Trainer must not collect them as predictions.
     keys_to_ignore_at_inference = ["cache", "past_key_values", "cross_entropy", "shuffle_penalty"]
 
+    init_law: str = "xavier"
     d_model: int = 512
     encoder_layers: int = 6
     decoder_layers: int = 6

@@ -18,6 +18,7 @@ class UnifiedTransformerConfig(MTConfig):
     fields of [`MTConfig`]:
 
     Args:
+        init_law (`str`): `"km"` by default, the authors' `init_method='km'` (see [`MTConfig`]).
         use_convolution (`bool`): Prime (True) or Prime-simple (False, Eq. 1: attention + FFN only).
         conv_kernel_sizes (`list[int]`): Odd kernel widths of the convolution cells, mixed by a softmax gate over
             learned scalars (Eq. 7). One entry gives a single-kernel Prime.
@@ -35,6 +36,7 @@ class UnifiedTransformerConfig(MTConfig):
 
     model_type = "unified_transformer"
 
+    init_law: str = "km"
     d_model: int = 384
     encoder_layers: int = 12
     decoder_layers: int = 12

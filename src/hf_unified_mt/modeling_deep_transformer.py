@@ -4,8 +4,8 @@
 
 The encoder is the standard post-norm (or pre-norm) Transformer encoder of the shared core. What this file adds:
 
-* DS-Init (Eq. 15): the weight matrices of layer l are drawn with a variance that shrinks with l
-  (`DeepTransformerPreTrainedModel._init_weights`);
+* DS-Init (Eq. 15) is the default `init_law` (implemented once in the shared core, `init_matrix_`, for every
+  architecture): the weight matrices of layer l are drawn with a variance that shrinks with l;
 * the decoder's first sublayer, selected by `config.decoder_attention_type`: standard self-attention (the shared
   `MTDecoderLayer`), the original average attention network (`AAN`, `AverageAttentionDecoderLayer`), or merged
   attention (`MergedAttention`, `MergedAttentionDecoderLayer`, Eq. 16-17);
@@ -16,11 +16,9 @@ Equations follow the paper and, where the two differ, the authors' released code
 "Deviation" (the repository's docs/architectures.md §2 has the longer derivations).
 """
 
-import math
 
 import torch
 from torch import nn
-from transformers import initialization as init
 from transformers.cache_utils import Cache
 from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -288,60 +286,11 @@ DECODER_LAYER_CLASSES = {
 }
 
 
-def depth_scale(config: DeepTransformerConfig, depth: int) -> float:
-    """Factor applied to the Xavier bound γ of every weight matrix of layer `depth` (1-based) by DS-Init."""
-    if not config.ds_init:
-        return 1.0
-    alpha = float(config.ds_init_alpha)
-    if config.ds_init_mode == "paper":
-        return alpha / math.sqrt(depth)  # Eq. (15): U(±γ·α/√l)
-    # The authors' code: TF variance_scaling(scale=α/√l, fan_avg, uniform), whose limit is sqrt(3·scale/fan_avg),
-    # i.e. U(±γ·√α·l^(-1/4)).
-    return math.sqrt(alpha) * depth**-0.25
-
-
-def ds_init_bounds(config: DeepTransformerConfig, layers: nn.ModuleList) -> dict[nn.Linear, float]:
-    """The bound b of U(±b) for every weight matrix of a stack's layers: the Xavier bound of Eq. (9),
-    γ = sqrt(6 / (fan_in + fan_out)), times the DS-Init scale of the layer's depth l = 1..L (Eq. 15).
-
-    The authors' code projects self-attention queries, keys and values with ONE fused d x 3d matrix, whose Xavier
-    bound is sqrt(6 / 4d); our separate q/k/v projections use that fan so that both initialisations match the
-    released code."""
-    bounds = {}
-    for depth, layer in enumerate(layers, start=1):
-        fused = set()
-        if isinstance(getattr(layer, "self_attn", None), MTAttention):
-            fused = {layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj}
-        for module in layer.modules():
-            if isinstance(module, nn.Linear):
-                fan_out = module.out_features * (3 if module in fused else 1)
-                bounds[module] = math.sqrt(6.0 / (module.in_features + fan_out)) * depth_scale(config, depth)
-    return bounds
-
-
 class DeepTransformerPreTrainedModel(MTPreTrainedModel):
     config: DeepTransformerConfig
     _no_split_modules = [
         "MTEncoderLayer", "MTDecoderLayer", "AverageAttentionDecoderLayer", "MergedAttentionDecoderLayer"
     ]
-
-    @torch.no_grad()
-    def _init_weights(self, module):
-        """Zero biases, unit LayerNorms, N(0, d^-1/2) embeddings and softmax (the authors' toolkit), and for the
-        weight matrices of the encoder and decoder layers Xavier-uniform scaled by DS-Init (Eq. 9 and 15).
-
-        transformers initialises each module with the `_init_weights` of its nearest `PreTrainedModel` ancestor, so a
-        linear layer inside the encoder or decoder layers is initialised here with `self` being that stack, which
-        knows the layer's depth. `init.*` leaves weights loaded from a checkpoint untouched."""
-        super()._init_weights(module)
-        if not isinstance(module, nn.Linear):
-            return
-        if isinstance(self, (DeepTransformerEncoder, DeepTransformerDecoder)):
-            bound = ds_init_bounds(self.config, self.layers).get(module)
-            if bound is not None:
-                init.uniform_(module.weight, -bound, bound)
-        elif module is getattr(self, "lm_head", None):  # an untied softmax matrix
-            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
 
 
 class DeepTransformerEncoder(DeepTransformerPreTrainedModel, MTEncoder):

@@ -11,6 +11,7 @@ thin subclasses of `MTEncoder` / `MTDecoder`.
 import dataclasses
 import functools
 import math
+import re
 from collections.abc import Callable
 
 import torch
@@ -437,31 +438,133 @@ class MTPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Default initialisation (architectures refine it): PyTorch's default for linear layers, which Zhao et al.
-        uses for its 384-wide models (U(±1/sqrt(fan_in)), zero bias), N(0, d^-1/2) embeddings with a zero padding row
-        (fairseq), unit LayerNorms.
- A linear layer can ask for another law with an attribute set where it is built: `xavier_gain` (Xavier-uniform with that
-gain), `kaiming_uniform_a` (kaiming-uniform with that negative slope) or `normal_std` (N(0, std²)). The tag sits on the
-linear layer itself because transformers never calls `_init_weights` on a custom-code module without
-        parameters of its own (an attention module holding only linear layers)."""
+        """The one initialisation of the package: every weight matrix by `config.init_law` (`init_matrix_`) according
+        to its role and depth (`matrix_role`, read from the module's name), zero biases, unit LayerNorms, token
+        embeddings N(0, d^-1/2) with a zero padding row (N(0, init_std²) under `"normal"`). An architecture adds
+        only the modules its paper defines, with their own laws (`_init_own_weights`), and names the linear layers
+        that keep a law of their own (`_init_own_linear`).
+
+        transformers calls this on every module that holds parameters of its own, children before parents, with
+        `self` the nearest `PreTrainedModel` (here the encoder, the decoder or the head); the roles are read from the
+        module names inside `self`."""
         if isinstance(module, nn.Linear):
-            if hasattr(module, "normal_std"):
-                init.normal_(module.weight, mean=0.0, std=module.normal_std)
-            elif hasattr(module, "xavier_gain"):
-                init.xavier_uniform_(module.weight, gain=module.xavier_gain)
-            else:
-                slope = getattr(module, "kaiming_uniform_a", math.sqrt(5.0))  # sqrt(5): PyTorch's default
-                bound = math.sqrt(6.0 / ((1.0 + slope**2) * module.in_features))
-                init.uniform_(module.weight, -bound, bound)
+            name = self._module_name(module)
+            if not self._init_own_linear(module, name):
+                if name == "lm_head":  # an untied output projection: the embedding it replaces
+                    self._init_embedding_matrix(module.weight)
+                else:
+                    init_matrix_(module.weight, module.in_features, module.out_features, matrix_role(name), self.config)
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            init.normal_(module.weight, mean=0.0, std=module.embedding_dim**-0.5)
+            self._init_embedding_matrix(module.weight)
             if module.padding_idx is not None:
                 init.zeros_(module.weight[module.padding_idx])
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
+        else:
+            self._init_own_weights(module)
+
+    def _init_own_linear(self, linear: nn.Linear, name: str) -> bool:
+        """Initialises a linear layer that one paper specifies with its own law and returns True; False leaves it to
+        `init_law`. Architectures override it."""
+        return False
+
+    def _init_own_weights(self, module: nn.Module) -> None:
+        """Initialises the parameters of an architecture's own modules (gates, kernels, expansion vectors, ...)."""
+
+    def _init_embedding_matrix(self, weight: torch.Tensor) -> None:
+        std = self.config.init_std if self.config.init_law == "normal" else weight.shape[-1] ** -0.5
+        init.normal_(weight, mean=0.0, std=std)
+
+    def _module_name(self, module: nn.Module) -> str:
+        """The module's qualified name inside `self` ("" for a module outside it, e.g. a resized embedding)."""
+        names = self.__dict__.get("_init_module_names")
+        if names is None or id(module) not in names:
+            names = {id(child): name for name, child in self.named_modules()}
+            self.__dict__["_init_module_names"] = names
+        return names.get(id(module), "")
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixRole:
+    """What an initialisation law needs to know of a weight matrix: its kind (`"attention_input"`: query, key,
+    value or a convolution's input projection; `"attention_output"`; `"ffn"`; `"other"`), whether it belongs to a
+    self- or a cross-attention, and the depth l = 1..L of the layer that holds it in its stack (None outside the
+    layers)."""
+
+    kind: str
+    self_attention: bool = False
+    cross_attention: bool = False
+    depth: int | None = None
+
+
+_ATTENTION_INPUTS = ("q_proj", "k_proj", "v_proj", "conv_proj")
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
+
+
+def matrix_role(name: str) -> MatrixRole:
+    """The role of the matrix of module `name` (e.g. `"layers.3.self_attn.q_proj"`), from the package's parameter
+    names, which are also the checkpoint format: `*.{q,k,v,conv}_proj`, `*.out_proj`, `*.fc1`/`*.fc2`; the attention
+    is a cross-attention under `encoder_attn`, a self-attention under `self_attn`; the depth is that of the last
+    `layers.<i>` in the name."""
+    parts = name.split(".")
+    leaf, parent = parts[-1], (parts[-2] if len(parts) > 1 else "")
+    if leaf in _ATTENTION_INPUTS:
+        kind = "attention_input"
+    elif leaf == "out_proj":
+        kind = "attention_output"
+    elif leaf in ("fc1", "fc2"):
+        kind = "ffn"
+    else:
+        kind = "other"
+    indices = _LAYER_INDEX.findall(name)
+    return MatrixRole(
+        kind=kind,
+        self_attention=kind.startswith("attention") and parent == "self_attn",
+        cross_attention=kind.startswith("attention") and parent == "encoder_attn",
+        depth=int(indices[-1]) + 1 if indices else None,
+    )
+
+
+def ds_init_scale(config: MTConfig, depth: int | None) -> float:
+    """The DS-Init scale s(l) of Zhang et al.: Eq. 15, s = α/√l (`ds_init_mode="paper"`), or what the authors' code
+    computes, TF variance scaling with scale α/√l, whose limit is sqrt(3·scale/fan_avg), i.e. s = √α · l^(-1/4)
+    (`"released_code"`). 1 outside the layers."""
+    if depth is None:
+        return 1.0
+    alpha = float(config.ds_init_alpha)
+    if config.ds_init_mode == "paper":
+        return alpha / math.sqrt(depth)
+    return math.sqrt(alpha) * depth**-0.25
+
+
+def init_matrix_(weight: torch.Tensor, fan_in: int, fan_out: int, role: MatrixRole, config: MTConfig) -> None:
+    """Draws `weight` (one matrix, or a stack of matrices of the same role, fans and law) by `config.init_law`.
+    `transformers.initialization` functions leave weights loaded from a checkpoint untouched."""
+    law = config.init_law
+    if law == "normal":
+        init.normal_(weight, mean=0.0, std=float(config.init_std))
+        return
+    if law in ("xavier", "ds_init") or (law == "fairseq" and role.kind.startswith("attention")) or (
+        law == "km" and role.cross_attention
+    ):
+        gain = 1.0
+        if role.kind == "attention_input" and role.self_attention and config.init_fused_qkv and law != "fairseq":
+            fan_out = 3 * fan_out  # query, key and value as one d × 3d matrix (Zhang et al.'s code)
+        elif law == "fairseq" and role.kind == "attention_input":
+            gain = 1 / math.sqrt(2)  # fairseq's MultiheadAttention, for separate q/k/v projections
+        bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+        if law == "ds_init":
+            bound *= ds_init_scale(config, role.depth)
+        init.uniform_(weight, -bound, bound)
+        return
+    slope = math.sqrt(5.0)  # PyTorch's default: kaiming-uniform with a = sqrt(5), i.e. U(±1/sqrt(fan_in))
+    if law == "km" and role.kind == "attention_output" and role.self_attention:
+        slope = 1.0  # the Unified Transformer's output projection: U(±sqrt(3 / fan_in))
+    bound = math.sqrt(6.0 / ((1.0 + slope**2) * fan_in))
+    init.uniform_(weight, -bound, bound)
 
 
 class MTEncoder(MTPreTrainedModel):

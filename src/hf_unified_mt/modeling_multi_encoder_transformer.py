@@ -357,10 +357,10 @@ class ConvS2SBranch(EncoderBranch):
         self.dropout = spec["dropout"]
         self.input_proj = nn.Linear(config.d_model, spec["conv_dim"])
         self.output_proj = nn.Linear(spec["conv_dim"], config.d_model)
-        # fairseq's Linear: N(0, sqrt((1 - p) / fan_in)), zero bias. The law is a tag on each linear layer: transformers
-        # never calls `_init_weights` on this module (it has no parameters of its own), only on its children.
-        for linear in (self.input_proj, self.output_proj):
-            linear.normal_std = math.sqrt((1.0 - self.dropout) / linear.in_features)
+
+    def projection_std(self, linear: nn.Linear) -> float:
+        """fairseq's ConvS2S `Linear`: N(0, sqrt((1 - p) / fan_in)), whatever `init_law`."""
+        return math.sqrt((1.0 - self.dropout) / linear.in_features)
 
     def forward(
         self,
@@ -419,17 +419,18 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
         "SelfAttentionBranch", "StaticExpansionBranch", "LSTMBranch", "ConvS2SBranch", "FNetBranch", "MTDecoderLayer",
     ]
 
-    @torch.no_grad()
-    def _init_weights(self, module):
-        """Linear layers by `config.linear_init`: the shared law, or Xavier-uniform with zero biases (the
-        initialisation of Vaswani et al. that the paper adopts, and ExpansionNet's for every ≥2-D parameter);
-        Xavier-uniform expansion vectors, PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws for ConvS2S
-        (its projections carry a `normal_std` tag, read by the shared law), N(0, d^-1/2) embeddings."""
-        if isinstance(module, nn.Linear) and self.config.linear_init == "xavier" and not hasattr(module, "normal_std"):
-            init.xavier_uniform_(module.weight)
-            if module.bias is not None:
-                init.zeros_(module.bias)
-        elif isinstance(module, StaticExpansion):
+    def _init_own_linear(self, linear: nn.Linear, name: str) -> bool:
+        """The ConvS2S branch's input and output projections keep fairseq's ConvS2S law."""
+        parent = self.get_submodule(name.rpartition(".")[0]) if "." in name else None
+        if not isinstance(parent, ConvS2SBranch) or linear not in (parent.input_proj, parent.output_proj):
+            return False
+        init.normal_(linear.weight, mean=0.0, std=parent.projection_std(linear))
+        return True
+
+    def _init_own_weights(self, module: nn.Module) -> None:
+        """Xavier-uniform expansion vectors, PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws for ConvS2S.
+        The linear layers follow `init_law` (the package's shared law by default, Xavier in the paper's presets)."""
+        if isinstance(module, StaticExpansion):
             init.xavier_uniform_(module.query_vectors)
             init.xavier_uniform_(module.bias_vectors)
             if module.sequence_gain is not None:
@@ -442,8 +443,6 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
             init.normal_(module.weight_v, std=module.init_std)
             init.copy_(module.weight_g, module.weight_v.norm(dim=(1, 2), keepdim=True))  # starts at w = v
             init.zeros_(module.bias)
-        else:
-            super()._init_weights(module)
 
 
 class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):

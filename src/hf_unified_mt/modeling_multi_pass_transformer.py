@@ -184,26 +184,9 @@ class MultiPassTransformerPreTrainedModel(MTPreTrainedModel):
     config: MultiPassTransformerConfig
     _no_split_modules = ["MultiPassEncoderLayer", "MTDecoderLayer"]
 
-    def post_init(self):
-        # transformers never calls `_init_weights` on a custom-code module without parameters of its own (it marks
-        # it initialised, `PreTrainedModel._initialize_weights`), so an `MTAttention` branch there would not run: the
-        # attention projections are tagged here and initialised in the `nn.Linear` branch instead.
-        for module in self.modules():
-            if isinstance(module, MTAttention) and self.config.linear_init == "fairseq":
-                for projection in (module.q_proj, module.k_proj, module.v_proj):
-                    projection.xavier_gain = 1 / math.sqrt(2)
-                module.out_proj.xavier_gain = 1.0
-        super().post_init()
-
-    @torch.no_grad()
-    def _init_weights(self, module):
-        """fairseq's Transformer initialisation (the paper trained with fairseq; `linear_init="fairseq"`): attention
-        query/key/value projections Xavier-uniform with gain 1/sqrt(2), attention output projections Xavier-uniform
-        (the shared U(±1/sqrt(fan_in)) under `linear_init="default"`), FFN U(±1/sqrt(fan_in)), zero biases,
-        N(0, d^-1/2) embeddings. Soft connection logits: zero (uniform alpha; the paper
-        does not say), or alpha_kk = 0.99 for `soft_connection_init="identity"`."""
-        super()._init_weights(module)
-        # Linear layers tagged with `xavier_gain` in `post_init` are initialised by the shared `_init_weights`.
+    def _init_own_weights(self, module: nn.Module) -> None:
+        """Soft connection logits: zero (uniform alpha; the paper does not say), or alpha_kk = 0.99 for
+        `soft_connection_init="identity"`. The linear layers follow `init_law` (fairseq's by default)."""
         if isinstance(module, MultiPassConnections) and module.soft:
             n = module.num_layers
             if module.soft_init == "identity" and n > 1:

@@ -33,6 +33,7 @@ from transformers.utils.output_capturing import OutputRecorder
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
 from .modeling_mt_common import (
     EncoderHiddenStates,
+    MatrixRole,
     MTAttention,
     MTDecoder,
     MTDecoderLayer,
@@ -42,7 +43,9 @@ from .modeling_mt_common import (
     MTPreTrainedModel,
     accepts_past_key_values,
     cache_layer_for,
+    init_matrix_,
     loss_denominator,
+    matrix_role,
     translation_cross_entropy,
 )
 
@@ -612,24 +615,24 @@ class MultiUnitTransformerPreTrainedModel(MTPreTrainedModel):
             if isinstance(module, AutoShuffle):
                 module.project_()
 
-    @torch.no_grad()
-    def _init_weights(self, module):
-        """The authors' OpenNMT `param_init_glorot`: Xavier-uniform for every weight matrix (per unit and per q/k/v
-        block for the stacked unit weights) and for the relative position tables, zero biases; α and M at 1/I; mask
-        embeddings N(0, 1/d). Token embeddings keep the package default N(0, d^-1/2)."""
-        super()._init_weights(module)
-        if isinstance(module, nn.Linear):
-            init.xavier_uniform_(module.weight)
-        elif isinstance(module, MultiUnitSelfAttention):
+    def _init_own_weights(self, module: nn.Module) -> None:
+        """The stacked unit weights by `init_law` (the authors' OpenNMT `param_init_glorot` by default: Xavier-uniform
+        per unit and per q/k/v block), zero biases; relative position tables Xavier-uniform; α and M at 1/I; mask
+        embeddings N(0, 1/d)."""
+        if isinstance(module, MultiUnitSelfAttention):
             d_model = module.out_proj_weight.shape[-1]
-            _xavier_uniform(module.in_proj_weight, d_model, d_model)  # the q, k and v blocks are d×d each
-            _xavier_uniform(module.out_proj_weight, d_model, d_model)
+            depth = matrix_role(self._module_name(module)).depth
+            attention_input = MatrixRole("attention_input", self_attention=True, depth=depth)
+            attention_output = MatrixRole("attention_output", self_attention=True, depth=depth)
+            init_matrix_(module.in_proj_weight, d_model, d_model, attention_input, self.config)  # q, k, v: d×d each
+            init_matrix_(module.out_proj_weight, d_model, d_model, attention_output, self.config)
             _xavier_uniform(module.relative_positions, *module.relative_positions.shape[-2:])
             init.zeros_(module.in_proj_bias)
             init.zeros_(module.out_proj_bias)
         elif isinstance(module, MultiUnitFeedForward):
-            _xavier_uniform(module.fc1_weight, *module.fc1_weight.shape[-2:])
-            _xavier_uniform(module.fc2_weight, *module.fc2_weight.shape[-2:])
+            ffn = MatrixRole("ffn", depth=matrix_role(self._module_name(module)).depth)
+            init_matrix_(module.fc1_weight, *module.fc1_weight.shape[-2:], ffn, self.config)
+            init_matrix_(module.fc2_weight, *module.fc2_weight.shape[-2:], ffn, self.config)
             init.zeros_(module.fc1_bias)
             init.zeros_(module.fc2_bias)
             init.ones_(module.layer_norm_weight)

@@ -156,7 +156,6 @@ class PrimeSelfAttention(MTAttention):
         )
         width = 2 * config.d_model if config.use_convolution else config.d_model
         self.out_proj = nn.Linear(width, config.d_model)
-        self.out_proj.kaiming_uniform_a = 1.0  # the authors' 'km' init: U(±sqrt(3 / fan_in)) over [A ; C]
 
     def extra_repr(self) -> str:
         projection = "none" if self.conv is None else "separate" if self.conv_proj is not None else "shared"
@@ -215,10 +214,6 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         ffn_dim = config.decoder_ffn_dim if self.is_decoder else config.encoder_ffn_dim
         self.self_attn = PrimeSelfAttention(config, heads, is_causal=self.is_decoder, layer_idx=layer_idx)
         self.encoder_attn = MTAttention(config, heads, layer_idx=layer_idx) if self.is_decoder else None
-        if self.encoder_attn is not None:  # fairseq's MultiheadAttention: Xavier-uniform projections
-            for linear in (self.encoder_attn.q_proj, self.encoder_attn.k_proj, self.encoder_attn.v_proj,
-                           self.encoder_attn.out_proj):
-                linear.xavier_gain = 1.0
         self.fc1 = nn.Linear(config.d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, config.d_model)
         self.activation_fn = ACT2FN[config.activation_function]
@@ -336,17 +331,16 @@ class UnifiedTransformerPreTrainedModel(MTPreTrainedModel):
     config: UnifiedTransformerConfig
     _no_split_modules = ["UnifiedTransformerEncoderLayer", "UnifiedTransformerDecoderLayer"]
 
-    @torch.no_grad()
-    def _init_weights(self, module):
-        """The authors' `init_method='km'`: input projections and FFN U(±1/sqrt(fan_in)) (PyTorch default, which the
-        paper prefers for its narrower layers), the Prime output projection kaiming-uniform with a=1 over its 2d
-        inputs and the cross-attention Xavier-uniform (both tagged where built, see `MTPreTrainedModel`), kernel
-        generators Xavier-uniform, zero biases, N(0, d^-1/2) embeddings."""
-        super()._init_weights(module)
+    def _init_own_linear(self, linear: nn.Linear, name: str) -> bool:
+        """The convolution's kernel generators: Xavier-uniform (the authors' code), whatever `init_law`."""
+        if "kernel_generators" not in name.split("."):
+            return False
+        init.xavier_uniform_(linear.weight)
+        return True
+
+    def _init_own_weights(self, module: nn.Module) -> None:
         if isinstance(module, PrimeDynamicConvolution):
-            init.constant_(module.kernel_gate, 0.5)
-            for generator in module.kernel_generators:
-                init.xavier_uniform_(generator.weight)
+            init.constant_(module.kernel_gate, 0.5)  # Eq. (7): the cells start equal
 
 
 class UnifiedTransformerEncoder(UnifiedTransformerPreTrainedModel, MTEncoder):

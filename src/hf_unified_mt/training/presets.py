@@ -47,7 +47,7 @@ def _multi_encoder_presets() -> dict[str, dict]:
         return {prefix + name: dict(sizes, encoder_branches=branches[: i + 1]) for i, name in enumerate(structures)}
 
     # the paper's recipe: Vaswani et al.'s initialisation
-    base = dict(BASE, dropout=0.1, max_position_embeddings=256, linear_init="xavier")
+    base = dict(BASE, dropout=0.1, max_position_embeddings=256, init_law="xavier")
     tiny = dict(TINY, dropout=0.1, max_position_embeddings=64)
     presets = {
         **family("", base, (6, 12, 18, 6, 6), fnet_ffn_dim=4096),
@@ -63,7 +63,7 @@ def _multi_encoder_presets() -> dict[str, dict]:
     # would add 23% parameters instead of 11% to the single encoder; see `SMALL`).
     presets["small"] = dict(SMALL, encoder_branches=[dict(type="self_attention", layers=4),
                                                      dict(type="static_expansion", layers=4)],
-                            linear_init="default")  # learns within short CPU schedules (see the config's docs)
+                            init_law="pytorch")  # learns within short CPU schedules (see the config's docs)
     presets["small-single"] = dict(presets["small"], encoder_branches=[dict(type="self_attention", layers=4)])
     return presets
 

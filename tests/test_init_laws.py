@@ -1,0 +1,115 @@
+"""One initialisation mechanism for every architecture (`init_law`, `MTPreTrainedModel._init_weights`): each law
+draws the matrices it promises, by role and depth, on every architecture; the papers' own modules keep their laws;
+the options of earlier releases are read as `init_law`."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModelForSeq2SeqLM
+
+import hf_unified_mt
+from conftest import VOCAB_SIZE
+from hf_unified_mt.configuration_mt_common import INIT_LAWS
+from hf_unified_mt.modeling_mt_common import MatrixRole, ds_init_scale, matrix_role
+
+
+ARCHS = {
+    "unified_transformer": "tiny",
+    "deep_transformer": "tiny",
+    "multi_unit_transformer": "tiny",
+    "multi_encoder_transformer": "tiny-dual",
+    "multi_pass_transformer": "tiny",
+}
+WIDE = dict(vocab_size=VOCAB_SIZE, d_model=64, encoder_ffn_dim=256, decoder_ffn_dim=256, encoder_layers=3,
+            decoder_layers=3)
+
+
+def build(arch, **overrides):
+    config = hf_unified_mt.get_config(arch, ARCHS[arch], **{**WIDE, **overrides})
+    torch.manual_seed(0)
+    return AutoModelForSeq2SeqLM.from_config(config)
+
+
+def linears(model, leaf: str):
+    """(name, module) of the decoder's and encoder's linear layers whose name ends in `leaf`."""
+    return [(name, module) for name, module in model.named_modules()
+            if isinstance(module, nn.Linear) and name.endswith(leaf) and ".layers." in name]
+
+
+def test_matrix_role_reads_kind_attention_and_depth_from_the_name():
+    assert matrix_role("model.encoder.layers.2.self_attn.q_proj") == MatrixRole(
+        "attention_input", self_attention=True, depth=3)
+    assert matrix_role("layers.0.encoder_attn.out_proj") == MatrixRole("attention_output", cross_attention=True,
+                                                                        depth=1)
+    assert matrix_role("encoder.branches.1.layers.4.ffn.fc2") == MatrixRole("ffn", depth=5)
+    assert matrix_role("lm_head") == MatrixRole("other")
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+@pytest.mark.parametrize("law", INIT_LAWS)
+def test_every_law_builds_every_architecture_and_draws_ffn_matrices_within_its_bound(arch, law):
+    model = build(arch, init_law=law)
+    assert model.config.init_law == law
+    fc1 = linears(model, "fc1")
+    if not fc1:  # MUTE's encoder keeps its FFN as stacked unit weights; its decoder has `ffn.fc1`
+        pytest.fail(f"no fc1 in {arch}")
+    for name, linear in fc1:
+        fan_in, fan_out = linear.in_features, linear.out_features
+        depth = matrix_role(name).depth
+        bound = {
+            "pytorch": 1 / math.sqrt(fan_in), "fairseq": 1 / math.sqrt(fan_in), "km": 1 / math.sqrt(fan_in),
+            "xavier": math.sqrt(6 / (fan_in + fan_out)),
+            "ds_init": math.sqrt(6 / (fan_in + fan_out)) * ds_init_scale(model.config, depth),
+            "normal": None,
+        }[law]
+        weight = linear.weight
+        if bound is None:
+            assert abs(weight.std().item() - 0.02) < 0.002, name
+        else:
+            assert weight.abs().max().item() <= bound + 1e-7, name
+            assert weight.abs().max().item() > 0.9 * bound, name  # the whole range is used: it is this law
+        assert torch.count_nonzero(linear.bias) == 0
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_normal_law_reads_init_std_for_matrices_and_embeddings(arch):
+    model = build(arch, init_law="normal", init_std=0.05)
+    embedding = model.get_input_embeddings().weight
+    assert abs(embedding[2:].std().item() - 0.05) < 0.005
+    for name, linear in linears(model, "q_proj"):
+        assert abs(linear.weight.std().item() - 0.05) < 0.01, name
+
+
+def test_ds_init_scales_a_prime_stack_by_depth():
+    """DS-Init (Eq. 15 of Zhang et al.) under Prime layers: the bound of layer l is the Xavier bound times 1/sqrt(l)."""
+    model = build("unified_transformer", init_law="ds_init", encoder_layers=4)
+    maxima = [layer.fc1.weight.abs().max().item() for layer in model.model.encoder.layers]
+    xavier = math.sqrt(6 / (64 + 256))
+    for depth, maximum in enumerate(maxima, start=1):
+        assert 0.9 * xavier / math.sqrt(depth) < maximum <= xavier / math.sqrt(depth) + 1e-7
+
+
+def test_the_papers_own_modules_keep_their_laws_under_every_init_law():
+    for law in ("pytorch", "normal"):
+        model = build("unified_transformer", init_law=law)
+        generator = model.model.encoder.layers[0].self_attn.conv.kernel_generators[0]
+        bound = math.sqrt(6 / (generator.in_features + generator.out_features))
+        assert bound * 0.9 < generator.weight.abs().max().item() <= bound  # Xavier-uniform, whatever the law
+
+
+def test_the_earlier_options_are_read_as_init_law_and_contradictions_are_refused():
+    get = hf_unified_mt.get_config
+    assert get("deep_transformer", "tiny", ds_init=False).init_law == "xavier"
+    assert get("deep_transformer", "tiny", ds_init=True).init_law == "ds_init"
+    assert get("multi_pass_transformer", "tiny", linear_init="default").init_law == "pytorch"
+    assert get("multi_encoder_transformer", "tiny", linear_init="xavier").init_law == "xavier"
+    with pytest.raises(ValueError, match="ds_init.*init_law"):
+        get("deep_transformer", "tiny", ds_init=True, init_law="normal")
+    with pytest.raises(ValueError, match="init_std"):
+        get("unified_transformer", "tiny", init_std=0.0)
+    with pytest.raises(ValueError, match="init_law"):
+        get("unified_transformer", "tiny", init_law="glorot")
+    saved = get("deep_transformer", "tiny", ds_init=False).to_dict()
+    assert saved["init_law"] == "xavier" and "ds_init" not in saved
