@@ -369,6 +369,23 @@ class EncoderHiddenStates(list):
         super().__init__(recorders)
 
 
+class LayerConfig:
+    """The config a composed layer reads: the model's config, with the options of one part (e.g. a Multi-Encoder
+    branch's Prime options) on top. Everything else, including the attention implementation chosen at run time,
+    is read from the model's config as it is now."""
+
+    def __init__(self, config: MTConfig, **options):
+        self.__dict__["_config"] = config
+        self.__dict__["_options"] = options
+
+    def __getattr__(self, name: str):
+        options = self.__dict__["_options"]
+        return options[name] if name in options else getattr(self.__dict__["_config"], name)
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"LayerConfig is read-only: set `{name}` on the model's config")
+
+
 def extra_output_fields(output_class: type, standard_class: type) -> tuple[str, ...]:
     """The fields `output_class` declares beyond `standard_class`'s (e.g. MUTE's per-unit maps, MPT's per-pass states).
     Read once when a model is built: `forward` only looks the names up, which `torch.compile` traces without a break.
@@ -440,9 +457,12 @@ class MTPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module):
         """The one initialisation of the package: every weight matrix by `config.init_law` (`init_matrix_`) according
         to its role and depth (`matrix_role`, read from the module's name), zero biases, unit LayerNorms, token
-        embeddings N(0, d^-1/2) with a zero padding row (N(0, init_std²) under `"normal"`). An architecture adds
-        only the modules its paper defines, with their own laws (`_init_own_weights`), and names the linear layers
-        that keep a law of their own (`_init_own_linear`).
+        embeddings N(0, d^-1/2) with a zero padding row (N(0, init_std²) under `"normal"`).
+
+        A module that one paper defines brings its own law with it, wherever it is composed: its
+        `init_own_parameters(config)` initialises its own parameters, and its `init_own_linear(linear)` claims the
+        linear layers inside it that keep a law of their own (Prime's kernel generators, ConvS2S's projections).
+        An architecture's `_init_own_weights` covers the rest of its paper's modules.
 
         transformers calls this on every module that holds parameters of its own, children before parents, with
         `self` the nearest `PreTrainedModel` (here the encoder, the decoder or the head); the roles are read from the
@@ -463,16 +483,24 @@ class MTPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
+        elif hasattr(module, "init_own_parameters"):
+            module.init_own_parameters(self.config)
         else:
             self._init_own_weights(module)
 
     def _init_own_linear(self, linear: nn.Linear, name: str) -> bool:
-        """Initialises a linear layer that one paper specifies with its own law and returns True; False leaves it to
-        `init_law`. Architectures override it."""
+        """Asks the modules that hold `linear`, nearest first, whether it keeps a law of their own
+        (`init_own_linear(linear) -> bool`, which initialises it and returns True)."""
+        parts = name.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            owner = self.get_submodule(".".join(parts[:end]))
+            claim = getattr(owner, "init_own_linear", None)
+            if claim is not None and claim(linear):
+                return True
         return False
 
     def _init_own_weights(self, module: nn.Module) -> None:
-        """Initialises the parameters of an architecture's own modules (gates, kernels, expansion vectors, ...)."""
+        """Initialises the parameters of an architecture's own modules (gates, expansion vectors, ...)."""
 
     def _init_embedding_matrix(self, weight: torch.Tensor) -> None:
         std = self.config.init_std if self.config.init_law == "normal" else weight.shape[-1] ** -0.5

@@ -358,9 +358,13 @@ class ConvS2SBranch(EncoderBranch):
         self.input_proj = nn.Linear(config.d_model, spec["conv_dim"])
         self.output_proj = nn.Linear(spec["conv_dim"], config.d_model)
 
-    def projection_std(self, linear: nn.Linear) -> float:
-        """fairseq's ConvS2S `Linear`: N(0, sqrt((1 - p) / fan_in)), whatever `init_law`."""
-        return math.sqrt((1.0 - self.dropout) / linear.in_features)
+    def init_own_linear(self, linear: nn.Linear) -> bool:
+        """fairseq's ConvS2S `Linear` for the input and output projections: N(0, sqrt((1 - p) / fan_in)), whatever
+        the model's `init_law`."""
+        if linear is not self.input_proj and linear is not self.output_proj:
+            return False
+        init.normal_(linear.weight, mean=0.0, std=math.sqrt((1.0 - self.dropout) / linear.in_features))
+        return True
 
     def forward(
         self,
@@ -418,14 +422,6 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
     _no_split_modules = [
         "SelfAttentionBranch", "StaticExpansionBranch", "LSTMBranch", "ConvS2SBranch", "FNetBranch", "MTDecoderLayer",
     ]
-
-    def _init_own_linear(self, linear: nn.Linear, name: str) -> bool:
-        """The ConvS2S branch's input and output projections keep fairseq's ConvS2S law."""
-        parent = self.get_submodule(name.rpartition(".")[0]) if "." in name else None
-        if not isinstance(parent, ConvS2SBranch) or linear not in (parent.input_proj, parent.output_proj):
-            return False
-        init.normal_(linear.weight, mean=0.0, std=parent.projection_std(linear))
-        return True
 
     def _init_own_weights(self, module: nn.Module) -> None:
         """Xavier-uniform expansion vectors, PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws for ConvS2S.

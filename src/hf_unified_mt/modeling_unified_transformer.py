@@ -67,6 +67,16 @@ class PrimeDynamicConvolution(nn.Module):
             f"kernel_sizes={self.kernel_sizes}, heads={self.num_heads}, {padding}, weight_dropout={self.weight_dropout}"
         )
 
+    def init_own_parameters(self, config) -> None:
+        init.constant_(self.kernel_gate, 0.5)  # Eq. (7): the cells start equal
+
+    def init_own_linear(self, linear: nn.Linear) -> bool:
+        """The kernel generators are Xavier-uniform (the authors' code), whatever the model's `init_law`."""
+        if not any(linear is generator for generator in self.kernel_generators):
+            return False
+        init.xavier_uniform_(linear.weight)
+        return True
+
     def kernels(self, inputs: torch.Tensor) -> torch.Tensor:
         """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7)."""
         batch, length, _ = inputs.shape
@@ -330,17 +340,6 @@ class UnifiedTransformerDecoderLayer(UnifiedTransformerPrimeLayer):
 class UnifiedTransformerPreTrainedModel(MTPreTrainedModel):
     config: UnifiedTransformerConfig
     _no_split_modules = ["UnifiedTransformerEncoderLayer", "UnifiedTransformerDecoderLayer"]
-
-    def _init_own_linear(self, linear: nn.Linear, name: str) -> bool:
-        """The convolution's kernel generators: Xavier-uniform (the authors' code), whatever `init_law`."""
-        if "kernel_generators" not in name.split("."):
-            return False
-        init.xavier_uniform_(linear.weight)
-        return True
-
-    def _init_own_weights(self, module: nn.Module) -> None:
-        if isinstance(module, PrimeDynamicConvolution):
-            init.constant_(module.kernel_gate, 0.5)  # Eq. (7): the cells start equal
 
 
 class UnifiedTransformerEncoder(UnifiedTransformerPreTrainedModel, MTEncoder):
