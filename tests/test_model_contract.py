@@ -65,6 +65,10 @@ VARIANTS = {
     "mute-bias-seq": ("multi_unit_transformer", "tiny", dict(use_bias_module=True, use_sequential_dependency=True)),
     "multi-encoder-dual": ("multi_encoder_transformer", "tiny-dual", dict()),
     "multi-encoder-quintuple": ("multi_encoder_transformer", "tiny-quintuple", dict()),
+    # composition: a Prime encoder (paper 000) as the Multi-Encoder's second branch
+    "multi-encoder-prime": ("multi_encoder_transformer", "tiny-dual", dict(encoder_branches=[
+        dict(type="self_attention", layers=2), dict(type="prime", layers=2, conv_kernel_sizes=[3, 5],
+                                                    conv_weight_dropout=0.0)])),
     "mpt-hard": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1])),
     "mpt-soft": ("multi_pass_transformer", "tiny", dict(num_passes=2, connection_type="soft")),
 }
@@ -100,7 +104,9 @@ def expected_encoder_counts(config) -> tuple[int, int]:
     one map per self-attention layer. The Multi-Encoder returns the embedding, each branch's output and the combined
     memory, and the maps of its self-attention branch."""
     if config.model_type == "multi_encoder_transformer":
-        attention_layers = sum(spec["layers"] for spec in config.encoder_branches if spec["type"] == "self_attention")
+        attention_layers = sum(
+            spec["layers"] for spec in config.encoder_branches if spec["type"] in ("self_attention", "prime")
+        )
         return len(config.encoder_branches) + 2, attention_layers
     return config.encoder_layers + 1, config.encoder_layers
 
@@ -527,7 +533,11 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
     model = AutoModelForSeq2SeqLM.from_config(config)
     model.save_pretrained(tmp_path)
     saved = {path.name for path in tmp_path.glob("*.py")}
-    assert saved == {f"modeling_{arch}.py", f"configuration_{arch}.py", *COMMON_CODE_FILES}
+    # The Multi-Encoder composes Prime layers (paper 000) as a branch type: it carries their files.
+    composed = {
+        "multi_encoder_transformer": {"modeling_unified_transformer.py", "configuration_unified_transformer.py"},
+    }
+    assert saved == {f"modeling_{arch}.py", f"configuration_{arch}.py", *COMMON_CODE_FILES, *composed.get(arch, ())}
     assert not list(tmp_path.glob("**/training/*.py"))
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, trust_remote_code=True)
     reloaded.train()(**dict(zip(("input_ids", "attention_mask", "labels"), batch())))

@@ -370,3 +370,46 @@ def test_convs2s_projections_keep_fairseq_initialisation(init_law):
         assert abs(linear.weight.std().item() - expected) / expected < 0.03, (linear, linear.weight.std().item())
         assert abs(linear.weight.mean().item()) < 0.1 * expected
         assert torch.count_nonzero(linear.bias) == 0
+
+
+# ------------------------------------------------------------------------------------------ composition: Prime branch
+
+def test_a_prime_branch_composes_with_the_papers_branches_and_keeps_the_prime_laws():
+    """A Prime encoder (paper 000) beside the self-attention branch: its layers are the Unified Transformer's, with
+    the spec's convolution options, and its kernel generators and gates keep their own initialisation."""
+    branches = [dict(type="self_attention", layers=2), dict(type="prime", layers=2, conv_kernel_sizes=[3, 5])]
+    config = hf_unified_mt.get_config(ARCH, "tiny-dual", vocab_size=VOCAB, encoder_branches=branches)
+    assert config.branch_letters == "B+P"
+    assert config.encoder_branches[1] == dict(type="prime", layers=2, use_convolution=True, conv_kernel_sizes=[3, 5],
+                                              conv_weight_dropout=0.1)
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config)
+    layer = model.encoder.branches[1].layers[0]
+    assert type(layer).__name__ == "UnifiedTransformerEncoderLayer"
+    assert layer.self_attn.conv.kernel_sizes == [3, 5]
+    assert torch.equal(layer.self_attn.conv.kernel_gate.detach(), torch.full((2,), 0.5))
+    generator = layer.self_attn.conv.kernel_generators[0]
+    bound = math.sqrt(6 / (generator.in_features + generator.out_features))
+    assert 0.8 * bound < generator.weight.abs().max().item() <= bound
+    config.encoder_branches[1]["use_convolution"] = False
+    simple = AutoModel.from_config(hf_unified_mt.get_config(ARCH, "tiny-dual", vocab_size=VOCAB,
+                                                            encoder_branches=config.encoder_branches))
+    assert simple.encoder.branches[1].layers[0].self_attn.conv is None
+
+
+@pytest.mark.parametrize(
+    "overrides, fields",
+    [
+        (dict(normalize_before=True), ("prime", "normalize_before")),
+        (dict(branch=dict(conv_kernel_sizes=[4])), ("conv_kernel_sizes",)),
+        (dict(branch=dict(conv_kernel_sizes=[3, 3])), ("conv_kernel_sizes",)),
+        (dict(branch=dict(conv_weight_dropout=1.0)), ("conv_weight_dropout",)),
+        (dict(branch=dict(kernel_sizes=[3])), ("kernel_sizes", "conv_kernel_sizes")),
+    ],
+)
+def test_a_prime_branch_that_does_not_combine_raises_naming_the_fields(overrides, fields):
+    branch = dict(type="prime", layers=1, **overrides.pop("branch", {}))
+    with pytest.raises(ValueError) as error:
+        hf_unified_mt.get_config(ARCH, "tiny-dual", vocab_size=VOCAB, encoder_branches=[branch], **overrides)
+    for field in fields:
+        assert field in str(error.value)

@@ -24,9 +24,12 @@ BRANCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "lstm": ("dropout",),
     "convs2s": ("kernel_size", "conv_dim", "dropout"),
     "fnet": ("ffn_dim", "activation", "fft_length", "dropout"),
+    # Composition: the Unified Transformer's Prime layers (Zhao et al.) as a branch.
+    "prime": ("use_convolution", "conv_kernel_sizes", "conv_weight_dropout"),
 }
-# The paper's letters (Tables 6-7): B = self-attention (the Base encoder), S, L, C, F.
-BRANCH_LETTERS = {"self_attention": "B", "static_expansion": "S", "lstm": "L", "convs2s": "C", "fnet": "F"}
+# The paper's letters (Tables 6-7): B = self-attention (the Base encoder), S, L, C, F; P = Prime (composition).
+BRANCH_LETTERS = {"self_attention": "B", "static_expansion": "S", "lstm": "L", "convs2s": "C", "fnet": "F",
+                  "prime": "P"}
 EXPANSION_MODES = ("per_layer", "block")
 COMBINATIONS = ("sum", "concat")
 
@@ -63,6 +66,10 @@ class MultiEncoderTransformerConfig(MTConfig):
               `activation` (default `"gelu"`, as FNet), `fft_length` (default `max_position_embeddings`, at least
               that): the length the sequence axis is zero-padded to before the Fourier transform, fixed so that a
               sentence's encoding does not depend on the padding of its batch. `dropout` (default `dropout`).
+            - `"prime"` (composition, not in the paper): the Unified Transformer's Prime encoder layers (Zhao et al.:
+              self-attention, dynamic convolution and FFN in parallel on one residual, one post-LayerNorm), sized by
+              `encoder_attention_heads` / `encoder_ffn_dim`; `use_convolution` (default True), `conv_kernel_sizes`
+              (odd, default `[3, 15]`), `conv_weight_dropout` (default 0.1). Post-norm only.
 
             Default: `[{"type": "self_attention", "layers": encoder_layers}]`.
         branch_combination (`str`): `"sum"` (the paper) or `"concat"` (concatenation followed by a linear projection
@@ -112,6 +119,7 @@ class MultiEncoderTransformerConfig(MTConfig):
             "convs2s": dict(kernel_size=3, conv_dim=self.d_model, dropout=self.dropout),
             "fnet": dict(ffn_dim=self.encoder_ffn_dim, activation="gelu", fft_length=self.max_position_embeddings,
                          dropout=self.dropout),
+            "prime": dict(use_convolution=True, conv_kernel_sizes=[3, 15], conv_weight_dropout=0.1),
         }[branch_type]
 
     @property
@@ -181,6 +189,24 @@ class MultiEncoderTransformerConfig(MTConfig):
             positive_int("conv_dim")
             if spec["kernel_size"] % 2 == 0:
                 raise ValueError(f"{where}: `kernel_size` must be odd (centred convolution), got {spec['kernel_size']}")
+        elif branch_type == "prime":
+            if self.normalize_before:
+                raise ValueError(
+                    f"{where} and `normalize_before=True` do not combine: Prime layers are post-norm (one LayerNorm "
+                    "per layer); use `normalize_before=False` or another branch type"
+                )
+            if not isinstance(spec["use_convolution"], bool):
+                raise ValueError(f"{where}: `use_convolution` must be a bool, got {spec['use_convolution']!r}")
+            sizes = spec["conv_kernel_sizes"]
+            if not isinstance(sizes, list) or not sizes or len(set(sizes)) != len(sizes) or any(
+                not isinstance(k, int) or isinstance(k, bool) or k <= 0 or k % 2 == 0 for k in sizes
+            ):
+                raise ValueError(
+                    f"{where}: `conv_kernel_sizes` must list distinct positive odd integers, got {sizes!r}"
+                )
+            rate = spec["conv_weight_dropout"]
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+                raise ValueError(f"{where}: `conv_weight_dropout` must be in [0, 1), got {rate!r}")
         elif branch_type == "fnet":
             positive_int("ffn_dim")
             positive_int("fft_length")

@@ -379,6 +379,8 @@ class LayerConfig:
         self.__dict__["_options"] = options
 
     def __getattr__(self, name: str):
+        if name.startswith("__") or "_config" not in self.__dict__:  # copy/pickle probe an object being rebuilt
+            raise AttributeError(name)
         options = self.__dict__["_options"]
         return options[name] if name in options else getattr(self.__dict__["_config"], name)
 

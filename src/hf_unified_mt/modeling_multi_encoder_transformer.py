@@ -32,6 +32,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
 from .modeling_mt_common import (
     EncoderHiddenStates,
+    LayerConfig,
     MTAttention,
     MTDecoder,
     MTDecoderLayer,
@@ -44,6 +45,7 @@ from .modeling_mt_common import (
     ScaledWordEmbedding,
     SinusoidalPositionalEmbedding,
 )
+from .modeling_unified_transformer import UnifiedTransformerEncoderLayer
 
 
 def mask_padding(hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
@@ -384,12 +386,34 @@ class FNetBranch(EncoderBranch):
         super().__init__([FNetLayer(config, spec) for _ in range(spec["layers"])])
 
 
+class PrimeBranch(EncoderBranch):
+    """P (composition): the Unified Transformer's Prime encoder layers (Eq. 4 of Zhao et al.) as a branch, with the
+    spec's convolution options over the model's config."""
+
+    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
+        layer_config = LayerConfig(
+            config,
+            use_convolution=spec["use_convolution"],
+            conv_kernel_sizes=list(spec["conv_kernel_sizes"]),
+            conv_weight_dropout=spec["conv_weight_dropout"],
+            **PRIME_LAYER_DEFAULTS,
+        )
+        super().__init__([UnifiedTransformerEncoderLayer(layer_config, layer_idx=i) for i in range(spec["layers"])])
+
+
+# The Prime options a branch does not expose: the Unified Transformer's defaults.
+PRIME_LAYER_DEFAULTS = dict(
+    shared_projection=True, input_dropout=0.0, mask_padding_before_conv=True, fuse_projections_for_inference=True
+)
+
+
 BRANCH_CLASSES: dict[str, type[EncoderBranch]] = {
     "self_attention": SelfAttentionBranch,
     "static_expansion": StaticExpansionBranch,
     "lstm": LSTMBranch,
     "convs2s": ConvS2SBranch,
     "fnet": FNetBranch,
+    "prime": PrimeBranch,
 }
 
 
@@ -420,7 +444,8 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
     config: MultiEncoderTransformerConfig
     # A branch is one sequential stack: keep each on one device.
     _no_split_modules = [
-        "SelfAttentionBranch", "StaticExpansionBranch", "LSTMBranch", "ConvS2SBranch", "FNetBranch", "MTDecoderLayer",
+        "SelfAttentionBranch", "StaticExpansionBranch", "LSTMBranch", "ConvS2SBranch", "FNetBranch", "PrimeBranch",
+        "MTDecoderLayer",
     ]
 
     def _init_own_weights(self, module: nn.Module) -> None:
@@ -480,12 +505,12 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
     ) -> BaseModelOutput:
         requested = kwargs.get("output_attentions")
         if (self.config.output_attentions if requested is None else requested) and not any(
-            spec["type"] == "self_attention" for spec in self.config.encoder_branches
+            spec["type"] in ("self_attention", "prime") for spec in self.config.encoder_branches
         ):
             raise ValueError(
                 f"output_attentions=True: this Multi-Encoder ({self.config.branch_letters}) has no self-attention "
-                "branch, and its other branches (Static Expansion, LSTM, ConvS2S, FNet) compute no attention maps, so "
-                "the encoder has none to return; leave `output_attentions` off, or add a self-attention branch"
+                "or Prime branch, and its other branches (Static Expansion, LSTM, ConvS2S, FNet) compute no attention "
+                "maps, so the encoder has none to return; leave `output_attentions` off, or add a self-attention branch"
             )
         hidden_states = self.embed(input_ids, inputs_embeds)
         hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
