@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import math
 import re
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -34,7 +35,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple
+from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdynamo_compiling
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
@@ -51,7 +52,8 @@ CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "p
 
 def accepts_past_key_values(forward: Callable) -> Callable:
     """Lets a model's `forward(..., cache=...)` also take the cache as `past_key_values=`, its name before transformers
-    5.24."""
+    5.24. On releases that have the `cache` name the old one gives the FutureWarning that transformers' own models
+    give (`deprecate_kwarg`); on 5.23, whose `generate()` passes `past_key_values`, it is silent."""
 
     @functools.wraps(forward)
     def forward_with_alias(self, *args, **kwargs):
@@ -59,6 +61,13 @@ def accepts_past_key_values(forward: Callable) -> Callable:
         if legacy is not None:
             if kwargs.get("cache") is not None:
                 raise ValueError("Got the cache twice, as `cache` and as `past_key_values`: pass it once, as `cache`")
+            if CACHE_FIELD == "cache" and not is_torchdynamo_compiling():
+                warnings.warn(
+                    f"`past_key_values` is deprecated and will be removed in version 5.40.0 for "
+                    f"`{type(self).__name__}.forward`. Use `cache` instead.",
+                    FutureWarning,
+                    stacklevel=2,
+                )
             kwargs["cache"] = legacy
         return forward(self, *args, **kwargs)
 
