@@ -181,6 +181,16 @@ ARMS: list[Arm] = [
     Arm("001-dsinit-matt-warmup1k", "001", "12+12 post-norm + DS-Init + merged attention, warm-up 1,000",
         "deep_transformer", _sized("deep-small"), dict(ds_init=True, decoder_attention_type="merged"), stage=3,
         recipe_factors=dict(warmup_steps=2.5)),
+    # Stage 4: compositions of the papers' mechanisms, each one factor away from an arm above (same recipe).
+    # H1, the init law: MarianMT's N(0, 0.02) for Prime and for the Transformer control. Does MarianMT's lead over
+    # the controls come from its initialisation?
+    Arm("000-prime-normal", "000", "Prime, init N(0, 0.02) (MarianMT's law)", "unified_transformer",
+        _sized("small"), dict(init_law="normal"), stage=4),
+    Arm("003-single-normal", "003", "single self-attention encoder (B), init N(0, 0.02)",
+        "multi_encoder_transformer", _sized("small-single", "tiny-single"), dict(init_law="normal"), stage=4),
+    # H4: a Prime encoder (paper 000) as the Multi-Encoder's second branch, beside the self-attention encoder.
+    Arm("003-prime-dual", "003", "dual encoder B+P (+ a Prime encoder, kernels 3/15)", "multi_encoder_transformer",
+        _sized("small-prime-dual", "tiny-prime-dual"), stage=4),
 ]
 ARMS_BY_KEY = {arm.key: arm for arm in ARMS}
 
@@ -208,6 +218,10 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("004", "004-p1-shared-init", "004-p2-hard-shared-init", "investigation: the pair under the shared init law"),
     ("004", "004-p1-shared-init-2x", "004-p2-hard-shared-init-2x",
      "investigation: the pair under the shared init law, twice the updates"),
+    ("000", "000-prime", "000-prime-normal", "H1 (composition): N(0, 0.02) instead of Prime's own law"),
+    ("003", "003-single", "003-single-normal", "H1 (composition): N(0, 0.02) instead of the shared law"),
+    ("003", "003-single", "003-prime-dual", "H4 (composition): a Prime encoder beside the self-attention encoder"),
+    ("003", "003-dual", "003-prime-dual", "H4 (composition): a Prime encoder instead of Static Expansion"),
 ]
 PAPER_TITLES = {
     "000": "Unified Transformer (Zhao et al.)",
@@ -267,7 +281,7 @@ def parse_args(argv=None):
     parser.add_argument("--results_dir", type=Path, default=None, help="Default: per --size (SIZE_DEFAULTS)")
     parser.add_argument("--output_dir", type=Path, default=None, help="Checkpoints (not committed)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--stages", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--stages", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--only", nargs="+", default=None, help="Run only these arms (keys)")
     parser.add_argument("--max_runs", type=int, default=None, help="Stop after this many new runs")
     parser.add_argument("--report_only", action="store_true")

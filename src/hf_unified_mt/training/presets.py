@@ -65,6 +65,14 @@ def _multi_encoder_presets() -> dict[str, dict]:
                                                      dict(type="static_expansion", layers=4)],
                             init_law="pytorch")  # learns within short CPU schedules (see the config's docs)
     presets["small-single"] = dict(presets["small"], encoder_branches=[dict(type="self_attention", layers=4)])
+    # Composition: a Prime encoder (Zhao et al.'s layers, kernels 3/15) as the second branch instead of Static
+    # Expansion.
+    prime = dict(type="prime", layers=4, conv_kernel_sizes=[3, 15])
+    presets["small-prime-dual"] = dict(
+        presets["small"], encoder_branches=[dict(type="self_attention", layers=4), prime]
+    )
+    presets["tiny-prime-dual"] = dict(presets["tiny-dual"], encoder_branches=[
+        dict(type="self_attention", layers=2), dict(prime, layers=2, conv_kernel_sizes=[3, 5])])
     return presets
 
 
