@@ -71,6 +71,11 @@ VARIANTS = {
                                                     conv_weight_dropout=0.0)])),
     "mpt-hard": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1])),
     "mpt-soft": ("multi_pass_transformer", "tiny", dict(num_passes=2, connection_type="soft")),
+    # compositions: Prime layers (paper 000) in the Multi-Pass encoder's passes; a Prime stack under DS-Init (001)
+    "mpt-prime": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1],
+                                                         encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5],
+                                                                            conv_weight_dropout=0.0))),
+    "unified-prime-dsinit": ("unified_transformer", "tiny", dict(conv_weight_dropout=0.0, init_law="ds_init")),
 }
 
 _MODELS = {}
@@ -539,10 +544,9 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
     model = AutoModelForSeq2SeqLM.from_config(config)
     model.save_pretrained(tmp_path)
     saved = {path.name for path in tmp_path.glob("*.py")}
-    # The Multi-Encoder composes Prime layers (paper 000) as a branch type: it carries their files.
-    composed = {
-        "multi_encoder_transformer": {"modeling_unified_transformer.py", "configuration_unified_transformer.py"},
-    }
+    # The Multi-Encoder and the Multi-Pass Transformer compose Prime layers (paper 000): they carry their files.
+    prime_files = {"modeling_unified_transformer.py", "configuration_unified_transformer.py"}
+    composed = {"multi_encoder_transformer": prime_files, "multi_pass_transformer": prime_files}
     assert saved == {f"modeling_{arch}.py", f"configuration_{arch}.py", *COMMON_CODE_FILES, *composed.get(arch, ())}
     assert not list(tmp_path.glob("**/training/*.py"))
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, trust_remote_code=True)

@@ -555,3 +555,24 @@ def test_connection_search_trains_through_train_py(tmp_path):
         saved = json.loads((Path(entry["run_dir"]) / "config.json").read_text())
         assert saved["model_type"] == "multi_pass_transformer" and saved["hard_connections"] == entry["permutation"]
     assert (output / "leaderboard.md").exists()
+
+
+# ------------------------------------------------------------------------------------------ composition: Prime passes
+
+def test_prime_layers_run_in_the_passes_and_refuse_the_patterns_they_cannot_carry():
+    """Composition: the passes run the Unified Transformer's Prime encoder layer (paper 000) with the connection added
+    to its input (pattern (a)); patterns (b)-(d) and pre-norm raise naming the fields."""
+    model = tiny_model(encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5]))
+    assert model.config.encoder_layer == dict(type="prime", use_convolution=True, conv_kernel_sizes=[3, 5],
+                                              conv_weight_dropout=0.1)
+    layer = model.model.encoder.layers[0]
+    assert type(layer).__name__ == "MultiPassPrimeEncoderLayer" and layer.self_attn.conv.kernel_sizes == [3, 5]
+    for overrides, fields in (
+        (dict(routing_pattern="c"), ("encoder_layer", "routing_pattern")),
+        (dict(normalize_before=True), ("encoder_layer", "normalize_before")),
+        (dict(encoder_layer=dict(type="prime", kernel_sizes=[3])), ("encoder_layer", "kernel_sizes")),
+        (dict(encoder_layer=dict(type="lstm")), ("encoder_layer",)),
+    ):
+        with pytest.raises(ValueError) as error:
+            tiny_model(**{"encoder_layer": dict(type="prime"), **overrides})
+        assert all(field in str(error.value) for field in fields), (overrides, str(error.value))

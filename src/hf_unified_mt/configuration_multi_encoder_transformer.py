@@ -12,6 +12,7 @@ import difflib
 from huggingface_hub.dataclasses import strict
 
 from .configuration_mt_common import ACTIVATIONS, MTConfig
+from .configuration_unified_transformer import PRIME_LAYER_OPTIONS, check_prime_layer_options
 
 
 # Expansion sizes of the Static Expansion layers (§3.1 of the paper): layer i has N_i = sizes[i mod len(sizes)] vectors.
@@ -25,7 +26,7 @@ BRANCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "convs2s": ("kernel_size", "conv_dim", "dropout"),
     "fnet": ("ffn_dim", "activation", "fft_length", "dropout"),
     # Composition: the Unified Transformer's Prime layers (Zhao et al.) as a branch.
-    "prime": ("use_convolution", "conv_kernel_sizes", "conv_weight_dropout"),
+    "prime": tuple(PRIME_LAYER_OPTIONS),
 }
 # The paper's letters (Tables 6-7): B = self-attention (the Base encoder), S, L, C, F; P = Prime (composition).
 BRANCH_LETTERS = {"self_attention": "B", "static_expansion": "S", "lstm": "L", "convs2s": "C", "fnet": "F",
@@ -119,7 +120,7 @@ class MultiEncoderTransformerConfig(MTConfig):
             "convs2s": dict(kernel_size=3, conv_dim=self.d_model, dropout=self.dropout),
             "fnet": dict(ffn_dim=self.encoder_ffn_dim, activation="gelu", fft_length=self.max_position_embeddings,
                          dropout=self.dropout),
-            "prime": dict(use_convolution=True, conv_kernel_sizes=[3, 15], conv_weight_dropout=0.1),
+            "prime": copy.deepcopy(PRIME_LAYER_OPTIONS),
         }[branch_type]
 
     @property
@@ -190,23 +191,7 @@ class MultiEncoderTransformerConfig(MTConfig):
             if spec["kernel_size"] % 2 == 0:
                 raise ValueError(f"{where}: `kernel_size` must be odd (centred convolution), got {spec['kernel_size']}")
         elif branch_type == "prime":
-            if self.normalize_before:
-                raise ValueError(
-                    f"{where} and `normalize_before=True` do not combine: Prime layers are post-norm (one LayerNorm "
-                    "per layer); use `normalize_before=False` or another branch type"
-                )
-            if not isinstance(spec["use_convolution"], bool):
-                raise ValueError(f"{where}: `use_convolution` must be a bool, got {spec['use_convolution']!r}")
-            sizes = spec["conv_kernel_sizes"]
-            if not isinstance(sizes, list) or not sizes or len(set(sizes)) != len(sizes) or any(
-                not isinstance(k, int) or isinstance(k, bool) or k <= 0 or k % 2 == 0 for k in sizes
-            ):
-                raise ValueError(
-                    f"{where}: `conv_kernel_sizes` must list distinct positive odd integers, got {sizes!r}"
-                )
-            rate = spec["conv_weight_dropout"]
-            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
-                raise ValueError(f"{where}: `conv_weight_dropout` must be in [0, 1), got {rate!r}")
+            check_prime_layer_options(where, spec, self.normalize_before)
         elif branch_type == "fnet":
             positive_int("ffn_dim")
             positive_int("fft_length")

@@ -2,15 +2,19 @@
 """Configuration of the Multi-Pass Transformer (Gao et al., "Multi-Pass Transformer for Machine
 Translation", MPT)."""
 
+import copy
+
 from huggingface_hub.dataclasses import strict
 
 from .configuration_mt_common import MTConfig, _check_positive
+from .configuration_unified_transformer import PRIME_LAYER_OPTIONS, check_prime_layer_options
 
 
 CONNECTION_TYPES = ("hard", "soft")
 ROUTING_PATTERNS = ("a", "b", "c", "d")
 TRAINING_OBJECTIVES = ("last", "sum", "random")
 SOFT_CONNECTION_INITS = ("uniform", "identity")
+ENCODER_LAYER_TYPES = ("transformer", "prime")
 
 
 @strict
@@ -25,6 +29,10 @@ class MultiPassTransformerConfig(MTConfig):
     0.1), two passes, hard connections [0, 1, ..., N-1], routing pattern (a). Besides the fields of [`MTConfig`]:
 
     Args:
+        encoder_layer (`dict`, *optional*): The layer the passes run: `{"type": "transformer"}` (default, the paper)
+            or, a composition, `{"type": "prime", ...}`: the Unified Transformer's Prime encoder layer (Zhao et al.;
+            options `use_convolution`, `conv_kernel_sizes`, `conv_weight_dropout`, defaults `True`, `[3, 15]`, 0.1).
+            A Prime layer has no state between its sublayers, so it takes routing pattern (a) only, and post-norm.
         num_passes (`int`): Passes P of the encoder stack (2 in the paper; 1 is a plain Transformer encoder).
         connection_type (`str`): `"hard"`: layer k of a pass receives the output of layer `hard_connections[k]` of the
             previous pass; `"soft"`: it receives sum_j alpha_kj S_j with alpha = softmax over learned logits, one row
@@ -65,8 +73,13 @@ class MultiPassTransformerConfig(MTConfig):
     training_objective: str = "last"
     inference_pass: int | None = None
     init_law: str = "fairseq"
+    encoder_layer: dict | None = None
 
     def __post_init__(self, **kwargs):
+        if self.encoder_layer is None:
+            self.encoder_layer = {"type": "transformer"}
+        elif isinstance(self.encoder_layer, dict) and self.encoder_layer.get("type") == "prime":
+            self.encoder_layer = {"type": "prime", **copy.deepcopy(PRIME_LAYER_OPTIONS), **self.encoder_layer}
         if self.hard_connections is None and self.connection_type == "hard":
             self.hard_connections = list(range(self.encoder_layers))  # the paper's default MPT, alpha = delta
         elif isinstance(self.hard_connections, tuple):  # e.g. straight from itertools.permutations
@@ -84,12 +97,32 @@ class MultiPassTransformerConfig(MTConfig):
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"`{name}` must be one of {allowed}, got {getattr(self, name)!r}")
+        self._validate_encoder_layer()
         if self.connection_type == "hard":
             check_permutation(self.hard_connections, self.encoder_layers)
         elif self.hard_connections is not None:
             raise ValueError("`hard_connections` is only used with `connection_type='hard'`; leave it unset for 'soft'")
         if self.inference_pass is not None:
             check_pass(self.inference_pass, self.num_passes, "inference_pass")
+
+    def _validate_encoder_layer(self) -> None:
+        layer = self.encoder_layer
+        if not isinstance(layer, dict) or layer.get("type") not in ENCODER_LAYER_TYPES:
+            raise ValueError(f"`encoder_layer` must be a dict with `type` in {ENCODER_LAYER_TYPES}, got {layer!r}")
+        allowed = {"type"} | (set(PRIME_LAYER_OPTIONS) if layer["type"] == "prime" else set())
+        unknown = sorted(set(layer) - allowed)
+        if unknown:
+            raise ValueError(
+                f"`encoder_layer` ({layer['type']}) has unknown options {unknown}; options: {sorted(allowed)}"
+            )
+        if layer["type"] == "prime":
+            check_prime_layer_options("`encoder_layer` (prime)", layer, self.normalize_before)
+            if self.routing_pattern != "a":
+                raise ValueError(
+                    f"`encoder_layer` (prime) and `routing_pattern={self.routing_pattern!r}` do not combine: patterns "
+                    "(b)-(d) route through the state between self-attention and FFN, which a Prime layer (parallel "
+                    "sublayers) does not have; use `routing_pattern='a'`"
+                )
 
 
 def check_permutation(connections, num_layers: int) -> None:

@@ -7,6 +7,33 @@ from huggingface_hub.dataclasses import strict
 from .configuration_mt_common import MTConfig, _check_probability
 
 
+# A Prime layer composed into another architecture (a Multi-Encoder branch, the Multi-Pass encoder): the options it
+# takes there, with their defaults; the other Prime options keep the Unified Transformer's defaults.
+PRIME_LAYER_OPTIONS = dict(use_convolution=True, conv_kernel_sizes=[3, 15], conv_weight_dropout=0.1)
+PRIME_LAYER_FIXED = dict(
+    shared_projection=True, input_dropout=0.0, mask_padding_before_conv=True, fuse_projections_for_inference=True
+)
+
+
+def check_prime_layer_options(where: str, options: dict, normalize_before: bool) -> None:
+    """Validates the options of a composed Prime layer (`PRIME_LAYER_OPTIONS`); `where` names the config field."""
+    if normalize_before:
+        raise ValueError(
+            f"{where} and `normalize_before=True` do not combine: Prime layers are post-norm (one LayerNorm per "
+            "layer); use `normalize_before=False` or Transformer layers"
+        )
+    if not isinstance(options["use_convolution"], bool):
+        raise ValueError(f"{where}: `use_convolution` must be a bool, got {options['use_convolution']!r}")
+    sizes = options["conv_kernel_sizes"]
+    if not isinstance(sizes, list) or not sizes or len(set(sizes)) != len(sizes) or any(
+        not isinstance(k, int) or isinstance(k, bool) or k <= 0 or k % 2 == 0 for k in sizes
+    ):
+        raise ValueError(f"{where}: `conv_kernel_sizes` must list distinct positive odd integers, got {sizes!r}")
+    rate = options["conv_weight_dropout"]
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+        raise ValueError(f"{where}: `conv_weight_dropout` must be in [0, 1), got {rate!r}")
+
+
 @strict
 class UnifiedTransformerConfig(MTConfig):
     r"""

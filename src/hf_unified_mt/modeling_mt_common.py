@@ -620,10 +620,14 @@ class MTEncoder(MTPreTrainedModel):
         embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.embed_tokens = ScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale)
         self.embed_positions = SinusoidalPositionalEmbedding(config.d_model)
-        self.layers = nn.ModuleList([self.layer_class(config, layer_idx=i) for i in range(config.encoder_layers)])
+        self.layers = nn.ModuleList([self.make_layer(config, i) for i in range(config.encoder_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.gradient_checkpointing = False
         self.post_init()
+
+    def make_layer(self, config: MTConfig, layer_idx: int) -> nn.Module:
+        """Layer `layer_idx` of the stack: `layer_class`, unless the config composes another layer type."""
+        return self.layer_class(config, layer_idx=layer_idx)
 
     def embed(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
         if (input_ids is None) == (inputs_embeds is None):

@@ -13,6 +13,7 @@ Fourier transform see zeros at padded positions (the transform over a fixed leng
 distributes only real tokens over its expansion vectors.
 """
 
+import copy
 import math
 
 import torch
@@ -30,6 +31,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
+from .configuration_unified_transformer import PRIME_LAYER_FIXED, PRIME_LAYER_OPTIONS
 from .modeling_mt_common import (
     EncoderHiddenStates,
     LayerConfig,
@@ -391,20 +393,9 @@ class PrimeBranch(EncoderBranch):
     spec's convolution options over the model's config."""
 
     def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
-        layer_config = LayerConfig(
-            config,
-            use_convolution=spec["use_convolution"],
-            conv_kernel_sizes=list(spec["conv_kernel_sizes"]),
-            conv_weight_dropout=spec["conv_weight_dropout"],
-            **PRIME_LAYER_DEFAULTS,
-        )
+        options = {name: copy.deepcopy(spec[name]) for name in PRIME_LAYER_OPTIONS}
+        layer_config = LayerConfig(config, **options, **PRIME_LAYER_FIXED)
         super().__init__([UnifiedTransformerEncoderLayer(layer_config, layer_idx=i) for i in range(spec["layers"])])
-
-
-# The Prime options a branch does not expose: the Unified Transformer's defaults.
-PRIME_LAYER_DEFAULTS = dict(
-    shared_projection=True, input_dropout=0.0, mask_padding_before_conv=True, fuse_projections_for_inference=True
-)
 
 
 BRANCH_CLASSES: dict[str, type[EncoderBranch]] = {

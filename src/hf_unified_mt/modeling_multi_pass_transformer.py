@@ -16,6 +16,7 @@ text (the repository's docs/architectures.md §5 discusses its readings). The la
 `MTDecoderLayer`; only the passes, the connections and the training objectives are defined here.
 """
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -37,8 +38,10 @@ from transformers.utils.output_capturing import (
 )
 
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig, check_pass
+from .configuration_unified_transformer import PRIME_LAYER_FIXED, PRIME_LAYER_OPTIONS
 from .modeling_mt_common import (
     EncoderHiddenStates,
+    LayerConfig,
     MTAttention,
     MTDecoder,
     MTDecoderLayer,
@@ -49,6 +52,7 @@ from .modeling_mt_common import (
     MTPreTrainedModel,
     accepts_past_key_values,
 )
+from .modeling_unified_transformer import UnifiedTransformerEncoderLayer
 
 
 logger = logging.get_logger(__name__)
@@ -145,6 +149,25 @@ class MultiPassEncoderLayer(MTEncoderLayer):
         return self.ffn_sublayer(mid, self.ffn), mid  # Eq. (3)
 
 
+class MultiPassPrimeEncoderLayer(UnifiedTransformerEncoderLayer):
+    """Composition: the Unified Transformer's Prime encoder layer (Eq. 4 of Zhao et al.) run by the passes, with the
+    connection c_k added to its input (routing pattern (a), Eq. 6 of Gao et al.). Returns `(output, output)`: a Prime
+    layer has no state between sublayers, so there is no S^mid."""
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        connection: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if connection is not None:
+            hidden_states = hidden_states + connection
+        output = super().forward(hidden_states, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs)
+        return output, output
+
+
 class MultiPassConnections(nn.Module):
     """The connections c_0..c_{N-1} into the layers of a pass, from the features S_0..S_{N-1} of the previous pass.
 
@@ -199,7 +222,10 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
     """Embeddings, then the shared stack of `encoder_layers` layers run for up to `num_passes` passes."""
 
     layer_class = MultiPassEncoderLayer
-    _can_record_outputs = {"hidden_states": EncoderHiddenStates(MultiPassEncoderLayer), "attentions": MTAttention}
+    _can_record_outputs = {
+        "hidden_states": EncoderHiddenStates(MultiPassEncoderLayer, MultiPassPrimeEncoderLayer),
+        "attentions": MTAttention,
+    }
 
     def __init__(self, config: MultiPassTransformerConfig):
         super().__init__(config)
@@ -207,6 +233,12 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
         self.connections = MultiPassConnections(config) if config.num_passes > 1 else None
         self.connect_from_mid = config.routing_pattern in ("c", "d")  # Figure 4: S^mid instead of S^out
         self.post_init()
+
+    def make_layer(self, config: MultiPassTransformerConfig, layer_idx: int) -> nn.Module:
+        if config.encoder_layer["type"] == "prime":
+            options = {name: copy.deepcopy(config.encoder_layer[name]) for name in PRIME_LAYER_OPTIONS}
+            return MultiPassPrimeEncoderLayer(LayerConfig(config, **options, **PRIME_LAYER_FIXED), layer_idx)
+        return super().make_layer(config, layer_idx)
 
     def extra_repr(self) -> str:
         config = self.config

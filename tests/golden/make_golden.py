@@ -72,6 +72,15 @@ CONFIGS = {
     "mpt-hard": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1])),
     "mpt-soft": ("multi_pass_transformer", "tiny", dict(num_passes=2, connection_type="soft")),
     "mpt-default-init": ("multi_pass_transformer", "tiny", dict(num_passes=2, linear_init="default")),
+    # compositions
+    "unified-dsinit": ("unified_transformer", "tiny", dict(init_law="ds_init", conv_weight_dropout=0.0)),
+    "mute-normal": ("multi_unit_transformer", "tiny", dict(init_law="normal")),
+    "multi-encoder-prime": ("multi_encoder_transformer", "tiny-prime-dual", dict(encoder_branches=[
+        dict(type="self_attention", layers=2), dict(type="prime", layers=2, conv_kernel_sizes=[3, 5],
+                                                    conv_weight_dropout=0.0)])),
+    "mpt-prime": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1],
+                                                         encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5],
+                                                                            conv_weight_dropout=0.0))),
 }
 
 
