@@ -33,6 +33,8 @@ TINY_SLICE = ["--size", "tiny", "--max_steps", "4", "--eval_every", "2", "--save
               "--bootstrap_samples", "20", "--threads", "1", "--seeds", "1", "--only", "004-p1"]
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_one_run_resume_and_report_from_files(tmp_path, capsys):
     argv = TINY_SLICE + ["--results_dir", str(tmp_path / "results"), "--output_dir", str(tmp_path / "out")]
     study.main(argv)
