@@ -33,6 +33,8 @@ TINY_SLICE = ["--size", "tiny", "--max_steps", "4", "--eval_every", "2", "--save
               "--bootstrap_samples", "20", "--threads", "1", "--seeds", "1", "--only", "004-p1"]
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_one_run_resume_and_report_from_files(tmp_path, capsys):
     argv = TINY_SLICE + ["--results_dir", str(tmp_path / "results"), "--output_dir", str(tmp_path / "out")]
     study.main(argv)
@@ -315,3 +317,43 @@ def test_the_committed_runs_are_recognised_as_finished(size):
     for record in records:
         expected = study.recipe(study.arm_settings(args, study.ARMS_BY_KEY[record["arm"]]))
         assert study.recorded_recipe(record) == expected, record["run"]
+
+
+@pytest.mark.parametrize("size", ["small", "base"])
+def test_the_study_document_shows_the_tables_of_the_committed_summary(size):
+    """docs/ablation_study.md holds, between its markers, exactly what `--report_only` writes from `summary.json`:
+    the numbers in the document cannot drift from the result files."""
+    args = study.parse_args(["--size", size])
+    assert args.report_doc == study.REPORT_DOC == ROOT / "docs" / "ablation_study.md"
+    summary = json.loads((args.results_dir / "summary.json").read_text(encoding="utf-8"))
+    committed = study.generated_block(study.REPORT_DOC.read_text(encoding="utf-8"), size)
+    assert committed is not None, f"docs/ablation_study.md lacks the generated block of size {size}"
+    assert committed == study.report_block(summary, args.results_dir, study.REPORT_DOC)
+    assert "](../benchmarks/results/" in committed  # the figure, linked from docs/
+    # ... and `summary.json` is what the committed runs give: every run of every arm is counted.
+    runs = sorted((args.results_dir / "runs").glob("*.json"))
+    counted = {(row["arm"], seed) for row in summary["arms"] for seed in row["seeds"]}
+    for path in runs:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        assert (record["arm"], record["seed"]) in counted, path.name
+
+
+def test_the_report_rebuilds_only_its_block_of_the_document(tmp_path, capsys):
+    doc = tmp_path / "study.md"
+    begin, end = study.report_markers("small")
+    base_begin, base_end = study.report_markers("base")
+    doc.write_text(f"# Study\n\nnarrative\n\n{begin}\nold table\n{end}\n\nmore narrative\n\n{base_begin}\nbase\n"
+                   f"{base_end}\n", encoding="utf-8")
+    assert study.update_report_doc(doc, "small", "| new | table |\n")
+    assert doc.read_text(encoding="utf-8") == (f"# Study\n\nnarrative\n\n{begin}\n| new | table |\n{end}\n\nmore "
+                                               f"narrative\n\n{base_begin}\nbase\n{base_end}\n")
+    assert study.generated_block(doc.read_text(encoding="utf-8"), "base") == "base\n"
+    # A document without the markers is left alone, and the report says so.
+    plain = tmp_path / "plain.md"
+    plain.write_text("text\n", encoding="utf-8")
+    assert not study.update_report_doc(plain, "small", "| t |\n")
+    assert plain.read_text(encoding="utf-8") == "text\n" and "has no generated block" in capsys.readouterr().out
+    # Results elsewhere (tests, other folders) never rewrite the repository's document unless asked to.
+    assert study.parse_args(["--size", "tiny"]).report_doc is None
+    assert study.parse_args(["--results_dir", str(tmp_path)]).report_doc is None
+    assert study.parse_args(["--results_dir", str(tmp_path), "--report_doc", str(doc)]).report_doc == doc

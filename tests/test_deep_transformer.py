@@ -353,6 +353,7 @@ def test_deep_post_norm_gradients_vanish_in_lower_layers_without_ds_init_and_not
     assert len(vanilla["blocks"]) == 12 * 2 + 12 * 3
 
 
+@pytest.mark.e2e
 def test_gradient_diagnostics_command_on_the_real_corpus(diagnostics, tmp_path, capsys):
     report = diagnostics.main([
         "--models", "tiny:encoder_layers=3,decoder_layers=3,ds_init=false", "tiny:encoder_layers=3,decoder_layers=3",

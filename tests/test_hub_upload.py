@@ -128,6 +128,7 @@ def test_dry_run_folder_holds_model_code_tokenizer_pipeline_and_card(built):
         assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_translation.TranslationPipeline"
 
 
+@pytest.mark.subprocess
 def test_dry_run_folders_load_and_translate_without_the_package(built, tmp_path):
     """AutoModelForSeq2SeqLM and pipeline("translation") from each Hub folder, in a process where hf_unified_mt
     cannot be imported, give the same translations as the model in this process."""
@@ -289,6 +290,7 @@ def test_missing_files_and_broken_checkpoints_are_named(built, tmp_path):
     assert (tmp_path / "out" / "notes.txt").read_text() == "keep me"
 
 
+@pytest.mark.subprocess
 def test_without_a_token_the_command_stops_before_any_work(tmp_path):
     home = tmp_path / "hf_home"
     home.mkdir()

@@ -557,6 +557,7 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
 SENTENCES = ["hola mundo", "el gato ve al perro en la casa grande"]
 
 
+@pytest.mark.subprocess
 def test_remote_code_without_the_package_generates_identically_and_installs_no_global_hooks(tmp_path):
     """Every variant's trained checkpoint (with a tokenizer), loaded where `hf_unified_mt` cannot be imported, in one
     fresh interpreter (each start costs seconds): refused without `trust_remote_code`; with it, the class comes from

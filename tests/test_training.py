@@ -103,6 +103,8 @@ def trained(tmp_path_factory):
     return output_dir, result.stdout
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_end_to_end_run_writes_a_reloadable_checkpoint(trained):
     output_dir, stdout = trained
     for name in (
@@ -150,6 +152,8 @@ def test_end_to_end_run_writes_a_reloadable_checkpoint(trained):
     assert results["arch"] == "marian" and results["vocab_size"] == len(tokenizer) == 500
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_resumed_run_continues_the_same_loss_curve(tmp_path):
     """Train 12 steps (8 batches per epoch) saving at step 9; resume a copy of checkpoint-9 to step 12 (past a newer,
     half-written checkpoint)."""
@@ -232,6 +236,9 @@ train.main(sys.argv[3:], callbacks=[Recorder()])
 '''
 
 
+@pytest.mark.distributed
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_two_process_distributed_training_keeps_ranks_identical(tmp_path):
     script = tmp_path / "launch_train.py"
     script.write_text(RECORDER)
@@ -300,6 +307,8 @@ def test_two_process_distributed_training_keeps_ranks_identical(tmp_path):
     assert "BLEU = " in result.stdout
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_average_checkpoints(trained, tmp_path):
     output_dir, _ = trained
     average_checkpoints = load_script("average_checkpoints")
@@ -321,6 +330,8 @@ def test_average_checkpoints(trained, tmp_path):
     assert len(translate(model, tokenizer, ["Y dijo Dios.", ""], max_new_tokens=5)) == 2
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_translate_and_evaluate_scripts(trained, tmp_path, monkeypatch, capsys):
     import io
 
@@ -373,6 +384,8 @@ def test_translate_and_evaluate_scripts(trained, tmp_path, monkeypatch, capsys):
     assert "BLEU = " in printed and "chrF = " in printed and "BLEU by source length" in printed
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_without_generation_in_evaluation_the_test_split_is_still_translated(tmp_path):
     """--predict_with_generate False: evaluation reports the loss (and selects checkpoints by it), the test scores are
     still BLEU/chrF of generated translations. A model of this package smooths its own loss: the run records the
@@ -392,6 +405,8 @@ def test_without_generation_in_evaluation_the_test_split_is_still_translated(tmp
     assert results["training_arguments"]["label_smoothing_factor"] == 0.1
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_main_command_shape_runs_without_warnings_and_shows_the_time_budget(tmp_path):
     """The README's main command in miniature (a package model, a large max_steps that a time budget ends first,
     one evaluation at the end, best-checkpoint loading, test prediction over several batches, samples, the progress
