@@ -79,7 +79,7 @@ class MTConfig(PreTrainedConfig):
         label_smoothing (`float`): Label smoothing of the cross-entropy the model computes when given `labels`.
             Prefer it to the Trainer's `label_smoothing_factor`: that option takes the labels away from the model,
             which then cannot add loss terms of its own (MUTE's AutoShuffle penalty, MPT's sum over passes).
-            `training/train.py` moves `--label_smoothing_factor` here.
+            The package's training script moves the Trainer's `--label_smoothing_factor` here.
         layer_types (`list[str]`, *optional*): One cache-layer type per decoder layer; filled automatically.
     """
 

@@ -78,11 +78,10 @@ class MultiEncoderTransformerConfig(MTConfig):
         encoder_layers (`int`): Default depth of a branch spec without `layers`.
         init_law (`str`): Law of the linear layers (self-attention, FFN, Static Expansion projections, decoder; see
             [`MTConfig`]): `"pytorch"` by default, the package's shared law, or `"xavier"`, the Transformer
-            initialisation the paper adopts (its presets `base`/`lowres-` use it). Deviation, measured: with Xavier a
-            post-norm model of the `small` preset stays on the unigram plateau for the first ~800 updates of a short
-            CPU schedule (loss 6.45 at update 800 on the Bible corpus, lr 1e-3, warmup 200) while the shared law
-            learns like MarianMT; with the paper's long schedules either works. The ConvS2S, LSTM and expansion-vector
-            laws do not change. `linear_init="default"/"xavier"` of earlier releases is read as `init_law`.
+            initialisation the paper adopts (its presets `base`/`lowres-` use it). Deviation: with Xavier a post-norm
+            model of the `small` preset stays on the unigram plateau much longer in short schedules, so `small` uses
+            the shared law; with the paper's long schedules either works. The ConvS2S, LSTM and expansion-vector laws
+            do not change. `linear_init="default"/"xavier"` of earlier releases is read as `init_law`.
     """
 
     model_type = "multi_encoder_transformer"

@@ -59,7 +59,7 @@ class MultiPassTransformerConfig(MTConfig):
             a cheaper translation from the same weights.
         init_law (`str`): `"fairseq"` by default, fairseq's Transformer initialisation, which the paper trained with
             (see [`MTConfig`]), or `"pytorch"`, the package's shared law. The two give one network the same function
-            at different starting points; on short CPU schedules the shared law learns faster (the ablation study).
+            at different starting points.
             `linear_init="fairseq"/"default"` of earlier releases is read as `init_law="fairseq"/"pytorch"`.
     """
 

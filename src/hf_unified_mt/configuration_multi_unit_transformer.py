@@ -36,7 +36,7 @@ class MultiUnitTransformerConfig(MTConfig):
         num_units (`int`): Parallel units per encoder layer (I).
         batched_units (`bool`): Compute the I units as batched tensor operations over stacked weights (one
             batched matmul per projection). False runs a Python loop over the units with the same weights; same
-            outputs, kept for the speed comparison in `benchmarks/multi_unit_speed.py`.
+            outputs, kept for speed comparisons.
         relative_attention_max_distance (`int`): Clipping distance k of the relative position representations; one
             table of 2k+1 vectors of size d_model/heads per attention module, shared by keys and values and by the
             heads (the authors' code).

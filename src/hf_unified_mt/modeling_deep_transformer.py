@@ -13,7 +13,7 @@ The encoder is the standard post-norm (or pre-norm) Transformer encoder of the s
   the layer's `StatefulDecoderCacheLayer`.
 
 Equations follow the paper and, where the two differ, the authors' released code; deliberate deviations are marked
-"Deviation" (the repository's docs/architectures.md §2 has the longer derivations).
+"Deviation" (the package documentation's architecture notes, §2, have the longer derivations).
 """
 
 

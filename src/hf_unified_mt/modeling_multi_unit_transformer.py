@@ -8,7 +8,7 @@ a differently corrupted input (Biased MUTE, Eq. 11-12), and the unit outputs can
 accumulated (Sequentially Biased MUTE with AutoShuffle, Eq. 13-20). The decoder is a standard pre-norm Transformer
 decoder. The encoder units' and the decoder's self-attention use relative position representations (Shaw et al. 2018);
 absolute sinusoidal positions are kept. Equations follow the authors' released code where it differs from the
-paper's text; deliberate deviations are marked "Deviation" (the repository's docs/architectures.md §3).
+paper's text; deliberate deviations are marked "Deviation" (the package documentation's architecture notes, §3).
 
 Attention with relative positions is computed explicitly here ("eager") whatever `config._attn_implementation` says:
 the sdpa / flash / flex kernels cannot add the relative terms to the scores and to the values. Cross-attention goes

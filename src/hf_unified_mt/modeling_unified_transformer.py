@@ -4,7 +4,7 @@
 Every layer is a *Prime* unit: self-attention, a dynamic depthwise convolution and the position-wise FFN (plus
 cross-attention in the decoder) read the same input in parallel and are summed onto one residual, followed by a
 single post-LayerNorm. Equations follow the authors' released code where it differs from the paper's text;
-deliberate deviations are marked "Deviation" (the repository's docs/architectures.md §1 has the longer derivations).
+deliberate deviations are marked "Deviation" (the package documentation's architecture notes, §1, have the longer derivations).
 """
 
 import torch
@@ -56,9 +56,8 @@ class PrimeDynamicConvolution(nn.Module):
         )
         # Eq. (7): alpha_i, one learned scalar per cell, initialised equal.
         self.kernel_gate = nn.Parameter(torch.full((len(self.kernel_sizes),), 0.5))
-        # Up to this length the convolution is one band-matrix matmul, beyond it a sum over sliding windows: the same
-        # result, and each the faster form on its side (a training step at T = 30 runs ~9x faster as a band than as
-        # windows on CPU; the two meet near T = 500; see benchmarks/speed_vs_marian.py).
+        # Up to this length the convolution is one band-matrix matmul (O(T·(T+K)) work in one kernel call), beyond it
+        # a sum over sliding windows (O(T·K) work): the same result, and each the faster form on its side.
         self.band_max_length = 256
 
     def extra_repr(self) -> str:
