@@ -12,8 +12,9 @@ connection c_k built from the layer outputs of the previous pass (the "inner" la
 
 The decoder is a standard Transformer decoder reading the last pass, or any earlier pass the caller chooses
 (`encoder_pass=`), which then costs only that many passes. No code was released; the equations follow the paper's
-text (the package documentation's architecture notes, §5, discuss its readings). The layers are the shared `MTEncoderLayer` /
-`MTDecoderLayer`; only the passes, the connections and the training objectives are defined here.
+text (the package documentation's architecture notes, §5, discuss its readings). The layers are the shared
+`MTEncoderLayer` / `MTDecoderLayer` (or, composed, Prime layers); only the passes, the connections and the training
+objectives are defined here.
 """
 
 import copy
@@ -475,8 +476,8 @@ class MultiPassTransformerForConditionalGeneration(
             logger.warning_once(
                 "training_objective='sum' needs `labels` in the model call to sum the losses of all passes; without "
                 "them only the last pass is trained. With the Trainer, smooth labels with `config.label_smoothing` "
-                "(the package's training script moves --label_smoothing_factor there), not with `label_smoothing_factor`, which "
-                "takes the labels away from the model."
+                "(the package's training script moves --label_smoothing_factor there), not with "
+                "`label_smoothing_factor`, which takes the labels away from the model."
             )
         if not sum_over_passes:
             return super().forward(

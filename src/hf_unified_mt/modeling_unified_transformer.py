@@ -4,7 +4,8 @@
 Every layer is a *Prime* unit: self-attention, a dynamic depthwise convolution and the position-wise FFN (plus
 cross-attention in the decoder) read the same input in parallel and are summed onto one residual, followed by a
 single post-LayerNorm. Equations follow the authors' released code where it differs from the paper's text;
-deliberate deviations are marked "Deviation" (the package documentation's architecture notes, §1, have the longer derivations).
+deliberate deviations are marked "Deviation" (the package documentation's architecture notes, §1, have the longer
+derivations).
 """
 
 import torch
