@@ -76,6 +76,10 @@ VARIANTS = {
                                                          encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5],
                                                                             conv_weight_dropout=0.0))),
     "unified-prime-dsinit": ("unified_transformer", "tiny", dict(conv_weight_dropout=0.0, init_law="ds_init")),
+    # decoder variants of paper 001 across architectures, and its variant 6 (merged sublayer with self-attention)
+    "deep-merged-self": ("deep_transformer", "tiny", dict(decoder_attention_type="merged_self")),
+    "mute-merged": ("multi_unit_transformer", "tiny", dict(decoder_attention_type="merged")),
+    "multi-encoder-aan": ("multi_encoder_transformer", "tiny-dual", dict(decoder_attention_type="aan")),
 }
 
 _MODELS = {}
@@ -471,7 +475,7 @@ def test_cache_layers_can_be_inspected_layer_by_layer(name):
         head_dim = config.d_model // config.decoder_attention_heads
         layers = config.decoder_layers
         assert len(cache.self_attention_cache.layers) == len(cache.cross_attention_cache.layers) == layers
-        keyless = config.model_type == "deep_transformer" and config.decoder_attention_type != "self"
+        keyless = config.decoder_attention_type in ("aan", "merged")
         for layer in cache.self_attention_cache.layers:
             assert isinstance(layer.keys, torch.Tensor) and isinstance(layer.values, torch.Tensor)
             # [batch, heads, positions, head_dim]; layers without self-attention keys (average attention, merged
@@ -544,9 +548,12 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
     model = AutoModelForSeq2SeqLM.from_config(config)
     model.save_pretrained(tmp_path)
     saved = {path.name for path in tmp_path.glob("*.py")}
-    # The Multi-Encoder and the Multi-Pass Transformer compose Prime layers (paper 000): they carry their files.
-    prime_files = {"modeling_unified_transformer.py", "configuration_unified_transformer.py"}
-    composed = {"multi_encoder_transformer": prime_files, "multi_pass_transformer": prime_files}
+    # Compositions carry the files of the papers they compose: Prime layers (paper 000) in the Multi-Encoder and the
+    # Multi-Pass encoder, paper 001's decoder variants in every architecture with a Transformer-style decoder.
+    prime = {"modeling_unified_transformer.py", "configuration_unified_transformer.py"}
+    deep = {"modeling_deep_transformer.py", "configuration_deep_transformer.py"}
+    composed = {"multi_encoder_transformer": prime | deep, "multi_pass_transformer": prime | deep,
+                "multi_unit_transformer": deep}
     assert saved == {f"modeling_{arch}.py", f"configuration_{arch}.py", *COMMON_CODE_FILES, *composed.get(arch, ())}
     assert not list(tmp_path.glob("**/training/*.py"))
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, trust_remote_code=True)
@@ -654,7 +661,9 @@ def expected_in_repr(config) -> list[str]:
             shown += [f"kernel_sizes={list(config.conv_kernel_sizes)}", "convolution_projection=shared"]
     elif config.model_type == "multi_unit_transformer":
         combination = "sequential" if config.use_sequential_dependency else "weighted sum"
-        shown += [f"units={config.num_units}, pre-norm, combination={combination}", "relative_max_distance="]
+        shown.append(f"units={config.num_units}, pre-norm, combination={combination}")
+        if config.decoder_attention_type == "self":  # the paper's decoder: relative-position self-attention
+            shown.append("relative_max_distance=")
         if config.use_bias_module:
             shown.append(f"noise_types={list(config.unit_noise_types)}")
     elif config.model_type == "multi_pass_transformer":

@@ -7,9 +7,6 @@ from huggingface_hub.dataclasses import strict
 from .configuration_mt_common import MTConfig
 
 
-DECODER_ATTENTION_TYPES = ("self", "aan", "merged")
-
-
 @strict
 class DeepTransformerConfig(MTConfig):
     r"""
@@ -22,16 +19,7 @@ class DeepTransformerConfig(MTConfig):
     Besides the fields of [`MTConfig`]:
 
     Args:
-        decoder_attention_type (`str`): The decoder's self-attention sublayer:
-            `"self"`: standard causal multi-head self-attention, followed by cross-attention and FFN (Eq. 6-8);
-            `"aan"`: the original average attention network (Zhang et al. 2018): cumulative average of the layer input,
-            optional FFN, input/forget gates, followed by cross-attention and FFN;
-            `"merged"`: MAtt (Eq. 16-17): a simplified AAN (the average of the cross-attention's value projection of the
-            input, no gate, no FFN) added to the cross-attention before their shared output projection, followed by
-            the FFN. Zero parameters beyond the cross-attention's.
-        aan_use_ffn (`bool`): With `decoder_attention_type="aan"`, pass the average through an FFN of width
-            `decoder_ffn_dim` before the gate (the AAN paper's form; its released code and the author's advice leave it
-            out, which is the default).
+        decoder_attention_type (`str`): `"merged"` by default (MAtt, Eq. 16-17); the variants are in [`MTConfig`].
         init_law (`str`): `"ds_init"` by default: every weight matrix of encoder layer l and of decoder layer l
             (l = 1..L counted separately in each stack) is drawn from U(±γ·s(l)), γ = sqrt(6 / (fan_in + fan_out))
             (Eq. 15; `ds_init_mode`, `ds_init_alpha`); `"xavier"` is the paper's baseline (s = 1). Self-attention
@@ -54,22 +42,8 @@ class DeepTransformerConfig(MTConfig):
     activation_dropout: float | int = 0.1  # relu_dropout of the authors' toolkit
     share_encoder_decoder_embeddings: bool = False  # §7.2: target embedding tied to the softmax, not to the source
     decoder_attention_type: str = "merged"
-    aan_use_ffn: bool = False
     init_law: str = "ds_init"
     init_fused_qkv: bool = True
-
-    def validate_architecture_options(self):
-        super().validate_architecture_options()
-        if self.decoder_attention_type not in DECODER_ATTENTION_TYPES:
-            raise ValueError(
-                f"`decoder_attention_type` must be one of {DECODER_ATTENTION_TYPES}, "
-                f"got {self.decoder_attention_type!r}"
-            )
-        if self.aan_use_ffn and self.decoder_attention_type != "aan":
-            raise ValueError(
-                "`aan_use_ffn=True` only applies to `decoder_attention_type='aan'` "
-                f"(got {self.decoder_attention_type!r})"
-            )
 
 
 __all__ = ["DeepTransformerConfig"]

@@ -25,6 +25,8 @@ ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish", "tanh")
 # The initialisation laws of the weight matrices (`init_law`); `modeling_mt_common.init_matrix_` implements them.
 INIT_LAWS = ("pytorch", "xavier", "fairseq", "ds_init", "normal", "km")
 DS_INIT_MODES = ("paper", "released_code")
+# The decoder's first sublayer (Zhang et al. 2019, paper 001), for every architecture with a Transformer-style decoder.
+DECODER_ATTENTION_TYPES = ("self", "aan", "merged", "merged_self")
 # Options of earlier releases that chose the law, read as `init_law` (checkpoints saved with them load unchanged).
 LEGACY_INIT_OPTIONS = {
     "ds_init": {True: "ds_init", False: "xavier"},  # the Deep Transformer's switch
@@ -80,6 +82,17 @@ class MTConfig(PreTrainedConfig):
             Prefer it to the Trainer's `label_smoothing_factor`: that option takes the labels away from the model,
             which then cannot add loss terms of its own (MUTE's AutoShuffle penalty, MPT's sum over passes).
             The package's training script moves the Trainer's `--label_smoothing_factor` here.
+        decoder_attention_type (`str`): The decoder's self-attention sublayer (the variants of Zhang et al. 2019):
+            `"self"`: the architecture's own decoder layer (causal self-attention, cross-attention, FFN; Eq. 6-8);
+            `"aan"`: the original average attention network (Zhang et al. 2018): cumulative average of the layer input,
+            optional FFN, input/forget gates, followed by cross-attention and FFN;
+            `"merged"`: MAtt (Eq. 16-17): a simplified AAN (the average of the cross-attention's value projection of the
+            input, no gate, no FFN) added to the cross-attention before their shared output projection, then the FFN;
+            `"merged_self"`: Table 3's variant 6, "MAtt with self-attention": causal self-attention and
+            cross-attention summed in one residual sublayer, then the FFN. Each attention keeps its own projections
+            (the variant has the baseline's parameter count).
+        aan_use_ffn (`bool`): With `decoder_attention_type="aan"`, pass the average through an FFN of width
+            `decoder_ffn_dim` before the gate (the AAN paper's form; its released code leaves it out, the default).
         layer_types (`list[str]`, *optional*): One cache-layer type per decoder layer; filled automatically.
     """
 
@@ -115,6 +128,8 @@ class MTConfig(PreTrainedConfig):
     ds_init_mode: str = "paper"
     ds_init_alpha: float | int = 1.0
     init_fused_qkv: bool = False
+    decoder_attention_type: str = "self"
+    aan_use_ffn: bool = False
     label_smoothing: float | int = 0.0
     layer_types: list[str] | None = None
     use_cache: bool = True
@@ -186,6 +201,16 @@ class MTConfig(PreTrainedConfig):
                 raise ValueError(f"`d_model` ({self.d_model}) must be divisible by `{name}` ({getattr(self, name)})")
         for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
             _check_probability(self, name)
+        if self.decoder_attention_type not in DECODER_ATTENTION_TYPES:
+            raise ValueError(
+                f"`decoder_attention_type` must be one of {DECODER_ATTENTION_TYPES}, "
+                f"got {self.decoder_attention_type!r}"
+            )
+        if self.aan_use_ffn and self.decoder_attention_type != "aan":
+            raise ValueError(
+                "`aan_use_ffn=True` only applies to `decoder_attention_type='aan'` "
+                f"(got {self.decoder_attention_type!r})"
+            )
         if self.init_law not in INIT_LAWS:
             raise ValueError(f"`init_law` must be one of {INIT_LAWS}, got {self.init_law!r}")
         if self.ds_init_mode not in DS_INIT_MODES:

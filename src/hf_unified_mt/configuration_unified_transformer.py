@@ -89,6 +89,12 @@ class UnifiedTransformerConfig(MTConfig):
         super().validate_architecture_options()
         if self.normalize_before:
             raise ValueError("`normalize_before` must be False: Prime layers are post-norm (one LayerNorm per layer)")
+        if self.decoder_attention_type != "self":
+            raise ValueError(
+                f"`decoder_attention_type={self.decoder_attention_type!r}` does not combine with the Unified "
+                "Transformer: its Prime decoder layer runs self-attention, convolution, cross-attention and FFN in "
+                "parallel, with no separate self-attention sublayer to replace; use 'self'"
+            )
         for name in ("conv_weight_dropout", "input_dropout"):
             _check_probability(self, name)
         if self.use_convolution:

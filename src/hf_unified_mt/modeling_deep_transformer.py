@@ -28,6 +28,7 @@ from transformers.utils.output_capturing import OutputRecorder
 
 from .cache_mt import StatefulDecoderCacheLayer
 from .configuration_deep_transformer import DeepTransformerConfig
+from .configuration_mt_common import MTConfig
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
@@ -279,17 +280,79 @@ class MergedAttentionDecoderLayer(GradientCheckpointingLayer):
         return self.ffn_sublayer(hidden_states, self.ffn)
 
 
+class MergedSelfAttentionDecoderLayer(GradientCheckpointingLayer):
+    """Table 3, variant 6 of Zhang et al. 2019, "MAtt with self-attention": the merged sublayer with ordinary causal
+    self-attention in place of the simplified AAN, S̄ = LN(S + Drop(SelfAtt(S) + ATT(S, H^L))), then the FFN sublayer.
+    It separates the cost of merging the sublayers from the cost of averaging. Each attention keeps its own
+    projections (our reading: the variant has the baseline's 72.3M parameters, so no projection is shared)."""
+
+    def __init__(self, config: MTConfig, layer_idx: int):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = MTAttention(config, heads, is_causal=True, layer_idx=layer_idx)
+        self.encoder_attn = MTAttention(config, heads, layer_idx=layer_idx)
+        self.merged_sublayer = ResidualSublayer(config)
+        self.ffn = MTFeedForward(config, config.decoder_ffn_dim)
+        self.ffn_sublayer = ResidualSublayer(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        def merged(inputs: torch.Tensor) -> torch.Tensor:
+            own = self.self_attn(inputs, cache=cache, attention_mask=attention_mask, **kwargs)[0]
+            cross = self.encoder_attn(
+                inputs, key_value_states=encoder_hidden_states, cache=cache, attention_mask=encoder_attention_mask,
+                **kwargs,
+            )[0]
+            return own + cross
+
+        hidden_states = self.merged_sublayer(hidden_states, merged)
+        return self.ffn_sublayer(hidden_states, self.ffn)
+
+
 DECODER_LAYER_CLASSES = {
     "self": MTDecoderLayer,
     "aan": AverageAttentionDecoderLayer,
     "merged": MergedAttentionDecoderLayer,
+    "merged_self": MergedSelfAttentionDecoderLayer,
 }
+
+
+def decoder_layer_class(config: MTConfig, standard: type[nn.Module] = MTDecoderLayer) -> type[nn.Module]:
+    """The decoder layer of `config.decoder_attention_type`: the architecture's `standard` layer for `"self"`, else
+    paper 001's variant. Every architecture with a Transformer-style decoder composes them through this."""
+    if config.decoder_attention_type == "self":
+        return standard
+    return DECODER_LAYER_CLASSES[config.decoder_attention_type]
+
+
+def decoder_recorders(standard: type[nn.Module] = MTDecoderLayer) -> dict:
+    """`_can_record_outputs` of a decoder whose layers may be any variant (the architecture's `standard` layer, whose
+    self-attention is an `MTAttention`, or paper 001's): the states of every layer class, and one self-attention map
+    per layer (AAN and MAtt give their uniform prefix average M_a, `prefix_average_weights`)."""
+    return {
+        "hidden_states": [standard, *(cls for cls in DECODER_LAYER_CLASSES.values() if cls is not MTDecoderLayer)],
+        "attentions": [
+            OutputRecorder(MTAttention, index=1, layer_name="self_attn"),
+            OutputRecorder(AAN, index=1),
+            OutputRecorder(MergedAttention, index=2),
+        ],
+        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
+    }
 
 
 class DeepTransformerPreTrainedModel(MTPreTrainedModel):
     config: DeepTransformerConfig
     _no_split_modules = [
-        "MTEncoderLayer", "MTDecoderLayer", "AverageAttentionDecoderLayer", "MergedAttentionDecoderLayer"
+        "MTEncoderLayer", "MTDecoderLayer", "AverageAttentionDecoderLayer", "MergedAttentionDecoderLayer",
+        "MergedSelfAttentionDecoderLayer",
     ]
 
 
@@ -299,21 +362,11 @@ class DeepTransformerEncoder(DeepTransformerPreTrainedModel, MTEncoder):
 
 
 class DeepTransformerDecoder(DeepTransformerPreTrainedModel, MTDecoder):
-    _can_record_outputs = {
-        "hidden_states": list(DECODER_LAYER_CLASSES.values()),
-        # The standard decoder's self-attention weights; AAN and MAtt return their uniform prefix average M_a as the
-        # self-attention map of the layer (`prefix_average_weights`), one per layer whatever the decoder type.
-        "attentions": [
-            OutputRecorder(MTAttention, index=1, layer_name="self_attn"),
-            OutputRecorder(AAN, index=1),
-            OutputRecorder(MergedAttention, index=2),
-        ],
-        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
-    }
+    _can_record_outputs = decoder_recorders()
 
     @property
     def layer_class(self) -> type[nn.Module]:
-        return DECODER_LAYER_CLASSES[self.config.decoder_attention_type]
+        return decoder_layer_class(self.config)
 
 
 class DeepTransformerModel(DeepTransformerPreTrainedModel, MTModel):

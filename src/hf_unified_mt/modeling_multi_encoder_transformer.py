@@ -32,12 +32,12 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
 from .configuration_unified_transformer import PRIME_LAYER_FIXED, PRIME_LAYER_OPTIONS
+from .modeling_deep_transformer import decoder_layer_class, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     LayerConfig,
     MTAttention,
     MTDecoder,
-    MTDecoderLayer,
     MTEncoder,
     MTEncoderLayer,
     MTFeedForward,
@@ -517,14 +517,14 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
 
 
 class MultiEncoderTransformerDecoder(MultiEncoderTransformerPreTrainedModel, MTDecoder):
-    """The standard Transformer decoder (the paper keeps it unchanged)."""
+    """The standard Transformer decoder (the paper keeps it unchanged), or a decoder variant of paper 001 composed
+    through `config.decoder_attention_type`."""
 
-    layer_class = MTDecoderLayer
-    _can_record_outputs = {
-        "hidden_states": MTDecoderLayer,
-        "attentions": OutputRecorder(MTAttention, index=1, layer_name="self_attn"),
-        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
-    }
+    _can_record_outputs = decoder_recorders()
+
+    @property
+    def layer_class(self) -> type[nn.Module]:
+        return decoder_layer_class(self.config)
 
 
 class MultiEncoderTransformerModel(MultiEncoderTransformerPreTrainedModel, MTModel):

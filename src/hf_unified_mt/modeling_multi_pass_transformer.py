@@ -32,7 +32,6 @@ from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import (
-    OutputRecorder,
     capture_outputs,
     resolve_hidden_states_indices,
     selected_hidden_states,
@@ -40,12 +39,12 @@ from transformers.utils.output_capturing import (
 
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig, check_pass
 from .configuration_unified_transformer import PRIME_LAYER_FIXED, PRIME_LAYER_OPTIONS
+from .modeling_deep_transformer import decoder_layer_class, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     LayerConfig,
     MTAttention,
     MTDecoder,
-    MTDecoderLayer,
     MTEncoder,
     MTEncoderLayer,
     MTForConditionalGeneration,
@@ -363,14 +362,14 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
 
 
 class MultiPassTransformerDecoder(MultiPassTransformerPreTrainedModel, MTDecoder):
-    """The standard Transformer decoder (the paper changes only the encoder)."""
+    """The standard Transformer decoder (the paper changes only the encoder), or a decoder variant of paper 001
+    composed through `config.decoder_attention_type`."""
 
-    layer_class = MTDecoderLayer
-    _can_record_outputs = {
-        "hidden_states": MTDecoderLayer,
-        "attentions": OutputRecorder(MTAttention, index=1, layer_name="self_attn"),
-        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
-    }
+    _can_record_outputs = decoder_recorders()
+
+    @property
+    def layer_class(self) -> type[nn.Module]:
+        return decoder_layer_class(self.config)
 
 
 class MultiPassTransformerModel(MultiPassTransformerPreTrainedModel, MTModel):

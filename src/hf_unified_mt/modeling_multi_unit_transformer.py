@@ -31,6 +31,7 @@ from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.output_capturing import OutputRecorder
 
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
+from .modeling_deep_transformer import decoder_layer_class, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MatrixRole,
@@ -690,12 +691,14 @@ class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder
 
 
 class MultiUnitTransformerDecoder(MultiUnitTransformerPreTrainedModel, MTDecoder):
-    layer_class = MultiUnitTransformerDecoderLayer
-    _can_record_outputs = {
-        "hidden_states": MultiUnitTransformerDecoderLayer,
-        "attentions": OutputRecorder(RelativePositionSelfAttention, index=1, layer_name="self_attn"),
-        "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
-    }
+    """The paper's decoder (relative-position self-attention), or a decoder variant of paper 001 composed through
+    `config.decoder_attention_type`."""
+
+    _can_record_outputs = decoder_recorders(MultiUnitTransformerDecoderLayer)
+
+    @property
+    def layer_class(self) -> type[nn.Module]:
+        return decoder_layer_class(self.config, MultiUnitTransformerDecoderLayer)
 
 
 class MultiUnitTransformerModel(MultiUnitTransformerPreTrainedModel, MTModel):

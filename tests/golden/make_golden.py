@@ -73,6 +73,8 @@ CONFIGS = {
     "mpt-soft": ("multi_pass_transformer", "tiny", dict(num_passes=2, connection_type="soft")),
     "mpt-default-init": ("multi_pass_transformer", "tiny", dict(num_passes=2, linear_init="default")),
     # compositions
+    "deep-merged-self": ("deep_transformer", "tiny", dict(decoder_attention_type="merged_self")),
+    "mute-merged": ("multi_unit_transformer", "tiny", dict(decoder_attention_type="merged")),
     "unified-dsinit": ("unified_transformer", "tiny", dict(init_law="ds_init", conv_weight_dropout=0.0)),
     "mute-normal": ("multi_unit_transformer", "tiny", dict(init_law="normal")),
     "multi-encoder-prime": ("multi_encoder_transformer", "tiny-prime-dual", dict(encoder_branches=[

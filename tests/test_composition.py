@@ -1,0 +1,102 @@
+"""The composition matrix: the papers' layers (Transformer, Prime with and without the convolution) in each wrapper
+(a plain stack, a Multi-Encoder branch, the Multi-Pass passes), under each initialisation law, with each decoder
+variant. The full matrix is large; this samples it so that every layer type, wrapper, law and decoder variant appears,
+and checks what composition can break: incremental decoding equals the full forward, a sentence decodes the same alone
+and padded, and the model saves and reloads. (The contract suite runs everything on six compositions.)"""
+
+import itertools
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM
+
+import hf_unified_mt
+from conftest import VOCAB_SIZE
+from hf_unified_mt.configuration_mt_common import DECODER_ATTENTION_TYPES, INIT_LAWS
+from mt_checks import assert_incremental_decoding_matches_full_forward
+
+
+LAYERS = {
+    "transformer": None,
+    "prime": dict(type="prime", conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0),
+    "prime-simple": dict(type="prime", use_convolution=False),
+}
+WRAPPERS = ("stack", "multi-encoder-branch", "multi-pass")
+TINY = dict(vocab_size=VOCAB_SIZE, pad_token_id=0, d_model=16, encoder_layers=2, decoder_layers=2,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.0,
+            max_position_embeddings=64)
+
+
+def composed_config(layer: str, wrapper: str, law: str, decoder: str):
+    spec = LAYERS[layer]
+    common = dict(TINY, init_law=law, decoder_attention_type=decoder)
+    if wrapper == "stack":
+        if layer == "transformer":
+            return hf_unified_mt.get_config("deep_transformer", "tiny", **common, attention_dropout=0.0,
+                                            activation_dropout=0.0)
+        options = {key: value for key, value in spec.items() if key != "type"}
+        return hf_unified_mt.get_config("unified_transformer", "tiny", **dict(common, decoder_attention_type="self"),
+                                        **{"conv_weight_dropout": 0.0, **options})
+    if wrapper == "multi-encoder-branch":
+        second = dict(type="self_attention", layers=2) if spec is None else dict(spec, layers=2)
+        return hf_unified_mt.get_config("multi_encoder_transformer", "tiny-dual", **common,
+                                        encoder_branches=[dict(type="self_attention", layers=2), second])
+    return hf_unified_mt.get_config("multi_pass_transformer", "tiny", **common, num_passes=2,
+                                    encoder_layer=spec or dict(type="transformer"))
+
+
+def sampled_matrix():
+    """Every (layer, wrapper) pair once, cycling through the laws and decoder variants."""
+    laws, decoders = itertools.cycle(INIT_LAWS), itertools.cycle(DECODER_ATTENTION_TYPES)
+    return [(layer, wrapper, next(laws), next(decoders)) for layer in LAYERS for wrapper in WRAPPERS]
+
+
+@pytest.mark.parametrize("layer, wrapper, law, decoder", sampled_matrix())
+def test_a_composition_decodes_incrementally_independently_of_padding_and_round_trips(
+    layer, wrapper, law, decoder, tmp_path
+):
+    config = composed_config(layer, wrapper, law, decoder)
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, VOCAB_SIZE, (2, 7), generator=generator)
+    ids[:, -1] = 2
+    mask = torch.ones_like(ids)
+    ids[1, -2:], mask[1, -2:] = 0, 0
+    ids[1, -3] = 2
+    target = torch.randint(4, VOCAB_SIZE, (2, 5), generator=generator)
+    assert_incremental_decoding_matches_full_forward(model, ids, mask, target)
+    with torch.no_grad():  # the padded sentence decodes as it does alone
+        batched = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits[1]
+        alone = model(input_ids=ids[1:, :5], attention_mask=mask[1:, :5], decoder_input_ids=target[1:]).logits[0]
+    torch.testing.assert_close(batched, alone, atol=1e-5, rtol=1e-4)
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits,
+                                   model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits)
+
+
+def test_every_law_and_decoder_variant_is_sampled():
+    matrix = sampled_matrix()
+    assert {law for _, _, law, _ in matrix} == set(INIT_LAWS)
+    assert {decoder for _, _, _, decoder in matrix} == set(DECODER_ATTENTION_TYPES)
+
+
+@pytest.mark.parametrize("decoder", ["aan", "merged", "merged_self"])
+def test_the_unified_transformer_refuses_decoder_variants_naming_the_field(decoder):
+    with pytest.raises(ValueError, match="decoder_attention_type"):
+        hf_unified_mt.get_config("unified_transformer", "tiny", decoder_attention_type=decoder)
+
+
+def test_variant_6_has_the_parameters_of_the_standard_decoder_layer_less_one_layer_norm():
+    """Table 3 of Zhang et al.: "MAtt with self-attention" has the baseline's parameter count."""
+    counts = {}
+    for decoder in ("self", "merged_self", "merged"):
+        config = hf_unified_mt.get_config("deep_transformer", "tiny", vocab_size=VOCAB_SIZE,
+                                          decoder_attention_type=decoder)
+        layer = AutoModelForSeq2SeqLM.from_config(config).model.decoder.layers[0]
+        counts[decoder] = sum(parameter.numel() for parameter in layer.parameters())
+    d = config.d_model
+    assert counts["merged_self"] == counts["self"] - 2 * d  # one LayerNorm fewer
+    assert counts["merged"] == counts["self"] - (4 * d * d + 4 * d) - 2 * d  # no self-attention, one LN fewer
