@@ -105,12 +105,10 @@ class TranslationPipeline(Pipeline):
             if not inputs:
                 return []
             # Empty strings are answered here, so that one of them does not fail the whole batch.
-            texts = [text for text in inputs if not (isinstance(text, str) and not text.strip())]
+            empty = [isinstance(text, str) and not text.strip() for text in inputs]
+            texts = [text for text, blank in zip(inputs, empty) if not blank]
             translated = iter(super().__call__(texts, *args, **kwargs) if texts else [])
-            results = [
-                next(translated) if not (isinstance(text, str) and not text.strip()) else self._empty_translation(kwargs)
-                for text in inputs
-            ]
+            results = [self._empty_translation(kwargs) if blank else next(translated) for blank in empty]
         else:
             results = super().__call__(inputs, *args, **kwargs)
             if isinstance(inputs, str):

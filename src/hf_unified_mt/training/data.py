@@ -149,8 +149,8 @@ def describe_binary_start(head: bytes, path: str | Path, encoding: str, compress
         for magic, suffix in _COMPRESSION_MAGIC.items():
             if head.startswith(magic):
                 return (
-                    f"{path} is {suffix[1:]}-compressed (it starts with the {suffix} magic bytes) but its name does not "
-                    f"end in {suffix}: rename it to {Path(path).name}{suffix} (or decompress it)"
+                    f"{path} is {suffix[1:]}-compressed (it starts with the {suffix} magic bytes) but its name does "
+                    f"not end in {suffix}: rename it to {Path(path).name}{suffix} (or decompress it)"
                 )
     normalized = codecs.lookup(encoding).name
     for mark, name in _BYTE_ORDER_MARKS.items():
