@@ -464,7 +464,7 @@ def test_upload_creates_the_repo_and_commits_the_folder(built, fake_hub, tmp_pat
 
     repo = fake_hub.repos["tester/mt-model"]
     assert repo["visibility"] == "private" and repo["commits"] == ["First upload"]
-    local = {p.name: p.read_bytes() for p in folder.iterdir()}
+    local = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != hub_upload.MARKER_NAME}
     assert set(repo["files"]) == set(local) and all(repo["files"][n] == local[n] for n in local)
     assert {"README.md", "config.json", "model.safetensors", "pipeline_translation.py", "tokenizer.json"} <= set(local)
 
