@@ -289,3 +289,16 @@ def test_logged_loss_sum_weighs_each_logging_interval():
                {"loss": 9.0, "step": 9}]
     assert logged_loss_sum(history, 3) == pytest.approx(9.0)  # 4 + 4 + 1 over steps 1..3
     assert logged_loss_sum([], 3) is None
+
+
+def test_a_file_run_does_not_record_the_default_corpus(tmp_path):
+    train_script = load_script("train")
+    path = tmp_path / "train.tsv"
+    path.write_text("es\ten\nhola\thello\n", encoding="utf-8")
+    model = torch.nn.Linear(1, 1)
+    model.config = hf_unified_mt.get_config("unified_transformer", "tiny")
+    for extra, corpus in (([], "bible_es_en"), (["--train_file", str(path)], None)):
+        arguments = train_script.parse_arguments([*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), *extra])
+        described = train_script.describe_run(*arguments, model, make_tokenizer(),
+                                              train_script.PreparedData({}, {}, {}))
+        assert described["training_arguments"]["corpus"] == corpus
