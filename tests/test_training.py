@@ -325,6 +325,13 @@ def test_average_checkpoints(trained, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(averaged_dir)
     assert len(translate(model, tokenizer, ["Y dijo Dios.", ""], max_new_tokens=5)) == 2
 
+    # Never written over a model: a checkpoint being averaged, the run directory, or an earlier output.
+    weights = (output_dir / "checkpoint-20" / "model.safetensors").read_bytes()
+    for target in (output_dir / "checkpoint-20", output_dir, averaged_dir):
+        with pytest.raises(SystemExit, match="already holds a model"):
+            average_checkpoints.main([str(output_dir), "--num_checkpoints", "2", "--output_dir", str(target)])
+    assert (output_dir / "checkpoint-20" / "model.safetensors").read_bytes() == weights
+
 
 def test_translate_and_evaluate_scripts(trained, tmp_path, monkeypatch, capsys):
     import io
