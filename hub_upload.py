@@ -52,6 +52,10 @@ TEST_RESULTS_NAME = "test_results.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 OPTIONAL_TOKENIZER_FILES = ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja")
 
+# Written into every folder this tool builds, listing the files it wrote: `--overwrite` replaces only such a folder,
+# and removes only those files. Never uploaded.
+MARKER_NAME = ".hub_upload_folder.json"
+
 DEFAULT_CORPUS = "bible_es_en"  # training/train.py's default (hf_unified_mt.training.data.DEFAULT_CORPUS)
 DEFAULT_LICENSE = "apache-2.0"
 
@@ -75,7 +79,8 @@ COMMON_CONFIG_KEYS = frozenset(
 # Training options shown in the card, in this order, when the checkpoint recorded them.
 TRAINING_ARGUMENT_KEYS = (
     "arch", "preset", "config_overrides", "corpus", "dataset_name", "dataset_config_name", "train_file",
-    "source_field", "target_field", "max_train_samples", "tokenizer_type", "tokenizer_vocab_size",
+    "validation_file", "test_file", "source_field", "target_field", "max_train_samples", "tokenizer_type",
+    "tokenizer_vocab_size",
     "max_source_length", "max_target_length", "overlong", "max_tokens", "max_sentences",
     "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type",
     "warmup_steps", "max_steps", "num_train_epochs", "max_train_minutes", "optim", "adam_beta1", "adam_beta2",
@@ -345,10 +350,13 @@ def _training_arguments(checkpoint: Checkpoint, extra: dict[str, Any] | None) ->
 def _training_rows(checkpoint: Checkpoint, arguments: dict[str, Any]) -> list[tuple[str, str]]:
     """(name, value) rows of the card's hyperparameter table; local paths reduced to their file names."""
     rows = []
+    uses_other_data = bool(arguments.get("train_file") or arguments.get("dataset_name"))
     for key in TRAINING_ARGUMENT_KEYS:
         value = arguments.get(key)
         if value is None or value == "" or (value is False and key in ("bf16", "fp16")):
             continue
+        if key == "corpus" and uses_other_data:
+            continue  # recorded as a default by older runs; the data came from the files or dataset
         if key.endswith("_file"):
             value = Path(str(value)).name
         rows.append((key, _display(value)))
@@ -399,7 +407,10 @@ def describe_dataset(arguments: dict[str, Any], options: argparse.Namespace) -> 
         return DatasetInfo(dataset_name, pretty, config, True, False, source_lang, target_lang)
     if arguments.get("train_file"):
         name = Path(str(arguments["train_file"])).name
-        return DatasetInfo(name, f"local files ({name}, ...)", None, False, False, source_lang, target_lang)
+        files = [f"{split}: {Path(str(arguments[key])).name}"
+                 for split, key in (("train", "train_file"), ("validation", "validation_file"), ("test", "test_file"))
+                 if arguments.get(key)]
+        return DatasetInfo(name, f"local files ({'; '.join(files)})", None, False, False, source_lang, target_lang)
     corpus = arguments.get("corpus") or DEFAULT_CORPUS
     if corpus == DEFAULT_CORPUS:
         return DatasetInfo(
@@ -533,17 +544,65 @@ def render_card(
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def _prepare_output_dir(output_dir: Path, overwrite: bool) -> None:
-    if output_dir.exists() and any(output_dir.iterdir()):
-        looks_built = (output_dir / "README.md").is_file() and (output_dir / CONFIG_NAME).is_file()
-        if not overwrite:
-            raise HubUploadError(f"output directory {output_dir} is not empty (pass --overwrite to replace it)")
-        if not looks_built:
-            raise HubUploadError(
-                f"refusing to replace {output_dir}: it does not look like a Hub folder built by hub_upload.py "
-                "(no README.md and config.json)"
-            )
-        shutil.rmtree(output_dir)
+def _built_files(output_dir: Path) -> list[str] | None:
+    """The files that hub_upload.py wrote into `output_dir` (from its marker), or None if it did not build it."""
+    marker = output_dir / MARKER_NAME
+    if not marker.is_file():
+        return None
+    try:
+        files = json.loads(marker.read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(files, list) or not all(isinstance(name, str) and "/" not in name and "\\" not in name
+                                              and name not in ("", ".", "..") for name in files):
+        return None
+    return files
+
+
+def check_output_dir(output_dir: Path, checkpoint_path: Path, overwrite: bool) -> list[str]:
+    """Check that the folder can be built at `output_dir`; return the files `--overwrite` will remove (those that
+    hub_upload.py wrote there itself). Nothing is changed here."""
+    target, source = output_dir.resolve(), checkpoint_path.resolve()
+    if target == source or target in source.parents:
+        raise HubUploadError(
+            f"--output_dir {output_dir} is the checkpoint directory {checkpoint_path}"
+            + (" itself" if target == source else " or a folder containing it")
+            + ": choose another folder (by default a dry run builds CHECKPOINT-hub next to it)"
+        )
+    if output_dir.exists() and not output_dir.is_dir():
+        raise HubUploadError(f"--output_dir {output_dir} is a file, not a folder")
+    if not output_dir.exists() or not any(output_dir.iterdir()):
+        return []
+    built = _built_files(output_dir)
+    if not overwrite:
+        hint = " (pass --overwrite to replace it)" if built is not None else ""
+        raise HubUploadError(f"output directory {output_dir} is not empty{hint}")
+    if built is None:
+        raise HubUploadError(
+            f"refusing to replace {output_dir}: it does not look like a Hub folder built by hub_upload.py (it has no "
+            f"{MARKER_NAME}); --overwrite only replaces folders this tool built. Choose an empty or new --output_dir"
+        )
+    present = sorted(p.name for p in output_dir.iterdir())
+    foreign = [name for name in present if name not in built and name != MARKER_NAME]
+    if foreign:
+        raise HubUploadError(
+            f"refusing to replace {output_dir}: besides the files hub_upload.py wrote it holds "
+            f"{', '.join(foreign)}, which it did not create. Move them away or choose another --output_dir"
+        )
+    return [name for name in present if name in built] + ([MARKER_NAME] if MARKER_NAME in present else [])
+
+
+def _prepare_output_dir(output_dir: Path, checkpoint_path: Path, overwrite: bool) -> None:
+    removed = check_output_dir(output_dir, checkpoint_path, overwrite)
+    if removed:
+        print(f"Replacing the Hub folder {output_dir} built earlier by hub_upload.py: removing "
+              f"{', '.join(removed)}", file=sys.stderr)
+        for name in removed:
+            path = output_dir / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
     output_dir.mkdir(parents=True, exist_ok=True)
 
 
@@ -563,9 +622,10 @@ def build_hub_folder(
             file=sys.stderr,
         )
     output_dir = Path(output_dir)
-    if output_dir.resolve() == checkpoint.path.resolve():
-        raise HubUploadError("--output_dir must not be the checkpoint directory itself")
-    _prepare_output_dir(output_dir, getattr(options, "overwrite", False))
+    _prepare_output_dir(output_dir, checkpoint.path, getattr(options, "overwrite", False))
+    written = [*checkpoint.files_to_copy(), TEST_RESULTS_NAME, "README.md"]
+    # The marker first: a build that stops half-way leaves a folder that --overwrite may still replace.
+    (output_dir / MARKER_NAME).write_text(json.dumps({"built_by": "hub_upload.py", "files": written}, indent=2))
     for name in checkpoint.files_to_copy():
         shutil.copyfile(checkpoint.path / name, output_dir / name)
     with open(output_dir / TEST_RESULTS_NAME, "w", encoding="utf-8") as handle:
@@ -595,6 +655,7 @@ def upload_folder(
         folder_path=folder,
         commit_message=commit_message,
         revision=revision,
+        ignore_patterns=[MARKER_NAME],
     )
 
 
@@ -622,7 +683,12 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--output_dir",
         help="Where to build the folder (default: CHECKPOINT-hub with --dry-run, a temporary directory otherwise).",
     )
-    parser.add_argument("--overwrite", action="store_true", help="Replace an existing folder built by this script.")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"Replace a folder this script built earlier (recognised by its {MARKER_NAME}; the files it removes are "
+        "listed). Any other folder is left alone.",
+    )
     parser.add_argument("--private", action="store_true", help="Create the repository as private.")
     parser.add_argument("--commit_message", help="Commit message (default: names the architecture and test BLEU).")
     parser.add_argument("--revision", help="Branch to commit to (default: main).")
@@ -672,7 +738,8 @@ def main(argv: list[str] | None = None) -> Path:
     repo_id = options.repo_id or f"your-username/{Path(options.checkpoint).resolve().name}"
     training_arguments = _read_training_args(options.training_args)
 
-    # 3. Folder.
+    # 3. Folder (checked before anything is built: it is never the checkpoint or a folder that contains it, and an
+    # existing one is replaced only if hub_upload.py built it).
     temporary = None
     if options.output_dir:
         output_dir = Path(options.output_dir)
@@ -681,9 +748,11 @@ def main(argv: list[str] | None = None) -> Path:
     else:
         temporary = tempfile.TemporaryDirectory(prefix="hub_upload_")
         output_dir = Path(temporary.name) / "folder"
+    if temporary is None:
+        check_output_dir(output_dir, checkpoint.path, options.overwrite)
     try:
         folder = build_hub_folder(checkpoint, output_dir, repo_id, options, training_arguments)
-        files = sorted(p.name for p in folder.iterdir())
+        files = sorted(p.name for p in folder.iterdir() if p.name != MARKER_NAME)
         print(f"Hub folder {folder}: {len(files)} files ({', '.join(files)})")
         print(
             f"{checkpoint.model_type}, {checkpoint.num_parameters:,} parameters, test BLEU "

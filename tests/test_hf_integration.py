@@ -14,7 +14,7 @@ from transformers import (
 from transformers.data.data_collator import DataCollatorForSeq2Seq
 
 import hf_unified_mt
-from conftest import random_batch, tiny_model, trained_tiny_model
+from conftest import make_tokenizer, random_batch, tiny_model, trained_tiny_model
 from mt_checks import ListDataset
 
 
@@ -34,8 +34,42 @@ def test_translation_pipeline_batches_and_matches_generate(tokenizer):
     assert len(several) == 2
     in_process = pipeline("hf-unified-mt-translation", model=model, tokenizer=tokenizer, max_new_tokens=6, num_beams=2)
     assert in_process(sentences) == batched
+
+
+def test_translation_pipeline_empty_inputs_and_truncation(tokenizer):
+    """Issue 31: `pipe([])` gives `[]`; an empty string translates to "" without failing its batch; `truncation=True`
+    (as users of transformers' translation pipeline pass it) cuts inputs to the model's length instead of raising."""
+    model = trained_tiny_model(max_position_embeddings=16)
+    translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=4, num_beams=2)
+    assert translator([]) == []
+    assert translator("   ") == [{"translation_text": ""}]
+    alone = translator(["hola", "el gato"])
+    assert translator(["hola", "", "el gato"], batch_size=2) == [alone[0], {"translation_text": ""}, alone[1]]
+    assert translator(["", "hola"], num_return_sequences=2)[0] == [{"translation_text": ""}] * 2
+    long_input = "el gato ve al perro " * 4
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        translator(long_input)
+    truncated = translator(long_input, truncation=True)
+    cut = tokenizer(long_input, truncation=True, max_length=16, return_tensors="pt")
+    direct = model.generate(**cut, max_new_tokens=4, num_beams=2)
+    assert truncated == [{"translation_text": tokenizer.decode(direct[0], skip_special_tokens=True)}]
+
+
+def test_generate_on_an_empty_sentence_is_what_the_readme_says():
+    """Issue 31: the README said that empty inputs raise, while `generate()` translates an empty sentence (`</s>`
+    alone) like any other input. A sequence of length 0 raises; the README now says so, and that `translate()` and the
+    pipeline answer "" for empty strings without calling the model."""
+    from pathlib import Path
+
+    from hf_unified_mt.training.inference import translate
+
+    model = tiny_model()
     with pytest.raises(ValueError, match="empty"):
-        translator("   ")
+        model.generate(torch.zeros(1, 0, dtype=torch.long), max_new_tokens=2)
+    assert model.generate(torch.tensor([[2]]), max_new_tokens=2).shape[1] > 1  # `</s>` alone is an input
+    assert translate(model, make_tokenizer(), ["", "  "], max_new_tokens=2) == ["", ""]
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert "an empty sentence, which tokenizes to `</s>` alone, is translated like any input" in readme
 
 
 # ---------------------------------------------------------------------------------------------- training

@@ -466,7 +466,7 @@ def test_upload_creates_the_repo_and_commits_the_folder(built, fake_hub, tmp_pat
 
     repo = fake_hub.repos["tester/mt-model"]
     assert repo["visibility"] == "private" and repo["commits"] == ["First upload"]
-    local = {p.name: p.read_bytes() for p in folder.iterdir()}
+    local = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != hub_upload.MARKER_NAME}
     assert set(repo["files"]) == set(local) and all(repo["files"][n] == local[n] for n in local)
     assert {"README.md", "config.json", "model.safetensors", "pipeline_translation.py", "tokenizer.json"} <= set(local)
 
@@ -476,3 +476,49 @@ def test_upload_creates_the_repo_and_commits_the_folder(built, fake_hub, tmp_pat
     create = json.loads(fake_hub.requests[0][3])
     assert "visibility" not in create, "without --private the namespace default applies"
     assert len(repo["commits"]) == 2 and repo["commits"][1].startswith("Upload ") and "BLEU 12.35" in repo["commits"][1]
+
+
+def test_overwrite_replaces_only_a_folder_hub_upload_built(tmp_path, capsys):
+    """Issue 31: --overwrite never removes the checkpoint, a folder containing it, or a folder it did not build."""
+    arch = next(iter(hf_unified_mt.ARCHITECTURES))
+    parent = tmp_path / "parent"
+    checkpoint = write_checkpoint(parent / "finetuned", arch)
+    (parent / "train.log").write_text("logs")
+    before = sorted(p.relative_to(parent) for p in parent.rglob("*"))
+    for output_dir in (parent, checkpoint):
+        with pytest.raises(hub_upload.HubUploadError, match="is the checkpoint directory"):
+            hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(output_dir), "--overwrite"])
+    assert sorted(p.relative_to(parent) for p in parent.rglob("*")) == before
+
+    # A downloaded model folder (README.md and config.json, no marker) is not replaced.
+    downloaded = tmp_path / "downloaded"
+    shutil.copytree(checkpoint, downloaded)
+    (downloaded / "README.md").write_text("someone else's card")
+    with pytest.raises(hub_upload.HubUploadError, match="does not look like a Hub folder built by hub_upload.py"):
+        hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(downloaded), "--overwrite"])
+    assert (downloaded / "README.md").read_text() == "someone else's card"
+
+    # A folder it built is replaced, and it says what it removes; not once the user has put files of their own in it.
+    folder = tmp_path / "hub"
+    hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(folder)])
+    assert (folder / hub_upload.MARKER_NAME).is_file()
+    capsys.readouterr()
+    hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
+    removed = capsys.readouterr().err
+    assert f"Replacing the Hub folder {folder}" in removed and "model.safetensors" in removed
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(hub_upload.HubUploadError, match="notes.txt, which it did not create"):
+        hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
+    assert (folder / "notes.txt").read_text() == "mine" and (folder / "model.safetensors").is_file()
+
+
+def test_card_of_a_local_file_run_names_its_files_not_the_default_corpus(tmp_path):
+    arch = next(iter(hf_unified_mt.ARCHITECTURES))
+    recorded = {"corpus": "bible_es_en", "train_file": "/data/mine/train.tsv", "validation_file": "/data/mine/dev.tsv",
+                "test_file": "/data/mine/heldout.tsv", "source_field": "de", "target_field": "en"}
+    checkpoint = write_checkpoint(tmp_path / "ckpt", arch, training_arguments=recorded)
+    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert "bible_es_en" not in text and "Reina-Valera" not in text
+    assert "heldout.tsv" in text and "The test split of local files (train: train.tsv; validation: dev.tsv; " \
+        "test: heldout.tsv)" in text.replace("\n", " ")

@@ -188,6 +188,11 @@ def test_resumed_run_continues_the_same_loss_curve(tmp_path):
     assert sorted(expected) == list(range(1, 13))
     for step in (10, 11, 12):
         assert actual[step] == pytest.approx(expected[step], rel=1e-5, abs=1e-6), step
+    # The reported training loss is the whole run's mean, as in the uninterrupted run, not the resumed steps' mean.
+    train_loss = json.loads((uninterrupted / "results.json").read_text())["train"]["train_loss"]
+    resumed_loss = json.loads((resumed / "results.json").read_text())["train"]["train_loss"]
+    assert resumed_loss == pytest.approx(train_loss, rel=1e-5)
+    assert train_loss == pytest.approx(sum(expected.values()) / 12, rel=1e-4)
     # Dropout (0.1 in the tiny preset) is on, so this also checks that the RNG state was restored.
     final_a = load_file(uninterrupted / "model.safetensors")
     final_b = load_file(resumed / "model.safetensors")
@@ -328,6 +333,13 @@ def test_average_checkpoints(trained, tmp_path):
 
     tokenizer = AutoTokenizer.from_pretrained(averaged_dir)
     assert len(translate(model, tokenizer, ["Y dijo Dios.", ""], max_new_tokens=5)) == 2
+
+    # Never written over a model: a checkpoint being averaged, the run directory, or an earlier output.
+    weights = (output_dir / "checkpoint-20" / "model.safetensors").read_bytes()
+    for target in (output_dir / "checkpoint-20", output_dir, averaged_dir):
+        with pytest.raises(SystemExit, match="already holds a model"):
+            average_checkpoints.main([str(output_dir), "--num_checkpoints", "2", "--output_dir", str(target)])
+    assert (output_dir / "checkpoint-20" / "model.safetensors").read_bytes() == weights
 
 
 @pytest.mark.e2e

@@ -107,6 +107,16 @@ def main(argv: list[str] | None = None) -> Path:
     else:
         parser.error("give a run directory or --checkpoints")
     newest = checkpoints[-1]
+    output_dir = Path(args.output_dir)
+    # Never write over a model: not a checkpoint being averaged, not the run directory (its final model), not any
+    # folder that already holds weights.
+    sources = {path.resolve() for path in checkpoints} | ({Path(args.run_dir).resolve()} if args.run_dir else set())
+    if output_dir.resolve() in sources or any((output_dir / name).exists() for name in (
+            "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")):
+        raise SystemExit(
+            f"average_checkpoints.py: error: --output_dir {output_dir} already holds a model (a checkpoint, the run "
+            "directory, or an earlier output); choose a new folder"
+        )
     print("Averaging:\n  " + "\n  ".join(str(path) for path in checkpoints))
 
     averaged = average_weights(checkpoints)
@@ -120,7 +130,6 @@ def main(argv: list[str] | None = None) -> Path:
         model.config.use_cache = True
     clean_generation_config(model)
 
-    output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(output_dir)
     if (newest / "tokenizer.json").is_file() or (newest / "tokenizer_config.json").is_file():

@@ -8,6 +8,10 @@
     python training/score.py outputs/mt --test_file data/test.tsv --source_field de --target_field en
     python training/score.py outputs/mt --source_file test.es --reference_file test.en
 
+Plain-text files are split on `\\n` only (a `\\r\\n` ending is accepted): sources and references must have the same
+number of lines, or nothing is scored. Problems with the options or files are reported on one line
+(`score.py: error: ...`, exit status 2) before the model is loaded.
+
 Writes `eval_<split>.json` (scores, signatures, BLEU per source-length bucket), `hypotheses_<split>.txt` and, if
 matplotlib is installed, `bleu_by_length_<split>.png` to `--output_dir` (default: the model directory).
 """
@@ -15,16 +19,18 @@ matplotlib is installed, `bleu_by_length_<split>.png` to `--output_dir` (default
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import logging
 import os
+import sys
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-from hf_unified_mt.training.data import DEFAULT_CORPUS, load_parallel_data
-from hf_unified_mt.training.inference import translate
+from hf_unified_mt.training.data import DEFAULT_CORPUS, DataValidationError, describe_binary_start, load_parallel_data
+from hf_unified_mt.training.inference import split_lines, translate
 from hf_unified_mt.training.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     bleu_by_source_length,
@@ -49,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--target_field", default=None, help="Target column (corpus default: en).")
     data.add_argument("--source_file", default=None, help="Plain-text sources, one per line (with --reference_file).")
     data.add_argument("--reference_file", default=None, help="Plain-text references, one per line.")
+    data.add_argument("--encoding", default="utf-8", help="Text encoding of the local files (default utf-8).")
     data.add_argument("--max_samples", type=int, default=None, help="Score only the first N pairs.")
     gen = parser.add_argument_group("generation")
     gen.add_argument("--num_beams", type=int, default=None, help="Beam size (default: the model's).")
@@ -71,32 +78,84 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class UsageError(Exception):
+    """A problem with the options or files that the user can fix; printed as one line, without traceback."""
+
+
+def check_arguments(args) -> None:
+    """Every option and path, before any data or model is loaded."""
+    for name, least in (("num_beams", 1), ("batch_size", 1), ("max_new_tokens", 1), ("max_source_length", 2),
+                        ("max_samples", 1)):
+        value = getattr(args, name)
+        if value is not None and value < least:
+            raise UsageError(f"--{name} must be at least {least}, not {value}")
+    if any(bound < 1 for bound in args.buckets) or list(args.buckets) != sorted(set(args.buckets)):
+        raise UsageError(f"--buckets must be increasing positive word counts, not {args.buckets}")
+    try:
+        codecs.lookup(args.encoding)
+    except LookupError as error:
+        raise UsageError(f"unknown encoding {args.encoding!r} (--encoding)") from error
+    if bool(args.source_file) != bool(args.reference_file):
+        raise UsageError("--source_file and --reference_file go together")
+    for option in ("source_file", "reference_file", "test_file"):
+        path = getattr(args, option)
+        if path is not None and not os.path.isfile(path):
+            raise UsageError(f"--{option} {path}: no such file")
+    if not os.path.isdir(args.model):
+        raise UsageError(f"model directory {args.model} does not exist")
+    if args.output_dir is not None and os.path.isfile(args.output_dir):
+        raise UsageError(f"--output_dir {args.output_dir} is a file, not a folder")
+
+
+def read_lines(path: str, encoding: str) -> list[str]:
+    """The `\\n`-separated lines of a plain-text file (see `split_lines`)."""
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        text = raw.decode(encoding).removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        hint = describe_binary_start(raw[:8], path, encoding)
+        if hint is not None:
+            raise UsageError(hint) from error
+        line = raw[: error.start].count(b"\n") + 1
+        raise UsageError(
+            f"{path}, line {line}: bytes {raw[error.start : error.end]!r} cannot be decoded as {encoding} "
+            f"({error.reason}); pass the file's encoding with --encoding"
+        ) from error
+    return split_lines(text)
+
+
 def read_pairs(args) -> tuple[str, list[str], list[str]]:
     """Return `(name, sources, references)` from plain-text files, a local file, a Hub dataset or the corpus."""
     if args.source_file or args.reference_file:
         if not (args.source_file and args.reference_file):
-            raise SystemExit("--source_file and --reference_file go together")
-        with open(args.source_file, encoding="utf-8") as handle:
-            sources = handle.read().splitlines()
-        with open(args.reference_file, encoding="utf-8") as handle:
-            references = handle.read().splitlines()
+            raise UsageError("--source_file and --reference_file go together")
+        sources = read_lines(args.source_file, args.encoding)
+        references = read_lines(args.reference_file, args.encoding)
         if len(sources) != len(references):
-            raise SystemExit(
-                f"{args.source_file} has {len(sources)} lines but {args.reference_file} has {len(references)}"
+            raise UsageError(
+                f"{args.source_file} has {len(sources)} lines but {args.reference_file} has {len(references)}: "
+                "each source line needs its reference on the same line"
             )
+        if not sources:
+            raise UsageError(f"{args.source_file} is empty: nothing to score")
         name = os.path.splitext(os.path.basename(args.source_file))[0]
     else:
-        corpus = load_parallel_data(
-            corpus=args.corpus,
-            test_file=args.test_file,
-            dataset_name=args.dataset_name,
-            dataset_config_name=args.dataset_config_name,
-            source_field=args.source_field,
-            target_field=args.target_field,
-        )
+        try:
+            corpus = load_parallel_data(
+                corpus=args.corpus,
+                test_file=args.test_file,
+                dataset_name=args.dataset_name,
+                dataset_config_name=args.dataset_config_name,
+                source_field=args.source_field,
+                target_field=args.target_field,
+                encoding=args.encoding,
+            )
+        except DataValidationError as error:
+            raise UsageError(str(error)) from error
         split = "test" if args.test_file else args.split
         if split not in corpus:
-            raise SystemExit(f"no {split!r} split; available: {list(corpus.splits)}")
+            raise UsageError(f"no {split!r} split; available: {list(corpus.splits)}")
         dataset = corpus[split]
         sources, references = dataset["source"], dataset["target"]
         name = split
@@ -137,21 +196,26 @@ def plot_buckets(buckets: list[dict], path: str, title: str) -> bool:
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s - %(name)s - %(message)s")
+    check_arguments(args)
     name, sources, references = read_pairs(args)
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
     model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code).to(device)
-    hypotheses = translate(
-        model,
-        tokenizer,
-        sources,
-        num_beams=args.num_beams,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-        max_source_length=args.max_source_length,
-        progress=not args.no_progress,
-    )
+    try:
+        hypotheses = translate(
+            model,
+            tokenizer,
+            sources,
+            num_beams=args.num_beams,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+            max_source_length=args.max_source_length,
+            progress=not args.no_progress,
+        )
+    except ValueError as error:  # an over-long source (named), or a max_source_length the model cannot take
+        raise UsageError(f"{name}: {error}") from error
+    assert len(hypotheses) == len(sources) == len(references)
 
     scores = compute_translation_scores(hypotheses, references, tokenize=args.tokenize)
     buckets = bleu_by_source_length(sources, hypotheses, references, buckets=args.buckets, tokenize=args.tokenize)
@@ -184,4 +248,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except UsageError as error:
+        print(f"score.py: error: {error}", file=sys.stderr)
+        sys.exit(2)

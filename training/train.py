@@ -47,16 +47,17 @@ from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
+from hf_unified_mt.training.batching import ExampleTooLongError, TokenBatchSeq2SeqTrainer
 from hf_unified_mt.training.callbacks import AutoShuffleProjectionCallback
 from hf_unified_mt.training.checkpoints import last_complete_checkpoint
 from hf_unified_mt.training.data import (
     DEFAULT_CORPUS,
+    DataValidationError,
     handle_overlong,
     load_parallel_data,
     tokenize_corpus,
 )
-from hf_unified_mt.training.inference import clean_generation_config, make_generation_config, translate
+from hf_unified_mt.training.inference import clean_generation_config, make_generation_config, one_line, translate
 from hf_unified_mt.training.metrics import (
     bleu_by_source_length,
     build_compute_metrics,
@@ -64,13 +65,17 @@ from hf_unified_mt.training.metrics import (
     decode_predictions,
     format_scores,
 )
-from hf_unified_mt.training.presets import MARIAN_COMMON, MARIAN_PRESETS
+from hf_unified_mt.training.presets import MARIAN_COMMON, MARIAN_PRESETS, PRESETS
 from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
 
 
 logger = logging.getLogger("train")
 
 DEFAULT_SAMPLE_COUNT = 3
+
+
+class UsageError(ValueError):
+    """A bad option, found before any work is done; `train.py` prints its message without a traceback."""
 
 
 @dataclass
@@ -104,7 +109,7 @@ class ModelArguments:
 
     def __post_init__(self):
         if self.tokenizer_type not in ("bpe", "unigram"):
-            raise ValueError(f"--tokenizer_type must be bpe or unigram, not {self.tokenizer_type!r}")
+            raise UsageError(f"--tokenizer_type must be bpe or unigram, not {self.tokenizer_type!r}")
 
 
 @dataclass
@@ -127,7 +132,8 @@ class DataArguments:
     overlong: str = field(
         default="error",
         metadata={
-            "help": "Pairs over the limits: 'error' stops with their locations, 'skip' leaves them out (counted)."
+            "help": "Pairs over the limits: 'error' stops with their locations, 'skip' leaves them out of training "
+            "and validation (counted); test pairs are then translated truncated (counted), one line per pair."
         },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training pairs."})
@@ -154,7 +160,7 @@ class DataArguments:
 
     def __post_init__(self):
         if self.overlong not in ("skip", "error"):
-            raise ValueError(f"--overlong must be skip or error, not {self.overlong!r}")
+            raise UsageError(f"--overlong must be skip or error, not {self.overlong!r}")
 
 
 @dataclass
@@ -246,8 +252,88 @@ def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, Data
         if isinstance(values.get("config_overrides"), dict):
             values["config_overrides"] = json.dumps(values["config_overrides"])
         parser.set_defaults(**values)
-    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    try:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(
+            args=argv, look_for_args_file=False
+        )
+    except UsageError:
+        raise
+    except ValueError as error:  # raised by the arguments' own checks (transformers' or ours)
+        raise UsageError(str(error)) from error
     return model_args, data_args, training_args
+
+
+def _at_least(problems: list[str], name: str, value, least, note: str = "") -> None:
+    if value is not None and value < least:
+        problems.append(f"--{name} must be at least {least}{note}, not {value}")
+
+
+def validate_arguments(
+    model_args: ModelArguments, data_args: DataArguments, training_args: MTTrainingArguments
+) -> None:
+    """Check every option before any work (data loading, tokenizer training, model building): raise one
+    `UsageError` listing all that is wrong."""
+    problems: list[str] = []
+    if model_args.model_name_or_path is None:
+        architectures = ["marian", *sorted(PRESETS)]
+        if model_args.arch not in architectures:
+            problems.append(f"unknown --arch {model_args.arch!r}; choose from {', '.join(architectures)}")
+        else:
+            presets = sorted(MARIAN_PRESETS if model_args.arch == "marian" else PRESETS[model_args.arch])
+            if model_args.preset not in presets:
+                problems.append(
+                    f"unknown --preset {model_args.preset!r} for --arch {model_args.arch}; choose from "
+                    f"{', '.join(presets)}"
+                )
+            else:
+                try:
+                    _check_config_overrides(model_args)
+                except ValueError as error:
+                    problems.append(str(error))
+    _at_least(problems, "tokenizer_vocab_size", model_args.tokenizer_vocab_size, 1)
+    _at_least(problems, "max_source_length", data_args.max_source_length, 2, " (tokens, </s> included)")
+    _at_least(problems, "max_target_length", data_args.max_target_length, 2, " (tokens, </s> included)")
+    for name in ("max_train_samples", "max_eval_samples", "max_test_samples", "max_tokens", "max_sentences",
+                 "pad_to_multiple_of", "preprocessing_num_workers"):
+        _at_least(problems, name, getattr(data_args, name), 1)
+    _at_least(problems, "num_sample_translations", data_args.num_sample_translations, 0)
+    for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
+                 "generation_num_beams", "generation_max_length"):
+        _at_least(problems, name, getattr(training_args, name), 1)
+    if training_args.do_train:
+        if training_args.max_steps == 0 or training_args.max_steps < -1:
+            problems.append(
+                "--max_steps must be positive (or -1 to train --num_train_epochs epochs), not "
+                f"{training_args.max_steps}"
+            )
+        elif training_args.max_steps == -1 and not training_args.num_train_epochs > 0:
+            problems.append(f"--num_train_epochs must be positive, not {training_args.num_train_epochs}")
+        if not training_args.learning_rate > 0:
+            problems.append(f"--learning_rate must be positive, not {training_args.learning_rate}")
+        if training_args.warmup_steps < 0:
+            problems.append(f"--warmup_steps must not be negative, not {training_args.warmup_steps}")
+        if training_args.max_train_minutes is not None and not training_args.max_train_minutes > 0:
+            problems.append(f"--max_train_minutes must be positive, not {training_args.max_train_minutes}")
+    for option in ("train_file", "validation_file", "test_file"):
+        path = getattr(data_args, option)
+        if path is not None and not os.path.isfile(path):
+            problems.append(f"--{option} {path}: no such file")
+    for option in ("model_name_or_path", "tokenizer_name_or_path"):
+        path = getattr(model_args, option)
+        if path is not None and os.path.exists(path) and not os.path.isdir(path):
+            problems.append(f"--{option} {path} is a file, not a saved model directory")
+    output_dir = training_args.output_dir
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        problems.append(f"--output_dir {output_dir} is a file, not a folder")
+    else:
+        existing = os.path.abspath(output_dir)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.access(existing, os.W_OK):
+            problems.append(f"--output_dir {output_dir}: cannot create or write it ({existing} is not writable)")
+    if problems:
+        raise UsageError("\n  ".join(problems) if len(problems) == 1 else
+                         f"{len(problems)} problems with the options:\n  " + "\n  ".join(problems))
 
 
 def setup_logging(training_args: MTTrainingArguments) -> None:
@@ -315,6 +401,26 @@ def _config_overrides(model_args: ModelArguments) -> dict[str, Any]:
     if not isinstance(overrides, dict):
         raise ValueError("--config_overrides must be a JSON object")
     return overrides
+
+
+def _check_config_overrides(model_args: ModelArguments) -> None:
+    """Misspelled or invalid `--config_overrides` are refused, for MarianMT (whose config accepts any keyword) as for
+    the package's architectures (whose configs check their fields)."""
+    overrides = _config_overrides(model_args)
+    if model_args.arch == "marian":
+        known = set(MarianConfig().to_dict()) | set(MarianConfig.attribute_map)
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(
+                f"--config_overrides: unknown MarianConfig option(s) {', '.join(unknown)} (misspelled?)"
+            )
+        return
+    from hf_unified_mt import get_config
+
+    try:
+        get_config(model_args.arch, model_args.preset, **overrides)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"--config_overrides: {error}") from error
 
 
 def build_model(model_args: ModelArguments, data_args: DataArguments, tokenizer):
@@ -406,7 +512,7 @@ def _resolve_checkpoint(training_args: MTTrainingArguments) -> str | None:
             logger.warning("No checkpoint in %s to resume from; starting from scratch.", training_args.output_dir)
         return last
     if not os.path.isdir(value):
-        raise ValueError(f"--resume_from_checkpoint {value}: no such directory")
+        raise UsageError(f"--resume_from_checkpoint {value}: no such directory")
     return value
 
 
@@ -481,11 +587,13 @@ class TimeBudgetProgressCallback(ProgressCallback):
 @dataclass
 class PreparedData:
     """The tokenized splits within the length limits, their raw texts (for scoring and samples) and, per split, the
-    number of pairs left out as over-long."""
+    number of pairs left out as over-long (`skipped`) or, for the test split, kept truncated (`truncated`: its
+    translations stay one per test pair)."""
 
     splits: dict[str, datasets.Dataset]
     texts: dict[str, dict[str, list[str]]]
     skipped: dict[str, int]
+    truncated: dict[str, int] = field(default_factory=dict)
 
 
 def load_splits(data_args: DataArguments, training_args: MTTrainingArguments):
@@ -548,10 +656,16 @@ def prepare_data(corpus, raw: dict, tokenizer, data_args: DataArguments, trainin
         )
     data = PreparedData(splits={}, texts={}, skipped={})
     for split, dataset in tokenized.items():
+        # Test translations must stay one per test pair: with --overlong skip, over-long test pairs are translated
+        # truncated (and counted) instead of being left out.
+        policy = "truncate" if (split == "test" and data_args.overlong == "skip") else data_args.overlong
         dataset, report = handle_overlong(
-            dataset, split, data_args.max_source_length, data_args.max_target_length, data_args.overlong, corpus
+            dataset, split, data_args.max_source_length, data_args.max_target_length, policy, corpus
         )
-        data.skipped[split] = report.overlong
+        if policy == "truncate":
+            data.skipped[split], data.truncated[split] = 0, report.overlong
+        else:
+            data.skipped[split] = report.overlong
         data.texts[split] = {"source": dataset["source"], "target": dataset["target"]}
         data.splits[split] = dataset.remove_columns(["line", "source", "target"])
     return data
@@ -592,12 +706,15 @@ def build_trainer(model, tokenizer, data: PreparedData, data_args: DataArguments
 def describe_run(model_args: ModelArguments, data_args: DataArguments, training_args: MTTrainingArguments, model,
                  tokenizer, data: PreparedData) -> dict[str, Any]:
     """The head of `results.json`: everything needed to reproduce the run (model cards read it)."""
+    data_arguments = dataclasses.asdict(data_args)
+    if data_args.dataset_name or data_args.train_file or data_args.validation_file or data_args.test_file:
+        data_arguments["corpus"] = None  # not used: the data came from these files or this dataset
     return {
         "arch": model_args.arch,
         "preset": model_args.preset,
         "training_arguments": {
             **dataclasses.asdict(model_args),
-            **dataclasses.asdict(data_args),
+            **data_arguments,
             **training_args.to_dict(),
             # the smoothing the run used, whether the model's own loss or the Trainer's label smoother applied it
             "label_smoothing_factor": float(getattr(model.config, "label_smoothing", 0.0))
@@ -606,6 +723,7 @@ def describe_run(model_args: ModelArguments, data_args: DataArguments, training_
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "vocab_size": len(tokenizer),
         "skipped_overlong": data.skipped,
+        "truncated_overlong": data.truncated,
     }
 
 
@@ -650,17 +768,22 @@ def score_test(trainer, tokenizer, data: PreparedData, data_args: DataArguments,
     )
     if not trainer.is_world_process_zero():
         return None
-    hypotheses = decode_predictions(prediction.predictions, tokenizer)
+    hypotheses = [one_line(text) for text in decode_predictions(prediction.predictions, tokenizer)]
     sources, references = data.texts["test"]["source"], data.texts["test"]["target"]
+    if len(hypotheses) != len(references):
+        raise RuntimeError(f"{len(hypotheses)} test translations for {len(references)} test pairs")
     scores = compute_translation_scores(hypotheses, references)
     test = {
         **scores,
         "num_beams": training_args.generation_num_beams,
         "skipped_overlong": data.skipped.get("test", 0),
+        "truncated_overlong": data.truncated.get("test", 0),
         **{key: value for key, value in prediction.metrics.items() if key.startswith("test_")},
         "bleu_by_source_length": bleu_by_source_length(sources, hypotheses, references),
     }
-    print(f"\nTest set ({len(hypotheses)} pairs, beam {training_args.generation_num_beams}):")
+    truncated = data.truncated.get("test", 0)
+    print(f"\nTest set ({len(hypotheses)} pairs, beam {training_args.generation_num_beams}"
+          + (f"; {truncated} over-long sources translated truncated" if truncated else "") + "):")
     print(format_scores(scores))
     os.makedirs(training_args.output_dir, exist_ok=True)
     with open(os.path.join(training_args.output_dir, "test_results.json"), "w", encoding="utf-8") as handle:
@@ -715,14 +838,16 @@ def write_results(results: dict[str, Any], output_dir: str) -> None:
 def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[str, Any]:
     """Run training and testing; returns the results written to `output_dir` (`callbacks` go to the Trainer)."""
     model_args, data_args, training_args = parse_arguments(argv)
+    validate_arguments(model_args, data_args, training_args)
     setup_logging(training_args)
-    logger.info("Training arguments: %s", training_args)
     checkpoint = _resolve_checkpoint(training_args) if training_args.do_train else None
 
     corpus, raw = load_splits(data_args, training_args)
     tokenizer = get_tokenizer(model_args, training_args, raw.get("train"), checkpoint)
     model = prepare_model(model_args, data_args, training_args, tokenizer)
     data = prepare_data(corpus, raw, tokenizer, data_args, training_args)
+    # After the data checks, so that a problem with the data is not buried under the ~120 lines of this dump.
+    logger.info("Training arguments: %s", training_args)
     trainer = build_trainer(model, tokenizer, data, data_args, training_args, callbacks)
     results = describe_run(model_args, data_args, training_args, model, tokenizer, data)
 
@@ -741,4 +866,9 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (UsageError, DataValidationError, ExampleTooLongError) as error:
+        # Problems the user can fix, already described in full; a traceback would only bury them (bugs keep theirs).
+        print(f"train.py: error: {error}", file=sys.stderr)
+        sys.exit(2)

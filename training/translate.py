@@ -6,20 +6,31 @@
     python training/translate.py outputs/mt --input source.es --output output.en --num_beams 5
     echo "En el principio era el Verbo." | python training/translate.py outputs/mt
 
-Each input line gives one output line (empty lines stay empty). The progress bar goes to stderr.
+Each input line gives one output line (empty lines stay empty). Lines are separated by `\\n` (a `\\r\\n` ending is
+accepted); other Unicode line separators are part of the text. A source longer than the model accepts stops the
+command before anything is translated, naming its line, unless `--max_source_length` truncates it (with a warning
+naming the lines). Problems with the options or files are reported on one line (`translate.py: error: ...`, exit
+status 2) before the model is loaded. The progress bar goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import logging
+import os
 import sys
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-from hf_unified_mt.training.inference import translate
+from hf_unified_mt.training.data import describe_binary_start
+from hf_unified_mt.training.inference import split_lines, translate
+
+
+class UsageError(Exception):
+    """A problem with the options, input or model that the user can fix; printed as one line, without traceback."""
 
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -30,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("model", help="Directory of a saved model and tokenizer (e.g. train.py's output_dir).")
     parser.add_argument("--input", "-i", default="-", help="Input file, one sentence per line ('-' = stdin).")
     parser.add_argument("--output", "-o", default="-", help="Output file ('-' = stdout).")
+    parser.add_argument("--encoding", default="utf-8", help="Text encoding of the input and output (default utf-8).")
     parser.add_argument("--num_beams", type=int, default=None, help="Beam size (default: the model's, else 1).")
     parser.add_argument("--batch_size", type=int, default=32, help="Most sentences per batch.")
     parser.add_argument("--max_tokens", type=int, default=None, help="Most padded source tokens per batch.")
@@ -51,41 +63,113 @@ def load_model(path: str, device: str | None = None, dtype: str = "float32", tru
     return model.to(device).eval(), tokenizer
 
 
+def check_model_path(path: str) -> None:
+    """A model directory that does not exist is named as such (not as an invalid Hub repository id)."""
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise UsageError(f"{path} is not a saved model: it has no config.json")
+        return
+    if os.path.exists(path):
+        raise UsageError(f"{path} is a file, not a model directory")
+    looks_like_repo_id = path.count("/") == 1 and not path.startswith((".", "/", "~")) and os.sep == "/"
+    if not looks_like_repo_id or os.path.isdir(os.path.dirname(path) or "."):
+        raise UsageError(f"model directory {path} does not exist")
+
+
+def check_arguments(args) -> None:
+    """Every option and path, before the model is loaded."""
+    for name, least in (("num_beams", 1), ("batch_size", 1), ("max_tokens", 1), ("max_new_tokens", 1),
+                        ("max_source_length", 2)):
+        value = getattr(args, name)
+        if value is not None and value < least:
+            raise UsageError(f"--{name} must be at least {least}, not {value}")
+    try:
+        codecs.lookup(args.encoding)
+    except LookupError as error:
+        raise UsageError(f"unknown encoding {args.encoding!r} (--encoding)") from error
+    if args.input != "-" and not os.path.isfile(args.input):
+        raise UsageError(f"input file {args.input} does not exist" if not os.path.exists(args.input)
+                         else f"input {args.input} is not a file")
+    if args.output != "-":
+        folder = os.path.dirname(os.path.abspath(args.output))
+        if os.path.isdir(args.output):
+            raise UsageError(f"--output {args.output} is a directory; give a file name")
+        if not os.path.isdir(folder):
+            raise UsageError(f"cannot write --output {args.output}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise UsageError(f"cannot write --output {args.output}: the folder {folder} is not writable")
+    check_model_path(args.model)
+
+
+def decode_input(raw: bytes, name: str, encoding: str) -> str:
+    """The text of the input, or a `UsageError` naming the line that does not decode (and a hint for compressed or
+    UTF-16 files)."""
+    try:
+        return raw.decode(encoding).removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        hint = describe_binary_start(raw[:8], name, encoding)
+        if hint is not None:
+            raise UsageError(hint) from error
+        line = raw[: error.start].count(b"\n") + 1
+        raise UsageError(
+            f"{name}, line {line}: bytes {raw[error.start : error.end]!r} cannot be decoded as {encoding} "
+            f"({error.reason}); pass the file's encoding with --encoding"
+        ) from error
+
+
+def read_input(args) -> list[str]:
+    if args.input == "-":
+        buffer = getattr(sys.stdin, "buffer", None)
+        text = decode_input(buffer.read(), "stdin", args.encoding) if buffer is not None else sys.stdin.read()
+    else:
+        with open(args.input, "rb") as handle:
+            text = decode_input(handle.read(), args.input, args.encoding)
+    return split_lines(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s - %(name)s - %(message)s")
-    model, tokenizer = load_model(args.model, args.device, args.dtype, args.trust_remote_code)
-
-    if args.input == "-":
-        lines = sys.stdin.read().splitlines()
-    else:
-        with open(args.input, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+    check_arguments(args)
+    lines = read_input(args)
+    try:
+        model, tokenizer = load_model(args.model, args.device, args.dtype, args.trust_remote_code)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot load the model {args.model}: {str(error).splitlines()[0]}") from error
 
     generate_kwargs = {}
     if args.length_penalty is not None:
         generate_kwargs["length_penalty"] = args.length_penalty
-    translations = translate(
-        model,
-        tokenizer,
-        lines,
-        num_beams=args.num_beams,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-        max_tokens=args.max_tokens,
-        max_source_length=args.max_source_length,
-        progress=not args.no_progress,
-        **generate_kwargs,
-    )
+    try:
+        translations = translate(
+            model,
+            tokenizer,
+            lines,
+            num_beams=args.num_beams,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+            max_tokens=args.max_tokens,
+            max_source_length=args.max_source_length,
+            progress=not args.no_progress,
+            **generate_kwargs,
+        )
+    except ValueError as error:  # an over-long line (named), or a max_source_length the model cannot take
+        source = "stdin" if args.input == "-" else args.input
+        raise UsageError(f"{source}: {error}") from error
+    assert len(translations) == len(lines)
 
     text = "".join(translation + "\n" for translation in translations)
     if args.output == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        with open(args.output, "w", encoding="utf-8") as handle:
+        with open(args.output, "w", encoding=args.encoding, newline="\n") as handle:
             handle.write(text)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except UsageError as error:
+        print(f"translate.py: error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -32,8 +32,11 @@ class TranslationPipeline(Pipeline):
 
     Call with a string or a list of strings (`batch_size=` batches them; shorter inputs are padded); generation
     parameters (`num_beams`, `max_new_tokens`, `do_sample`, ...) can be given at construction or per call.
-    Returns one `{"translation_text": ...}` per input (a list of them per input with `num_return_sequences > 1`).
-    Inputs are never truncated: one longer than the model accepts raises an error naming its length.
+    Returns one `{"translation_text": ...}` per input (a list of them per input with `num_return_sequences > 1`); an
+    empty list gives an empty list, and an empty (or blank) string translates to `""` without running the model.
+    Inputs are not truncated unless asked: one longer than the model accepts raises an error naming its length;
+    `truncation=True` (as for transformers' translation pipeline) cuts inputs to `max_length` tokens, by default the
+    model's `max_position_embeddings`.
     """
 
     _pipeline_calls_generate = True
@@ -43,19 +46,32 @@ class TranslationPipeline(Pipeline):
     _load_tokenizer = True
     _default_generation_config = GenerationConfig(max_new_tokens=256, num_beams=4)
 
-    def _sanitize_parameters(self, clean_up_tokenization_spaces=None, return_tensors=None, **generate_kwargs):
+    def _sanitize_parameters(
+        self, clean_up_tokenization_spaces=None, return_tensors=None, truncation=None, **generate_kwargs
+    ):
+        preprocess_params = {}
+        if truncation is not None:
+            if truncation not in (True, False, "longest_first", "only_first", "do_not_truncate"):
+                raise ValueError(f"truncation must be True or False, not {truncation!r}")
+            preprocess_params["truncation"] = truncation not in (False, "do_not_truncate")
+            # `max_length` belongs to generate() elsewhere; with truncation it is the longest input to keep
+            if preprocess_params["truncation"] and "max_length" in generate_kwargs:
+                preprocess_params["max_length"] = generate_kwargs.pop("max_length")
         postprocess_params = {}
         if clean_up_tokenization_spaces is not None:
             postprocess_params["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
         if return_tensors is not None:
             postprocess_params["return_tensors"] = return_tensors
-        return {}, generate_kwargs, postprocess_params
+        return preprocess_params, generate_kwargs, postprocess_params
 
-    def preprocess(self, text):
+    def preprocess(self, text, truncation=False, max_length=None):
         if not isinstance(text, str):
             raise TypeError(f"The translation pipeline takes strings, got {type(text).__name__}")
         if not text.strip():
-            raise ValueError("Cannot translate an empty string")
+            raise ValueError("Cannot translate an empty string")  # __call__ answers "" for those without the model
+        if truncation:
+            max_length = max_length or getattr(self.model.config, "max_position_embeddings", None)
+            return self.tokenizer(text, return_tensors="pt", truncation=max_length is not None, max_length=max_length)
         return self.tokenizer(text, return_tensors="pt", truncation=False)
 
     def _forward(self, model_inputs, **generate_kwargs):
@@ -83,12 +99,32 @@ class TranslationPipeline(Pipeline):
         """A string gives `[{"translation_text": ...}]` (one entry per returned sequence); a list of strings gives one
         such list per input, flattened to one dict per input when each input has a single translation (the
         transformers 4 behaviour)."""
-        results = super().__call__(inputs, *args, **kwargs)
-        if isinstance(inputs, str):
-            return results
+        if isinstance(inputs, str) and not inputs.strip():
+            return self._empty_translation(kwargs)
+        if isinstance(inputs, (list, tuple)):
+            if not inputs:
+                return []
+            # Empty strings are answered here, so that one of them does not fail the whole batch.
+            empty = [isinstance(text, str) and not text.strip() for text in inputs]
+            texts = [text for text, blank in zip(inputs, empty) if not blank]
+            translated = iter(super().__call__(texts, *args, **kwargs) if texts else [])
+            results = [self._empty_translation(kwargs) if blank else next(translated) for blank in empty]
+        else:
+            results = super().__call__(inputs, *args, **kwargs)
+            if isinstance(inputs, str):
+                return results
         if all(len(records) == 1 for records in results):
             return [records[0] for records in results]
         return results
+
+    def _empty_translation(self, kwargs):
+        """The records of an empty input: one empty translation per returned sequence."""
+        _, forward_params, postprocess_params = self._sanitize_parameters(**kwargs)
+        params = self._get_set_generation_params({**self._forward_params, **forward_params})
+        count = params.get("num_return_sequences") or 1
+        return_tensors = {**self._postprocess_params, **postprocess_params}.get("return_tensors")
+        key = "translation_token_ids" if return_tensors else "translation_text"
+        return [{key: [] if key == "translation_token_ids" else ""} for _ in range(count)]
 
 
 def register_translation_pipeline() -> None:

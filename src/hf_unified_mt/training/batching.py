@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import logging
 import math
+import os
 from collections.abc import Iterator, Sequence
 from functools import partial
 
@@ -27,12 +29,28 @@ from accelerate.data_loader import BatchSamplerShard, DataLoaderDispatcher
 from torch.utils.data import DataLoader, Sampler
 from transformers import Seq2SeqTrainer
 from transformers.trainer_pt_utils import LabelSmoother
-from transformers.trainer_utils import seed_worker
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, seed_worker
 
 from .data import sequence_lengths
 
 
 logger = logging.getLogger(__name__)
+
+# Written into each checkpoint: the training loss summed over every step up to it, so that a resumed run reports the
+# whole run's mean training loss.
+LOSS_SUM_NAME = "train_loss_sum.json"
+
+
+def logged_loss_sum(log_history: list[dict], until_step: int) -> float | None:
+    """An estimate of the training loss summed over steps 1..`until_step` from the logged losses (each the mean over
+    its logging interval), for checkpoints saved without [`LOSS_SUM_NAME`]; None if nothing was logged."""
+    total, covered, previous = 0.0, 0, 0
+    for entry in log_history:
+        if "loss" in entry and "step" in entry and previous < entry["step"] <= until_step:
+            total += entry["loss"] * (entry["step"] - previous)
+            covered += entry["step"] - previous
+            previous = entry["step"]
+    return total / covered * until_step if covered else None
 
 
 class ExampleTooLongError(ValueError):
@@ -273,6 +291,58 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             and self.model_accepts_loss_kwargs
         ):
             self.label_smoother = LabelSmoother(epsilon=0.0)
+
+    # ---- the whole run's training loss, also across a resume
+    # transformers reports `train_loss` as the mean over the steps of the current `train()` call only: after a resume,
+    # the steps before the checkpoint are left out. Each checkpoint records the loss summed over all its steps
+    # (`LOSS_SUM_NAME`), and the final `train_loss` adds it back in.
+
+    _loss_sum_before_resume: float | None = 0.0
+
+    def _init_training_state(self, max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint,
+                             trial):
+        result = super()._init_training_state(
+            max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
+        )
+        self._loss_sum_before_resume = 0.0
+        step = self.state.global_step
+        if resume_from_checkpoint is not None and step > 0:
+            recorded = None
+            path = os.path.join(resume_from_checkpoint, LOSS_SUM_NAME)
+            if os.path.isfile(path):
+                try:
+                    with open(path, encoding="utf-8") as handle:
+                        recorded = json.load(handle)
+                except (OSError, ValueError):
+                    recorded = None
+            if isinstance(recorded, dict) and recorded.get("global_step") == step:
+                self._loss_sum_before_resume = float(recorded["loss_sum"])
+            else:
+                self._loss_sum_before_resume = logged_loss_sum(self.state.log_history, step)
+        return result
+
+    def _save_checkpoint(self, model, trial):
+        if self.args.should_save and self._loss_sum_before_resume is not None and hasattr(self, "_tr_loss"):
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            os.makedirs(folder, exist_ok=True)
+            loss_sum = self._loss_sum_before_resume + self._total_loss_scalar + self._tr_loss.item()
+            with open(os.path.join(folder, LOSS_SUM_NAME), "w", encoding="utf-8") as handle:
+                json.dump({"global_step": self.state.global_step, "loss_sum": loss_sum}, handle)
+        super()._save_checkpoint(model, trial)
+
+    def _finalize_training(self, trial, num_train_samples, start_time):
+        resumed_at = getattr(self, "_initial_global_step", 0)
+        if resumed_at and self._loss_sum_before_resume is not None and self.state.global_step > 0:
+            steps_now = self.state.global_step - resumed_at
+            whole_sum = self._loss_sum_before_resume + self._total_loss_scalar + self._tr_loss.item()
+            # The parent divides the loss summed over this call's steps by their number; hand it the sum that makes
+            # the quotient the whole run's mean (its speed metrics still count this call's steps only).
+            self._total_loss_scalar = (
+                whole_sum * max(steps_now, 0.001) / self.state.global_step - self._tr_loss.item()
+            )
+        return super()._finalize_training(trial, num_train_samples, start_time)
 
     def _padding_multiple(self) -> int | None:
         return getattr(self.data_collator, "pad_to_multiple_of", None)

@@ -56,7 +56,7 @@ VALIDATION_SPLIT_ALIASES = ("validation", "valid", "dev", "val")
 # translation datasets (wmt16, opus_books, ...); fields are looked up inside it when not found at the top level.
 TRANSLATION_COLUMN = "translation"
 
-OverlongPolicy = Literal["skip", "error"]
+OverlongPolicy = Literal["skip", "error", "truncate"]
 
 
 class DataValidationError(ValueError):
@@ -132,11 +132,72 @@ def _open_binary(path: Path):
     return opener(path, "rb")
 
 
+# Magic bytes of compressed files, and byte-order marks of encodings that are not ASCII-compatible.
+_COMPRESSION_MAGIC = {b"\x1f\x8b": ".gz", b"BZh": ".bz2", b"\xfd7zXZ\x00": ".xz"}
+_BYTE_ORDER_MARKS = {
+    b"\xff\xfe\x00\x00": "utf-32",
+    b"\x00\x00\xfe\xff": "utf-32",
+    b"\xff\xfe": "utf-16",
+    b"\xfe\xff": "utf-16",
+}
+
+
+def describe_binary_start(head: bytes, path: str | Path, encoding: str, compressed: bool = False) -> str | None:
+    """A hint for a file that does not decode: it is compressed but not named so, or it is UTF-16/32 read with
+    another encoding. `head` is the file's first bytes (after decompression when `compressed`). None if neither."""
+    if not compressed:
+        for magic, suffix in _COMPRESSION_MAGIC.items():
+            if head.startswith(magic):
+                return (
+                    f"{path} is {suffix[1:]}-compressed (it starts with the {suffix} magic bytes) but its name does "
+                    f"not end in {suffix}: rename it to {Path(path).name}{suffix} (or decompress it)"
+                )
+    normalized = codecs.lookup(encoding).name
+    for mark, name in _BYTE_ORDER_MARKS.items():
+        if head.startswith(mark) and not normalized.startswith(name):
+            return f"{path} starts with a {name.upper()} byte-order mark: pass --encoding {name}"
+    return None
+
+
+def _is_ascii_compatible(encoding: str) -> bool:
+    """Whether `\\n` is the single byte 0x0A in `encoding` (not so in UTF-16/UTF-32), so that lines can be split on
+    bytes before decoding."""
+    return "\n".encode(encoding).endswith(b"\n") and len("\n".encode(encoding).lstrip(b"\xef\xbb\xbf")) == 1
+
+
 def _decoded_lines(path: Path, encoding: str, problems: list[str], max_problems: int) -> Iterator[tuple[int, str]]:
     """Yield `(line_number, text)` for each physical line of `path`, recording undecodable lines as problems.
 
-    Lines keep their line terminator so that CSV readers can rebuild quoted multi-line fields.
+    Lines are split on `\\n` only (other Unicode line separators are text), and keep their line terminator so that
+    CSV readers can rebuild quoted multi-line fields.
     """
+    with _open_binary(path) as handle:
+        head = handle.read(8)
+    hint = describe_binary_start(head, path, encoding, compressed=path.suffix.lower() in _COMPRESSION_OPENERS)
+    if hint is not None:
+        raise DataValidationError(hint)
+    if not _is_ascii_compatible(encoding):
+        # UTF-16/32: a line break is several bytes; decode the whole file, then split on "\n".
+        with _open_binary(path) as handle:
+            raw = handle.read()
+        try:
+            text = raw.decode(encoding)
+        except UnicodeDecodeError as error:
+            line = raw[: error.start].decode(encoding, errors="replace").count("\n") + 1
+            problems.append(
+                f"{path}, line {line}: bytes that cannot be decoded as {encoding} ({error.reason}). Convert the file "
+                f"to {encoding} or pass its encoding (--encoding)."
+            )
+            return
+        text = text.removeprefix("\ufeff")
+        pieces = text.split("\n")
+        for line_number, piece in enumerate(pieces, start=1):
+            if line_number == len(pieces):
+                if piece:
+                    yield line_number, piece
+            else:
+                yield line_number, piece + "\n"
+        return
     with _open_binary(path) as handle:
         for line_number, raw in enumerate(handle, start=1):
             try:
@@ -232,6 +293,11 @@ def _scan_delimited(
         line_numbers.append(number)
         if not row or row == [""]:
             problems.append(f"{path}, line {number}: empty line")
+        elif row == header:
+            problems.append(
+                f"{path}, line {number}: repeats the header line ({', '.join(header)}); were two files concatenated? "
+                "Remove the extra header"
+            )
         elif len(row) != len(header):
             separator = "tab" if delimiter == "\t" else repr(delimiter)
             problems.append(
@@ -261,6 +327,9 @@ def _scan_json(
     problems: list[str] = []
     with _open_binary(path) as handle:
         head = handle.read(4096)
+    hint = describe_binary_start(head, path, encoding, compressed=path.suffix.lower() in _COMPRESSION_OPENERS)
+    if hint is not None:
+        raise DataValidationError(hint)
     first_char = head.decode(encoding, errors="ignore").lstrip("\ufeff \t\r\n")[:1]
 
     records: list[tuple[int, Any]] = []
@@ -602,14 +671,16 @@ def handle_overlong(
         dataset: a tokenized split with `input_ids`, `labels` and (for locations) `line`.
         split: the split name, for messages.
         max_source_length, max_target_length: limits in tokens; `None` means no limit.
-        policy: `"skip"` removes the over-long pairs and logs how many; `"error"` raises a [`DataValidationError`].
+        policy: `"skip"` removes the over-long pairs and logs how many; `"error"` raises a [`DataValidationError`];
+            `"truncate"` keeps every pair, cutting over-long sources and targets to the limits (the last token stays
+            `</s>`), with a warning (used for the test split, whose translations must stay one per pair).
         corpus: used to name the file and line of the first over-long pairs.
 
     Returns:
         The (possibly filtered) dataset and an [`OverlongReport`].
     """
-    if policy not in ("skip", "error"):
-        raise ValueError(f"overlong policy must be 'skip' or 'error', not {policy!r}")
+    if policy not in ("skip", "error", "truncate"):
+        raise ValueError(f"overlong policy must be 'skip', 'error' or 'truncate', not {policy!r}")
     source_lengths = sequence_lengths(dataset, "input_ids")
     target_lengths = sequence_lengths(dataset, "labels")
     too_long = np.zeros(len(dataset), dtype=bool)
@@ -639,6 +710,16 @@ def handle_overlong(
             + "\n  ".join(examples)
             + "\nRaise the limits, or pass --overlong skip to leave these pairs out."
         )
+    if policy == "truncate":
+        logger.warning(
+            "Truncated %d of %d pairs in split '%s' to the limits (%s); first ones:\n  %s",
+            len(bad_indices),
+            len(dataset),
+            split,
+            limits,
+            "\n  ".join(examples),
+        )
+        return _truncate_rows(dataset, bad_indices, max_source_length, max_target_length), report
     logger.warning(
         "Skipped %d of %d pairs in split '%s' longer than the limits (%s); first ones:\n  %s",
         len(bad_indices),
@@ -647,4 +728,34 @@ def handle_overlong(
         limits,
         "\n  ".join(examples),
     )
-    return dataset.select(np.flatnonzero(~too_long)), report
+    kept = dataset.select(np.flatnonzero(~too_long))
+    if len(kept) == 0:
+        raise DataValidationError(
+            f"split '{split}' is empty: all {len(dataset)} of its pairs are longer than the limits ({limits}) and "
+            "--overlong skip left them out:\n  " + "\n  ".join(examples) + "\nRaise --max_source_length / "
+            "--max_target_length."
+        )
+    return kept, report
+
+
+def _cut(ids: list[int], limit: int | None) -> list[int]:
+    """`ids` cut to `limit` tokens, keeping its last token (`</s>`) at the end."""
+    if limit is None or len(ids) <= limit:
+        return ids
+    return ids[: limit - 1] + ids[-1:]
+
+
+def _truncate_rows(dataset: datasets.Dataset, indices: np.ndarray, max_source_length: int | None,
+                   max_target_length: int | None) -> datasets.Dataset:
+    selected = set(int(i) for i in indices)
+
+    def cut(example, index):
+        if index not in selected:
+            return example
+        example["input_ids"] = _cut(example["input_ids"], max_source_length)
+        if "attention_mask" in example:
+            example["attention_mask"] = example["attention_mask"][: len(example["input_ids"])]
+        example["labels"] = _cut(example["labels"], max_target_length)
+        return example
+
+    return dataset.map(cut, with_indices=True, desc="Truncating over-long pairs")

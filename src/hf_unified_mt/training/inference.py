@@ -70,6 +70,31 @@ def clean_generation_config(model, num_beams: int | None = None, max_new_tokens:
     return model.generation_config
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of `text`, split on `\\n` only (a `\\r` before it is dropped); other Unicode line separators (U+2028,
+    U+0085, form feed, ...) stay inside their line, unlike `str.splitlines()`. A final `\\n` does not start a line."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def one_line(text: str) -> str:
+    """`text` with line breaks (`\\r`, `\\n`) replaced by spaces, so that it stays one line of an output file."""
+    return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+def model_length_limit(model) -> int | None:
+    """The longest source the model accepts, in tokens (`config.max_position_embeddings`), or None."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return limit if isinstance(limit, int) and limit > 0 else None
+
+
+def _describe_lines(indices: list[int], lengths: list[int], limit: int = 5) -> str:
+    shown = ", ".join(f"line {i + 1} ({n} tokens)" for i, n in zip(indices[:limit], lengths[:limit]))
+    return shown + (f" and {len(indices) - limit} more" if len(indices) > limit else "")
+
+
 @torch.inference_mode()
 def translate(
     model,
@@ -91,15 +116,28 @@ def translate(
         tokenizer: its tokenizer.
         texts: the sentences. Empty (or whitespace-only) lines translate to empty lines.
         num_beams: beam size; defaults to the model's generation config.
-        max_new_tokens: the most tokens to generate per sentence; defaults to the model's generation config, or else
-            to `2 * longest source + 10` per batch.
+        max_new_tokens: the most tokens to generate per sentence (at least 1); defaults to the model's generation
+            config, or else to `2 * longest source + 10` per batch.
         batch_size: the most sentences per batch.
         max_tokens: also cap the padded source tokens per batch.
-        max_source_length: truncate longer sources to this many tokens (with a warning).
+        max_source_length: truncate longer sources to this many tokens (with a warning naming their lines). Without
+            it, a source longer than the model accepts (`max_position_embeddings`) raises a `ValueError` naming its
+            line (1-based position in `texts`) before anything is translated.
         device: where to run; defaults to the model's device.
         progress: show a tqdm progress bar (on stderr).
         **generate_kwargs: passed to `model.generate` (e.g. `length_penalty`).
     """
+    for name, value, least in (("max_new_tokens", max_new_tokens, 1), ("num_beams", num_beams, 1),
+                               ("batch_size", batch_size, 1), ("max_tokens", max_tokens, 1),
+                               ("max_source_length", max_source_length, 2)):
+        if value is not None and value < least:
+            raise ValueError(f"{name} must be at least {least}, not {value}")
+    model_limit = model_length_limit(model)
+    if max_source_length is not None and model_limit is not None and max_source_length > model_limit:
+        raise ValueError(
+            f"max_source_length={max_source_length} exceeds what the model accepts "
+            f"(max_position_embeddings={model_limit})"
+        )
     model.eval()
     device = torch.device(device) if device is not None else next(model.parameters()).device
     outputs = [""] * len(texts)
@@ -107,16 +145,22 @@ def translate(
     if not todo:
         return outputs
     encoded = tokenizer([texts[i].strip() for i in todo])["input_ids"]
-    if max_source_length is not None:
-        truncated = sum(len(ids) > max_source_length for ids in encoded)
-        if truncated:
+    limit = max_source_length if max_source_length is not None else model_limit
+    if limit is not None:
+        over = [position for position, ids in enumerate(encoded) if len(ids) > limit]
+        described = _describe_lines([todo[p] for p in over], [len(encoded[p]) for p in over])
+        if over and max_source_length is None:
+            raise ValueError(
+                f"{len(over)} source sentence(s) are longer than the model accepts ({model_limit} tokens): "
+                f"{described}. Shorten them, or truncate them with max_source_length (--max_source_length "
+                f"{model_limit})"
+            )
+        if over:
             logger.warning(
-                "Truncated %d source sentence(s) to max_source_length=%d tokens", truncated, max_source_length
+                "Truncated %d source sentence(s) to max_source_length=%d tokens: %s", len(over), limit, described
             )
             eos = tokenizer.eos_token_id
-            encoded = [
-                ids if len(ids) <= max_source_length else ids[: max_source_length - 1] + [eos] for ids in encoded
-            ]
+            encoded = [ids if len(ids) <= limit else ids[: limit - 1] + [eos] for ids in encoded]
     lengths = [len(ids) for ids in encoded]
     batches = token_batches_for_inference(lengths, max_sentences=batch_size, max_tokens=max_tokens)
     configured_max_new_tokens = getattr(model.generation_config, "max_new_tokens", None)
@@ -125,12 +169,14 @@ def translate(
         for batch in batches:
             features = tokenizer.pad({"input_ids": [encoded[i] for i in batch]}, return_tensors="pt")
             features = {key: value.to(device) for key, value in features.items()}
-            limit = max_new_tokens or configured_max_new_tokens or 2 * max(lengths[i] for i in batch) + 10
+            new_tokens = max_new_tokens
+            if new_tokens is None:
+                new_tokens = configured_max_new_tokens or 2 * max(lengths[i] for i in batch) + 10
             if num_beams is not None:
                 generate_kwargs["num_beams"] = num_beams
-            generated = model.generate(**features, max_new_tokens=limit, **generate_kwargs)
+            generated = model.generate(**features, max_new_tokens=new_tokens, **generate_kwargs)
             decoded = tokenizer.batch_decode(generated, skip_special_tokens=True)
             for position, text in zip(batch, decoded):
-                outputs[todo[position]] = text.strip()
+                outputs[todo[position]] = one_line(text).strip()
             bar.update(len(batch))
     return outputs
