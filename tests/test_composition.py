@@ -100,3 +100,16 @@ def test_variant_6_has_the_parameters_of_the_standard_decoder_layer_less_one_lay
     d = config.d_model
     assert counts["merged_self"] == counts["self"] - 2 * d  # one LayerNorm fewer
     assert counts["merged"] == counts["self"] - (4 * d * d + 4 * d) - 2 * d  # no self-attention, one LN fewer
+
+
+def test_the_readme_composition_examples_build():
+    """Every line of the README's "Combining the papers" example gives a valid config."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Combining the papers", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    calls = [line.split("  #")[0] for line in section.splitlines() if line.startswith("get_config(")]
+    assert len(calls) >= 5
+    for call in calls:
+        config = eval(call, {"get_config": hf_unified_mt.get_config})  # noqa: S307 (our own README)
+        assert config.model_type in call
