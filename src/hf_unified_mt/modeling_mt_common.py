@@ -983,10 +983,14 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.lm_head(outputs.last_hidden_state[:, slice_indices, :])
 
+        extra = {field: outputs.get(field) for field in self.extra_output_fields}
         loss = None
         if labels is not None:
-            loss = translation_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
-        extra = {field: outputs.get(field) for field in self.extra_output_fields}
+            terms = self.loss_terms(logits, labels, num_items_in_batch)
+            loss = terms.pop("loss")
+            extra.update(terms)
+        else:
+            self.forward_without_labels()
         return self.output_class(
             loss=loss,
             logits=logits,
@@ -999,6 +1003,18 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
             encoder_attentions=outputs.encoder_attentions,
             **extra,
         )
+
+    def loss_terms(
+        self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor | None]:
+        """The loss hook: `{"loss": ...}` for a forward with `labels`, the label-smoothed cross-entropy over the target
+        tokens (`translation_cross_entropy`). An architecture that adds loss terms returns them here too, each under
+        the name of a field of its `output_class`."""
+        return {"loss": translation_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)}
+
+    def forward_without_labels(self) -> None:
+        """Called by a forward without `labels` (an architecture can warn when training would then miss a loss
+        term)."""
 
     def _prepare_cache_for_generation(self, generation_config, *args, **kwargs):
         # Only the dynamic cache can hold the decoder's recurrent state (convolution windows, running sums): the

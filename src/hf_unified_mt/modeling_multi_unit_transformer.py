@@ -27,7 +27,7 @@ from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple, logging
+from transformers.utils import TransformersKwargs, logging
 from transformers.utils.output_capturing import OutputRecorder
 
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
@@ -42,7 +42,6 @@ from .modeling_mt_common import (
     MTForConditionalGeneration,
     MTModel,
     MTPreTrainedModel,
-    accepts_past_key_values,
     cache_layer_for,
     init_matrix_,
     loss_denominator,
@@ -713,76 +712,33 @@ class MultiUnitTransformerForConditionalGeneration(
     base_model_class = MultiUnitTransformerModel
     output_class = MultiUnitSeq2SeqLMOutput
 
-    @accepts_past_key_values
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.LongTensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        cache: Cache | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        decoder_inputs_embeds: torch.Tensor | None = None,
-        labels: torch.LongTensor | None = None,
-        use_cache: bool | None = None,
-        logits_to_keep: int | torch.Tensor = 0,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> MultiUnitSeq2SeqLMOutput:
-        r"""
-        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*):
-            Target token ids; -100 marks positions ignored by the loss. The loss is the cross-entropy (with
-            `config.label_smoothing`) plus, with the sequential dependency, the weighted AutoShuffle penalty
-            (Eq. 20); the output also returns the two parts, `cross_entropy` and `shuffle_penalty`.
-        """
-        if labels is not None:
-            use_cache = False
-            if decoder_input_ids is None and decoder_inputs_embeds is None:
-                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
-        outputs = super().forward(
-            input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask,
-            encoder_outputs=encoder_outputs,
-            cache=cache,
-            inputs_embeds=inputs_embeds,
-            decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache,
-            logits_to_keep=logits_to_keep,
-            return_dict=True,
-            **kwargs,
-        )
-        if labels is None:
-            if self.training and self.config.use_sequential_dependency:
-                logger.warning_once(
-                    "Training forward without `labels`: the AutoShuffle penalty is not in any loss. Pass `labels` to "
-                    "the model (with the Trainer: use `config.label_smoothing`, not `label_smoothing_factor`)."
-                )
-            return MultiUnitSeq2SeqLMOutput(**outputs)
-        loss, cross_entropy, penalty = self.loss_terms(outputs.logits, labels, num_items_in_batch)
-        return MultiUnitSeq2SeqLMOutput(loss=loss, cross_entropy=cross_entropy, shuffle_penalty=penalty, **outputs)
+    def forward_without_labels(self) -> None:
+        if self.training and self.config.use_sequential_dependency:
+            logger.warning_once(
+                "Training forward without `labels`: the AutoShuffle penalty is not in any loss. Pass `labels` to "
+                "the model (with the Trainer: use `config.label_smoothing`, not `label_smoothing_factor`)."
+            )
 
     def loss_terms(
         self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """(loss, cross-entropy, penalty). The cross-entropy is summed over tokens and divided by the number of target
-        tokens of the whole (accumulated) batch, `num_items_in_batch` when the Trainer passes it, which makes
-        gradient accumulation exact. The penalty (Eq. 19-20) is weighted by λ (and by 1/tokens with
-        `shuffle_penalty_normalization="tokens"`, the authors' loss) and by this micro-batch's share of the batch's
-        tokens, so that it counts once per optimizer step however the batch is split."""
+    ) -> dict[str, torch.Tensor | None]:
+        """The loss (cross-entropy plus, with the sequential dependency, the weighted AutoShuffle penalty, Eq. 20) and
+        its two parts, `cross_entropy` and `shuffle_penalty`, as output fields. The cross-entropy is summed over tokens
+        and divided by the number of target tokens of the whole (accumulated) batch, `num_items_in_batch` when the
+        Trainer passes it, which makes gradient accumulation exact. The penalty (Eq. 19-20) is weighted by λ (and by
+        1/tokens with `shuffle_penalty_normalization="tokens"`, the authors' loss) and by this micro-batch's share of
+        the batch's tokens, so that it counts once per optimizer step however the batch is split."""
         cross_entropy = translation_cross_entropy(logits, labels, num_items_in_batch, self.config.label_smoothing)
         penalty = self.model.encoder.shuffle_penalty()
         if penalty is None:
-            return cross_entropy, cross_entropy, None
+            return {"loss": cross_entropy, "cross_entropy": cross_entropy, "shuffle_penalty": None}
         labels = labels.to(logits.device)
         total_tokens = loss_denominator(labels, num_items_in_batch)
         weight = float(self.config.shuffle_penalty_weight) * (labels != -100).sum() / total_tokens
         if self.config.shuffle_penalty_normalization == "tokens":
             weight = weight / total_tokens
-        return cross_entropy + weight * penalty, cross_entropy, penalty
+        loss = cross_entropy + weight * penalty
+        return {"loss": loss, "cross_entropy": cross_entropy, "shuffle_penalty": penalty}
 
 
 __all__ = [
