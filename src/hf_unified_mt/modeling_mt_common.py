@@ -639,6 +639,20 @@ class MTEncoder(MTPreTrainedModel):
         positions = self.embed_positions(position_ids, inputs_embeds.dtype)
         return inputs_embeds + positions
 
+    def prepare_inputs(
+        self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, inputs_embeds: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """The encoder's one input preparation, shared by every encoder of the package: the embedded source after
+        dropout, the 4D attention mask for the attention interface, and the `[B, T]` boolean padding mask for the
+        sublayers that are not attention (None without padding)."""
+        hidden_states = self.embed(input_ids, inputs_embeds)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
+        attention_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        )
+        return hidden_states, attention_mask, padding_mask
+
     @merge_with_config_defaults
     @capture_outputs
     def forward(
@@ -648,12 +662,7 @@ class MTEncoder(MTPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
-        hidden_states = self.embed(input_ids, inputs_embeds)
-        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
-        padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
-        attention_mask = create_bidirectional_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
-        )
+        hidden_states, attention_mask, padding_mask = self.prepare_inputs(input_ids, attention_mask, inputs_embeds)
         for layer in self.layers:
             hidden_states = layer(hidden_states, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs)
         return self.output_class(last_hidden_state=self.finalize(hidden_states))

@@ -22,7 +22,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.generation import GenerationMixin
-from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.processing_utils import Unpack
@@ -482,8 +481,9 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
         self.gradient_checkpointing = False
         self.post_init()
 
-    # The same token + position embedding as the single-stack encoder.
+    # The same token + position embedding and input preparation as the single-stack encoder.
     embed = MTEncoder.embed
+    prepare_inputs = MTEncoder.prepare_inputs
 
     @merge_with_config_defaults
     @capture_outputs
@@ -503,12 +503,7 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
                 "or Prime branch, and its other branches (Static Expansion, LSTM, ConvS2S, FNet) compute no attention "
                 "maps, so the encoder has none to return; leave `output_attentions` off, or add a self-attention branch"
             )
-        hidden_states = self.embed(input_ids, inputs_embeds)
-        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
-        padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
-        attention_mask = create_bidirectional_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
-        )
+        hidden_states, attention_mask, padding_mask = self.prepare_inputs(input_ids, attention_mask, inputs_embeds)
         branch_outputs = [
             branch(hidden_states, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs)
             for branch in self.branches

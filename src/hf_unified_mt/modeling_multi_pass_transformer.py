@@ -26,7 +26,6 @@ from torch import nn
 from transformers import initialization as init
 from transformers.cache_utils import Cache
 from transformers.generation import GenerationMixin
-from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple, logging
@@ -334,13 +333,8 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
         """Runs the passes; records the hidden states and attention maps of every layer call, in order, and returns
         every pass's output in `pass_hidden_states` (`forward` arranges them per pass)."""
         num_passes = self.pass_to_read(encoder_pass)
-        embeddings = self.embed(input_ids, inputs_embeds)
         # X: the same embeddings (and dropout mask) start every pass
-        embeddings = nn.functional.dropout(embeddings, p=self.dropout, training=self.training)
-        padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
-        attention_mask = create_bidirectional_mask(
-            config=self.config, inputs_embeds=embeddings, attention_mask=attention_mask
-        )
+        embeddings, attention_mask, padding_mask = self.prepare_inputs(input_ids, attention_mask, inputs_embeds)
 
         pass_outputs = []
         inner_features = None  # S_0..S_{N-1} of the previous pass (S^mid for patterns (c)/(d))
