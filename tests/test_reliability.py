@@ -302,3 +302,21 @@ def test_a_file_run_does_not_record_the_default_corpus(tmp_path):
         described = train_script.describe_run(*arguments, model, make_tokenizer(),
                                               train_script.PreparedData({}, {}, {}))
         assert described["training_arguments"]["corpus"] == corpus
+
+
+def test_translate_and_score_run_int8(saved_model, tmp_path):
+    """`--int8` (issue 33): the quantised model translates one line per input line and scores; it refuses a GPU
+    device or another dtype before any work."""
+    translate_script, score_script = load_script("translate"), load_script("score")
+    source, output = tmp_path / "input.es", tmp_path / "out.en"
+    source.write_text("hola mundo\nel gato\n", encoding="utf-8")
+    translate_script.main([str(saved_model), "--input", str(source), "--output", str(output), "--no_progress",
+                           "--int8", "--num_beams", "2"])
+    assert output.read_text(encoding="utf-8").count("\n") == 2
+    references = tmp_path / "r.en"
+    references.write_text("hello world\nthe cat\n", encoding="utf-8")
+    results = score_script.main([str(saved_model), "--source_file", str(source), "--reference_file", str(references),
+                                 "--output_dir", str(tmp_path / "eval"), "--no_progress", "--int8"])
+    assert results["num_sentences"] == 2
+    with pytest.raises(translate_script.UsageError, match="--int8"):
+        translate_script.main([str(saved_model), "--int8", "--dtype", "bfloat16"])

@@ -26,7 +26,9 @@ PRIME_OPTIONS = [("prime", True), ("prime-simple", True), ("separate-projection"
 @pytest.mark.parametrize("variant, fused", PRIME_OPTIONS)
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 def test_incremental_decoding_matches_full_forward_for_each_prime_option(variant, fused, attn_implementation):
-    model = tiny_model(**VARIANTS[variant], fuse_projections_for_inference=fused)
+    model = tiny_model(**VARIANTS[variant])
+    if fused:
+        assert model.fuse_projections() == model.config.encoder_layers + model.config.decoder_layers
     model.set_attn_implementation(attn_implementation)
     ids, mask = random_batch(model.config.vocab_size)
     target = torch.randint(4, model.config.decoder_vocab_size, (ids.shape[0], 8),
@@ -62,38 +64,44 @@ def test_share_without_tie_keeps_output_projection_separate():
     assert model.lm_head.weight is not model.model.decoder.embed_tokens.weight
 
 
-def test_fused_projections_match_unfused():
-    model = tiny_model(fuse_projections_for_inference=True)
+def test_fused_projections_match_unfused_and_are_explicit():
+    """The fused path (§3.3.1) gives the unfused logits; it is built by an explicit call from the current weights, is
+    dropped by `unfuse_projections()` and by `train()`, and nothing is cached implicitly."""
+    model = tiny_model()
     ids, mask = random_batch(model.config.vocab_size)
-    with torch.no_grad():
-        fused = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
-    model.config.fuse_projections_for_inference = False
-    with torch.no_grad():
-        unfused = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
-    assert torch.allclose(fused, unfused, atol=1e-5)
-    # After a weight update the fused matrices are rebuilt, never stale.
-    model.config.fuse_projections_for_inference = True
+
+    def logits():
+        with torch.no_grad():
+            return model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+
+    unfused = logits()
+    layer = model.model.encoder.layers[0]
+    assert layer._fused is None  # nothing is fused behind the caller's back
+    model.fuse_projections()
+    torch.testing.assert_close(logits(), unfused, atol=1e-5, rtol=1e-4)
+    model.train()
+    assert layer._fused is None  # training drops the fused copies
+    model.eval()
     with torch.no_grad():
         model.model.encoder.layers[0].fc1.weight.add_(0.5)
-        fused = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
-    model.config.fuse_projections_for_inference = False
-    with torch.no_grad():
-        unfused = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
-    assert torch.allclose(fused, unfused, atol=1e-5)
+    changed = logits()  # unfused: the current weights
+    model.fuse_projections()
+    torch.testing.assert_close(logits(), changed, atol=1e-5, rtol=1e-4)
+    model.unfuse_projections()
+    assert all(layer._fused is None for layer in model.model.encoder.layers)
 
 
 @pytest.mark.parametrize("optimizer", ["fused", "foreach"])
-def test_fused_projections_follow_optimizer_steps(optimizer):
-    """Evaluation between training steps (as `Trainer` does) sees the current weights, also with a fused optimizer,
-    which updates parameters without bumping their version counters."""
+def test_generate_fuses_from_the_current_weights_after_optimizer_steps(optimizer):
+    """`generate()` fuses for its own call from the current weights (also after a fused optimizer's steps, which do
+    not bump parameter version counters) and leaves nothing fused behind."""
     model = tiny_model(fuse_projections_for_inference=True)
     ids, mask = random_batch(model.config.vocab_size)
     adamw = torch.optim.AdamW(model.parameters(), lr=0.05, **{optimizer: True})
 
-    def logits(fused: bool):
+    def generated(fused: bool):
         model.config.fuse_projections_for_inference = fused
-        with torch.no_grad():
-            return model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+        return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, num_beams=2, do_sample=False)
 
     for _ in range(2):
         model.train()
@@ -101,8 +109,8 @@ def test_fused_projections_follow_optimizer_steps(optimizer):
         adamw.step()
         adamw.zero_grad()
         model.eval()
-        fused, unfused = logits(True), logits(False)
-        assert torch.allclose(fused, unfused, atol=1e-5), (fused - unfused).abs().max()
+        assert torch.equal(generated(True), generated(False))
+        assert all(layer._fused is None for layer in model.model.encoder.layers)
 
 
 def test_padding_is_zeroed_before_the_convolution():

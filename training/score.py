@@ -30,7 +30,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.data import DEFAULT_CORPUS, DataValidationError, describe_binary_start, load_parallel_data
-from hf_unified_mt.training.inference import split_lines, translate
+from hf_unified_mt.training.inference import quantize_int8, split_lines, translate
 from hf_unified_mt.training.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     bleu_by_source_length,
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max_source_length", type=int, default=None, help="Truncate longer sources (tokens).")
     gen.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available).")
     gen.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
+    gen.add_argument("--int8", action="store_true", help="Dynamic int8 quantisation of the linear layers (CPU).")
     out = parser.add_argument_group("output")
     out.add_argument("--output_dir", default=None, help="Where to write results (default: the model directory).")
     out.add_argument(
@@ -84,6 +85,8 @@ class UsageError(Exception):
 
 def check_arguments(args) -> None:
     """Every option and path, before any data or model is loaded."""
+    if args.int8 and (args.device or "cpu") != "cpu":
+        raise UsageError("--int8 quantises the model for CPU: leave --device at its default")
     for name, least in (("num_beams", 1), ("batch_size", 1), ("max_new_tokens", 1), ("max_source_length", 2),
                         ("max_samples", 1)):
         value = getattr(args, name)
@@ -199,9 +202,11 @@ def main(argv: list[str] | None = None) -> dict:
     check_arguments(args)
     name, sources, references = read_pairs(args)
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = "cpu" if args.int8 else args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
     model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code).to(device)
+    if args.int8:
+        model = quantize_int8(model)
     try:
         hypotheses = translate(
             model,

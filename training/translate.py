@@ -26,7 +26,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.data import describe_binary_start
-from hf_unified_mt.training.inference import split_lines, translate
+from hf_unified_mt.training.inference import quantize_int8, split_lines, translate
 
 
 class UsageError(Exception):
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--length_penalty", type=float, default=None, help="Beam-search length penalty.")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available).")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="Weights dtype for inference.")
+    parser.add_argument("--int8", action="store_true", help="Dynamic int8 quantisation of the linear layers (CPU).")
     parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
     parser.add_argument("--no_progress", action="store_true", help="Hide the progress bar.")
     return parser
@@ -98,6 +99,8 @@ def check_arguments(args) -> None:
             raise UsageError(f"cannot write --output {args.output}: the folder {folder} does not exist")
         if not os.access(folder, os.W_OK):
             raise UsageError(f"cannot write --output {args.output}: the folder {folder} is not writable")
+    if args.int8 and (args.dtype != "float32" or (args.device or "cpu") != "cpu"):
+        raise UsageError("--int8 quantises a float32 model for CPU: leave --dtype and --device at their defaults")
     check_model_path(args.model)
 
 
@@ -133,9 +136,12 @@ def main(argv: list[str] | None = None) -> None:
     check_arguments(args)
     lines = read_input(args)
     try:
-        model, tokenizer = load_model(args.model, args.device, args.dtype, args.trust_remote_code)
+        device = "cpu" if args.int8 else args.device
+        model, tokenizer = load_model(args.model, device, args.dtype, args.trust_remote_code)
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot load the model {args.model}: {str(error).splitlines()[0]}") from error
+    if args.int8:
+        model = quantize_int8(model)
 
     generate_kwargs = {}
     if args.length_penalty is not None:

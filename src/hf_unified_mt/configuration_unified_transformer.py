@@ -57,8 +57,10 @@ class UnifiedTransformerConfig(MTConfig):
         mask_padding_before_conv (`bool`): Zero padded positions before the convolution. The authors' runs did not
             (`dynamic_padding=0`), which lets padding leak into real positions near the boundary; we do by default
             so that a sentence's encoding does not depend on the batch (deliberate deviation).
-        fuse_projections_for_inference (`bool`): In eval mode compute all input projections of a layer as one matrix
-            and all output projections as another (§3.3.1). Same outputs within float tolerance.
+        fuse_projections_for_inference (`bool`): `generate()` computes all input projections of a layer as one
+            matrix and all output projections as another (§3.3.1), built from the current weights at its start and
+            dropped at its end (`model.fuse_projections()` does it for other inference forwards). Same outputs within
+            float tolerance; layers whose projections are not plain `nn.Linear` (e.g. quantised) stay unfused.
     """
 
     model_type = "unified_transformer"

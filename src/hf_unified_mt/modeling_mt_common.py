@@ -771,6 +771,11 @@ class MTDecoder(MTPreTrainedModel):
         return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
 
 
+def _fusable(module: nn.Module) -> bool:
+    """A layer that can fuse its projections for inference (`fuse_projections` / `unfuse_projections`)."""
+    return hasattr(module, "fuse_projections") and not isinstance(module, PreTrainedModel)
+
+
 def cache_layer_for(cache: Cache | None, layer_idx: int) -> StatefulDecoderCacheLayer | None:
     """The decoder layer's own cache object, or None when decoding without a cache."""
     if cache is None:
@@ -1024,6 +1029,34 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
     def forward_without_labels(self) -> None:
         """Called by a forward without `labels` (an architecture can warn when training would then miss a loss
         term)."""
+
+    def fuse_projections(self) -> int:
+        """Fuses the projections of every layer that can (Prime layers, §3.3.1 of Zhao et al.) from the current
+        weights, for inference forwards; returns how many layers were fused. `unfuse_projections` undoes it, and
+        `model.train()` drops the fused copies."""
+        return sum(bool(module.fuse_projections()) for module in self.modules() if _fusable(module))
+
+    def unfuse_projections(self) -> None:
+        for module in self.modules():
+            if _fusable(module):
+                module.unfuse_projections()
+
+    def generate(self, *args, **kwargs):
+        """transformers' `generate()`. The layers that can fuse their projections and whose config asks for it
+        (`fuse_projections_for_inference`) fuse them from the current weights for this call only: the weights cannot
+        change during it, and nothing fused outlives it."""
+        layers = [
+            module for module in self.modules()
+            if _fusable(module) and module._fused is None and getattr(module.config, "fuse_projections_for_inference",
+                                                                       False)
+        ]
+        for layer in layers:
+            layer.fuse_projections()
+        try:
+            return super().generate(*args, **kwargs)
+        finally:
+            for layer in layers:
+                layer.unfuse_projections()
 
     def _prepare_cache_for_generation(self, generation_config, *args, **kwargs):
         # Only the dynamic cache can hold the decoder's recurrent state (convolution windows, running sums): the

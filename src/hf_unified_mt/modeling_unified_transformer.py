@@ -239,6 +239,8 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         return f"{' + '.join(branches)} in parallel, post-norm (one LayerNorm)"
 
     # --------------------------------------------------------------- fused projections (§3.3.1)
+    # `generate()` fuses at its start and unfuses at its end when `config.fuse_projections_for_inference`
+    # (`MTForConditionalGeneration.generate`); a caller can fuse explicitly for other inference forwards.
 
     def _input_linears(self) -> list[nn.Linear]:
         cross = [self.encoder_attn.q_proj] if self.is_decoder else []
@@ -248,27 +250,34 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         cross = [self.encoder_attn.out_proj] if self.is_decoder else []
         return [self.self_attn.out_proj] + cross + [self.fc2]
 
-    def fused_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
-        """W^Enc (all input projections stacked) and W^Dec (all output projections side by side), §3.3.1.
-        Rebuilt whenever a parameter may have changed: after any forward that could precede a weight update (training
-        mode or gradients enabled, see `forward`), and after in-place edits, `load_state_dict` or `.to()` (the
-        parameters' version counters and storage). The version counters alone are not enough: fused optimizers
-        (`torch.optim.AdamW(fused=True)`, the Trainer's default `adamw_torch_fused`) update weights without bumping
-        them."""
+    def fuse_projections(self) -> bool:
+        """Builds W^Enc (all input projections stacked) and W^Dec (all output projections side by side), §3.3.1, from
+        the current weights; inference forwards then use them. Explicit: nothing is cached behind the caller's back,
+        so a module swap (quantisation, a merged LoRA, pruning) is never read through stale tensors. Returns False,
+        and fuses nothing, when a projection is not a plain `nn.Linear` (e.g. a quantised one)."""
         inputs, outputs = self._input_linears(), self._output_linears()
-        # (weight, bias) read directly: `Module.parameters()` costs more Python time than the key itself, per step
-        key = tuple((p.data_ptr(), p._version) for linear in inputs + outputs for p in (linear.weight, linear.bias))
-        if self._fused is None or self._fused[0] != key:
-            with torch.no_grad():
-                w_in = torch.cat([linear.weight for linear in inputs], dim=0)
-                b_in = torch.cat([linear.bias for linear in inputs], dim=0)
-                w_out = torch.cat([linear.weight for linear in outputs], dim=1)
-                b_out = torch.stack([linear.bias for linear in outputs]).sum(0)
-            self._fused = (key, w_in, b_in, w_out, b_out, [linear.out_features for linear in inputs])
-        return self._fused[1:]
+        if any(type(linear) is not nn.Linear for linear in inputs + outputs):
+            self._fused = None
+            return False
+        with torch.no_grad():
+            w_in = torch.cat([linear.weight for linear in inputs], dim=0)
+            b_in = torch.cat([linear.bias for linear in inputs], dim=0)
+            w_out = torch.cat([linear.weight for linear in outputs], dim=1)
+            b_out = torch.stack([linear.bias for linear in outputs]).sum(0)
+        self._fused = (w_in, b_in, w_out, b_out, [linear.out_features for linear in inputs])
+        return True
+
+    def unfuse_projections(self) -> None:
+        """Drops the fused matrices: forwards use the projections themselves again."""
+        self._fused = None
+
+    def train(self, mode: bool = True):
+        if mode:
+            self._fused = None  # training changes the weights: fused copies would go stale
+        return super().train(mode)
 
     def use_fused(self) -> bool:
-        return self.config.fuse_projections_for_inference and not self.training and not torch.is_grad_enabled()
+        return self._fused is not None and not self.training and not torch.is_grad_enabled()
 
     # --------------------------------------------------------------- forward
     def forward(
@@ -284,10 +293,8 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         if self.is_decoder and encoder_hidden_states is None:
             raise ValueError("The Unified Transformer decoder needs `encoder_hidden_states`")
         fused = self.use_fused()
-        if not fused:
-            self._fused = None  # this forward may precede an optimizer step: rebuild at the next inference forward
         if fused:
-            w_in, b_in, w_out, b_out, sizes = self.fused_weights()
+            w_in, b_in, w_out, b_out, sizes = self._fused
             projections = nn.functional.linear(hidden_states, w_in, b_in).split(sizes, dim=-1)
             num_self = len(self.self_attn.input_projections)
             self_projections, cross_query, ffn_input = projections[:num_self], projections[num_self], projections[-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -32,6 +33,23 @@ GENERATION_KEYS_TO_KEEP = (
     "no_repeat_ngram_size",
     "bad_words_ids",
 )
+
+
+def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """Dynamic int8 quantisation for CPU inference, for every architecture of the package (and MarianMT): each
+    `nn.Linear` keeps its weights in int8 and quantises its input on the fly (PyTorch's `quantize_dynamic`);
+    embeddings, LayerNorms, convolutions' kernel mixing and the papers' other parameters stay float32. Returns a
+    quantised copy in eval mode; `model` is untouched. Prime layers with quantised projections run unfused.
+
+    PyTorch announces that `torch.ao.quantization` moves to torchao; its two notices are silenced here (the function
+    is the one place that calls it)."""
+    if next(model.parameters()).device.type != "cpu":
+        raise ValueError("int8 dynamic quantisation runs on CPU: move the model with `.to('cpu')` first")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message="torch.quantize_per_tensor", category=UserWarning)
+        quantized = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=False)
+    return quantized.eval()
 
 
 def make_generation_config(
