@@ -407,9 +407,11 @@ def describe_dataset(arguments: dict[str, Any], options: argparse.Namespace) -> 
         return DatasetInfo(dataset_name, pretty, config, True, False, source_lang, target_lang)
     if arguments.get("train_file"):
         name = Path(str(arguments["train_file"])).name
-        files = [f"{split}: {Path(str(arguments[key])).name}"
-                 for split, key in (("train", "train_file"), ("validation", "validation_file"), ("test", "test_file"))
-                 if arguments.get(key)]
+        files = [
+            f"{split}: {Path(str(arguments[key])).name}"
+            for split, key in (("train", "train_file"), ("validation", "validation_file"), ("test", "test_file"))
+            if arguments.get(key)
+        ]
         return DatasetInfo(name, f"local files ({'; '.join(files)})", None, False, False, source_lang, target_lang)
     corpus = arguments.get("corpus") or DEFAULT_CORPUS
     if corpus == DEFAULT_CORPUS:
@@ -553,8 +555,9 @@ def _built_files(output_dir: Path) -> list[str] | None:
         files = json.loads(marker.read_text(encoding="utf-8")).get("files")
     except (OSError, ValueError, AttributeError):
         return None
-    if not isinstance(files, list) or not all(isinstance(name, str) and "/" not in name and "\\" not in name
-                                              and name not in ("", ".", "..") for name in files):
+    if not isinstance(files, list) or not all(
+        isinstance(name, str) and "/" not in name and "\\" not in name and name not in ("", ".", "..") for name in files
+    ):
         return None
     return files
 
@@ -595,8 +598,10 @@ def check_output_dir(output_dir: Path, checkpoint_path: Path, overwrite: bool) -
 def _prepare_output_dir(output_dir: Path, checkpoint_path: Path, overwrite: bool) -> None:
     removed = check_output_dir(output_dir, checkpoint_path, overwrite)
     if removed:
-        print(f"Replacing the Hub folder {output_dir} built earlier by hub_upload.py: removing "
-              f"{', '.join(removed)}", file=sys.stderr)
+        print(
+            f"Replacing the Hub folder {output_dir} built earlier by hub_upload.py: removing {', '.join(removed)}",
+            file=sys.stderr,
+        )
         for name in removed:
             path = output_dir / name
             if path.is_dir() and not path.is_symlink():

@@ -123,77 +123,225 @@ def _sized(small: str, tiny: str = "tiny", base: str | None = None) -> dict:
 
 
 ARMS: list[Arm] = [
-    Arm("000-simple", "000", "Prime-simple (attention ‖ FFN, no convolution)", "unified_transformer",
-        _sized("small", base="base"), dict(use_convolution=False)),
-    Arm("000-prime", "000", "Prime (attention ‖ dynamic conv 3/15 ‖ FFN)", "unified_transformer",
-        _sized("small", base="base")),
+    Arm(
+        "000-simple",
+        "000",
+        "Prime-simple (attention ‖ FFN, no convolution)",
+        "unified_transformer",
+        _sized("small", base="base"),
+        dict(use_convolution=False),
+    ),
+    Arm(
+        "000-prime",
+        "000",
+        "Prime (attention ‖ dynamic conv 3/15 ‖ FFN)",
+        "unified_transformer",
+        _sized("small", base="base"),
+    ),
     # The plain Transformer of equal size under the package's shared init law (PyTorch's U(±1/sqrt(fan_in)) for the
     # projections and FFN, as the Prime layers' inputs and FFN): exactly 003-single, whose runs it reuses. (Under
     # the fairseq law of 004-p1 the same network learns much more slowly here, which would confound the comparison.)
-    Arm("000-transformer", "000", "Transformer (sequential sublayers; = 003-single's runs)",
-        "multi_encoder_transformer", _sized("small-single", "tiny-single"), stage=2, same_runs_as="003-single"),
-    Arm("001-xavier", "001", "12+12 post-norm, Xavier init, self-attention decoder", "deep_transformer",
-        _sized("deep-small", base="deep-12"), dict(ds_init=False, decoder_attention_type="self")),
-    Arm("001-dsinit", "001", "12+12 post-norm + DS-Init, self-attention decoder", "deep_transformer",
-        _sized("deep-small", base="deep-12"), dict(ds_init=True, decoder_attention_type="self")),
-    Arm("001-dsinit-matt", "001", "12+12 post-norm + DS-Init + merged attention", "deep_transformer",
-        _sized("deep-small", base="deep-12"), dict(ds_init=True, decoder_attention_type="merged"), stage=2),
-    Arm("002-1unit", "002", "1 unit (Transformer + relative positions)", "multi_unit_transformer",
-        _sized("small", base="base"), dict(num_units=1)),
-    Arm("002-4units", "002", "MUTE, 4 units", "multi_unit_transformer",
-        _sized("small", base="base"), dict(num_units=4)),
-    Arm("002-4units-bias-seq", "002", "MUTE, 4 units + Bias + Seq. (AutoShuffle)", "multi_unit_transformer",
-        _sized("small", base="base"), dict(num_units=4, use_bias_module=True, use_sequential_dependency=True),
-        stage=2),
-    Arm("003-single", "003", "single self-attention encoder (B)", "multi_encoder_transformer",
-        _sized("small-single", "tiny-single", "lowres-single")),
-    Arm("003-dual", "003", "dual encoder (B+S: + Static Expansion)", "multi_encoder_transformer",
-        _sized("small", "tiny-dual", "lowres-dual")),
-    Arm("004-p1", "004", "P = 1 (a Transformer)", "multi_pass_transformer",
-        _sized("small", base="base"), dict(num_passes=1)),
-    Arm("004-p2-hard", "004", "MPT, P = 2, hard connections", "multi_pass_transformer",
-        _sized("small", base="base"), dict(num_passes=2, connection_type="hard")),
-    Arm("004-p2-soft", "004", "MPT, P = 2, soft connections", "multi_pass_transformer",
-        _sized("small", base="base"), dict(num_passes=2, connection_type="soft"), stage=2),
-    Arm("ref-marian", "ref", "MarianMT, same size (init N(0, 0.02))", "marian", _sized("small", base="base"),
-        stage=2),
+    Arm(
+        "000-transformer",
+        "000",
+        "Transformer (sequential sublayers; = 003-single's runs)",
+        "multi_encoder_transformer",
+        _sized("small-single", "tiny-single"),
+        stage=2,
+        same_runs_as="003-single",
+    ),
+    Arm(
+        "001-xavier",
+        "001",
+        "12+12 post-norm, Xavier init, self-attention decoder",
+        "deep_transformer",
+        _sized("deep-small", base="deep-12"),
+        dict(ds_init=False, decoder_attention_type="self"),
+    ),
+    Arm(
+        "001-dsinit",
+        "001",
+        "12+12 post-norm + DS-Init, self-attention decoder",
+        "deep_transformer",
+        _sized("deep-small", base="deep-12"),
+        dict(ds_init=True, decoder_attention_type="self"),
+    ),
+    Arm(
+        "001-dsinit-matt",
+        "001",
+        "12+12 post-norm + DS-Init + merged attention",
+        "deep_transformer",
+        _sized("deep-small", base="deep-12"),
+        dict(ds_init=True, decoder_attention_type="merged"),
+        stage=2,
+    ),
+    Arm(
+        "002-1unit",
+        "002",
+        "1 unit (Transformer + relative positions)",
+        "multi_unit_transformer",
+        _sized("small", base="base"),
+        dict(num_units=1),
+    ),
+    Arm(
+        "002-4units", "002", "MUTE, 4 units", "multi_unit_transformer", _sized("small", base="base"), dict(num_units=4)
+    ),
+    Arm(
+        "002-4units-bias-seq",
+        "002",
+        "MUTE, 4 units + Bias + Seq. (AutoShuffle)",
+        "multi_unit_transformer",
+        _sized("small", base="base"),
+        dict(num_units=4, use_bias_module=True, use_sequential_dependency=True),
+        stage=2,
+    ),
+    Arm(
+        "003-single",
+        "003",
+        "single self-attention encoder (B)",
+        "multi_encoder_transformer",
+        _sized("small-single", "tiny-single", "lowres-single"),
+    ),
+    Arm(
+        "003-dual",
+        "003",
+        "dual encoder (B+S: + Static Expansion)",
+        "multi_encoder_transformer",
+        _sized("small", "tiny-dual", "lowres-dual"),
+    ),
+    Arm(
+        "004-p1",
+        "004",
+        "P = 1 (a Transformer)",
+        "multi_pass_transformer",
+        _sized("small", base="base"),
+        dict(num_passes=1),
+    ),
+    Arm(
+        "004-p2-hard",
+        "004",
+        "MPT, P = 2, hard connections",
+        "multi_pass_transformer",
+        _sized("small", base="base"),
+        dict(num_passes=2, connection_type="hard"),
+    ),
+    Arm(
+        "004-p2-soft",
+        "004",
+        "MPT, P = 2, soft connections",
+        "multi_pass_transformer",
+        _sized("small", base="base"),
+        dict(num_passes=2, connection_type="soft"),
+        stage=2,
+    ),
+    Arm("ref-marian", "ref", "MarianMT, same size (init N(0, 0.02))", "marian", _sized("small", base="base"), stage=2),
     # Investigation of paper 004's result at this budget (P = 2 far behind P = 1): the same pair under the shared
     # init law instead of fairseq's, one factor changed for both arms.
-    Arm("004-p1-shared-init", "004", "P = 1, shared init law", "multi_pass_transformer", _sized("small"),
-        dict(num_passes=1, linear_init="default"), stage=3),
-    Arm("004-p2-hard-shared-init", "004", "MPT, P = 2, hard, shared init law", "multi_pass_transformer",
-        _sized("small"), dict(num_passes=2, connection_type="hard", linear_init="default"), stage=3),
+    Arm(
+        "004-p1-shared-init",
+        "004",
+        "P = 1, shared init law",
+        "multi_pass_transformer",
+        _sized("small"),
+        dict(num_passes=1, linear_init="default"),
+        stage=3,
+    ),
+    Arm(
+        "004-p2-hard-shared-init",
+        "004",
+        "MPT, P = 2, hard, shared init law",
+        "multi_pass_transformer",
+        _sized("small"),
+        dict(num_passes=2, connection_type="hard", linear_init="default"),
+        stage=3,
+    ),
     # Next factor for 004, the budget: the same pair (shared law) trained twice as long. The gap narrowed through
     # training; the paper's models train 100k+ updates.
-    Arm("004-p1-shared-init-2x", "004", "P = 1, shared init law, 2× updates", "multi_pass_transformer",
-        _sized("small"), dict(num_passes=1, linear_init="default"), stage=3, recipe_factors=dict(max_steps=2)),
-    Arm("004-p2-hard-shared-init-2x", "004", "MPT, P = 2, hard, shared init law, 2× updates",
-        "multi_pass_transformer", _sized("small"), dict(num_passes=2, connection_type="hard", linear_init="default"),
-        stage=3, recipe_factors=dict(max_steps=2)),
+    Arm(
+        "004-p1-shared-init-2x",
+        "004",
+        "P = 1, shared init law, 2× updates",
+        "multi_pass_transformer",
+        _sized("small"),
+        dict(num_passes=1, linear_init="default"),
+        stage=3,
+        recipe_factors=dict(max_steps=2),
+    ),
+    Arm(
+        "004-p2-hard-shared-init-2x",
+        "004",
+        "MPT, P = 2, hard, shared init law, 2× updates",
+        "multi_pass_transformer",
+        _sized("small"),
+        dict(num_passes=2, connection_type="hard", linear_init="default"),
+        stage=3,
+        recipe_factors=dict(max_steps=2),
+    ),
     # Paper 001's vanilla arm fails here as the paper reports; is that this recipe's steep warm-up (400 updates; the
     # paper's 4k)? The pair with 2.5× the warm-up (1,000 of the 2,000 updates), same peak learning rate.
-    Arm("001-xavier-warmup1k", "001", "12+12 post-norm, Xavier, warm-up 1,000", "deep_transformer",
-        _sized("deep-small"), dict(ds_init=False, decoder_attention_type="self"), stage=3,
-        recipe_factors=dict(warmup_steps=2.5)),
-    Arm("001-dsinit-warmup1k", "001", "12+12 post-norm + DS-Init, warm-up 1,000", "deep_transformer",
-        _sized("deep-small"), dict(ds_init=True, decoder_attention_type="self"), stage=3,
-        recipe_factors=dict(warmup_steps=2.5)),
+    Arm(
+        "001-xavier-warmup1k",
+        "001",
+        "12+12 post-norm, Xavier, warm-up 1,000",
+        "deep_transformer",
+        _sized("deep-small"),
+        dict(ds_init=False, decoder_attention_type="self"),
+        stage=3,
+        recipe_factors=dict(warmup_steps=2.5),
+    ),
+    Arm(
+        "001-dsinit-warmup1k",
+        "001",
+        "12+12 post-norm + DS-Init, warm-up 1,000",
+        "deep_transformer",
+        _sized("deep-small"),
+        dict(ds_init=True, decoder_attention_type="self"),
+        stage=3,
+        recipe_factors=dict(warmup_steps=2.5),
+    ),
     # Merged attention costs 2.7 BLEU here, not the paper's <= 0.2, and its validation gap grows through training.
     # The first suspect of the study's recipe, the warm-up, for both arms: DS-Init with and without MAtt, warm-up
     # 1,000 (the control is `001-dsinit-warmup1k` above).
-    Arm("001-dsinit-matt-warmup1k", "001", "12+12 post-norm + DS-Init + merged attention, warm-up 1,000",
-        "deep_transformer", _sized("deep-small"), dict(ds_init=True, decoder_attention_type="merged"), stage=3,
-        recipe_factors=dict(warmup_steps=2.5)),
+    Arm(
+        "001-dsinit-matt-warmup1k",
+        "001",
+        "12+12 post-norm + DS-Init + merged attention, warm-up 1,000",
+        "deep_transformer",
+        _sized("deep-small"),
+        dict(ds_init=True, decoder_attention_type="merged"),
+        stage=3,
+        recipe_factors=dict(warmup_steps=2.5),
+    ),
     # Stage 4: compositions of the papers' mechanisms, each one factor away from an arm above (same recipe).
     # H1, the init law: MarianMT's N(0, 0.02) for Prime and for the Transformer control. Does MarianMT's lead over
     # the controls come from its initialisation?
-    Arm("000-prime-normal", "000", "Prime, init N(0, 0.02) (MarianMT's law)", "unified_transformer",
-        _sized("small"), dict(init_law="normal"), stage=4),
-    Arm("003-single-normal", "003", "single self-attention encoder (B), init N(0, 0.02)",
-        "multi_encoder_transformer", _sized("small-single", "tiny-single"), dict(init_law="normal"), stage=4),
+    Arm(
+        "000-prime-normal",
+        "000",
+        "Prime, init N(0, 0.02) (MarianMT's law)",
+        "unified_transformer",
+        _sized("small"),
+        dict(init_law="normal"),
+        stage=4,
+    ),
+    Arm(
+        "003-single-normal",
+        "003",
+        "single self-attention encoder (B), init N(0, 0.02)",
+        "multi_encoder_transformer",
+        _sized("small-single", "tiny-single"),
+        dict(init_law="normal"),
+        stage=4,
+    ),
     # H4: a Prime encoder (paper 000) as the Multi-Encoder's second branch, beside the self-attention encoder.
-    Arm("003-prime-dual", "003", "dual encoder B+P (+ a Prime encoder, kernels 3/15)", "multi_encoder_transformer",
-        _sized("small-prime-dual", "tiny-prime-dual"), stage=4),
+    Arm(
+        "003-prime-dual",
+        "003",
+        "dual encoder B+P (+ a Prime encoder, kernels 3/15)",
+        "multi_encoder_transformer",
+        _sized("small-prime-dual", "tiny-prime-dual"),
+        stage=4,
+    ),
 ]
 ARMS_BY_KEY = {arm.key: arm for arm in ARMS}
 
@@ -205,12 +353,20 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("001", "001-xavier", "001-dsinit", "deep post-norm trails or fails without DS-Init; DS-Init trains"),
     ("001", "001-dsinit", "001-dsinit-matt", "merged attention costs ≤ 0.2 BLEU (and decodes faster)"),
     ("001", "001-xavier-warmup1k", "001-dsinit-warmup1k", "investigation: the pair with a 2.5× longer warm-up"),
-    ("001", "001-dsinit-warmup1k", "001-dsinit-matt-warmup1k",
-     "investigation: merged attention with a 2.5× longer warm-up"),
+    (
+        "001",
+        "001-dsinit-warmup1k",
+        "001-dsinit-matt-warmup1k",
+        "investigation: merged attention with a 2.5× longer warm-up",
+    ),
     # The schedule as the one factor, in the arms that learn under both warm-ups (same network, same seeds).
     ("001", "001-dsinit", "001-dsinit-warmup1k", "investigation: the 2.5× longer warm-up alone (DS-Init)"),
-    ("001", "001-dsinit-matt", "001-dsinit-matt-warmup1k",
-     "investigation: the 2.5× longer warm-up alone (DS-Init + merged attention)"),
+    (
+        "001",
+        "001-dsinit-matt",
+        "001-dsinit-matt-warmup1k",
+        "investigation: the 2.5× longer warm-up alone (DS-Init + merged attention)",
+    ),
     ("002", "002-1unit", "002-4units", "+1-2 BLEU from 4 units"),
     ("002", "002-1unit", "002-4units-bias-seq", "+1-2 BLEU (more with Bias + Seq.)"),
     ("002", "002-4units", "002-4units-bias-seq", "Bias + Seq. add +0.4-0.5 BLEU to 4 units (Tables 1-2)"),
@@ -219,8 +375,12 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("004", "004-p1", "004-p2-soft", "+0.8 BLEU, same parameters (soft connections)"),
     ("004", "004-p1", "004-p1-shared-init", "investigation: the init law alone (fairseq's vs the shared, P = 1)"),
     ("004", "004-p1-shared-init", "004-p2-hard-shared-init", "investigation: the pair under the shared init law"),
-    ("004", "004-p1-shared-init-2x", "004-p2-hard-shared-init-2x",
-     "investigation: the pair under the shared init law, twice the updates"),
+    (
+        "004",
+        "004-p1-shared-init-2x",
+        "004-p2-hard-shared-init-2x",
+        "investigation: the pair under the shared init law, twice the updates",
+    ),
     ("000", "000-prime", "000-prime-normal", "H1 (composition): N(0, 0.02) instead of Prime's own law"),
     ("003", "003-single", "003-single-normal", "H1 (composition): N(0, 0.02) instead of the shared law"),
     ("003", "003-single", "003-prime-dual", "H4 (composition): a Prime encoder beside the self-attention encoder"),
@@ -238,12 +398,15 @@ PAPER_TITLES = {
 PAPER_ORDER = ["000", "003", "004", "002", "001", "ref"]
 
 
-def planned_runs(seeds: list[int], stages: set[int], only: list[str] | None, size: str = "small"
-                 ) -> list[tuple[Arm, int]]:
+def planned_runs(
+    seeds: list[int], stages: set[int], only: list[str] | None, size: str = "small"
+) -> list[tuple[Arm, int]]:
     """Stage 1 (headline pairs) for every seed, then stage 2, then 3; papers in `PAPER_ORDER` within a seed. Arms
     that reuse another arm's runs, and arms without a preset at `size`, are not planned."""
-    arms = sorted((arm for arm in ARMS if arm.same_runs_as is None and size in arm.presets),
-                  key=lambda arm: PAPER_ORDER.index(arm.paper))
+    arms = sorted(
+        (arm for arm in ARMS if arm.same_runs_as is None and size in arm.presets),
+        key=lambda arm: PAPER_ORDER.index(arm.paper),
+    )
     runs = []
     for stage in sorted(stages):
         for seed in seeds:
@@ -258,15 +421,34 @@ def planned_runs(seeds: list[int], stages: set[int], only: list[str] | None, siz
 # (2 cores, one run at a time); `base`: each paper's base size on a GPU, in bf16, several runs sharing the GPU at once
 # (`--parallel`). `tiny`: tests, with the settings they pass.
 SIZE_DEFAULTS = {
-    "small": dict(max_steps=2000, max_tokens=2500, learning_rate=1e-3, warmup_steps=400, eval_every=250,
-                  save_every=500, bf16=False, threads=2, parallel=1, results_dir=DEFAULT_RESULTS,
-                  output_dir=REPO / "outputs" / "ablations"),
+    "small": dict(
+        max_steps=2000,
+        max_tokens=2500,
+        learning_rate=1e-3,
+        warmup_steps=400,
+        eval_every=250,
+        save_every=500,
+        bf16=False,
+        threads=2,
+        parallel=1,
+        results_dir=DEFAULT_RESULTS,
+        output_dir=REPO / "outputs" / "ablations",
+    ),
     # As many epochs as `small` (2.7 against 2.9: 600 updates of 8,192 tokens) and the same 20% warm-up: what 30
     # minutes of one H100 allowed for 22 runs, 11 at a time.
-    "base": dict(max_steps=600, max_tokens=8192, learning_rate=7e-4, warmup_steps=120, eval_every=200,
-                 save_every=600, bf16=True, threads=1, parallel=11,
-                 results_dir=DEFAULT_RESULTS.with_name("ablations-base"),
-                 output_dir=REPO / "outputs" / "ablations-base"),
+    "base": dict(
+        max_steps=600,
+        max_tokens=8192,
+        learning_rate=7e-4,
+        warmup_steps=120,
+        eval_every=200,
+        save_every=600,
+        bf16=True,
+        threads=1,
+        parallel=11,
+        results_dir=DEFAULT_RESULTS.with_name("ablations-base"),
+        output_dir=REPO / "outputs" / "ablations-base",
+    ),
 }
 SIZE_DEFAULTS["tiny"] = SIZE_DEFAULTS["small"]
 
@@ -279,8 +461,12 @@ def _boolean(text: str) -> bool:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", choices=["small", "base", "tiny"], default="small",
-                        help="small: the CPU study; base: each paper's base size (GPU, bf16)")
+    parser.add_argument(
+        "--size",
+        choices=["small", "base", "tiny"],
+        default="small",
+        help="small: the CPU study; base: each paper's base size (GPU, bf16)",
+    )
     parser.add_argument("--results_dir", type=Path, default=None, help="Default: per --size (SIZE_DEFAULTS)")
     parser.add_argument("--output_dir", type=Path, default=None, help="Checkpoints (not committed)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
@@ -288,16 +474,24 @@ def parse_args(argv=None):
     parser.add_argument("--only", nargs="+", default=None, help="Run only these arms (keys)")
     parser.add_argument("--max_runs", type=int, default=None, help="Stop after this many new runs")
     parser.add_argument("--report_only", action="store_true")
-    parser.add_argument("--report_doc", type=Path, default=None,
-                        help="Markdown file whose generated block for this size is rebuilt with the report (default: "
-                             "docs/ablation_study.md for the small and base studies in their default results folders)")
+    parser.add_argument(
+        "--report_doc",
+        type=Path,
+        default=None,
+        help="Markdown file whose generated block for this size is rebuilt with the report (default: "
+        "docs/ablation_study.md for the small and base studies in their default results folders)",
+    )
     # the training recipe, identical for every arm (defaults per --size)
     parser.add_argument("--max_steps", type=int, default=None)
     parser.add_argument("--max_tokens", type=int, default=None)
     parser.add_argument("--learning_rate", type=float, default=None)
     parser.add_argument("--warmup_steps", type=int, default=None)
-    parser.add_argument("--bf16", type=_boolean, default=None,
-                        help="Mixed precision (bf16 autocast; weights and optimizer state stay fp32)")
+    parser.add_argument(
+        "--bf16",
+        type=_boolean,
+        default=None,
+        help="Mixed precision (bf16 autocast; weights and optimizer state stay fp32)",
+    )
     parser.add_argument("--label_smoothing", type=float, default=0.1)
     parser.add_argument("--eval_every", type=int, default=None, help="Validation cross-entropy every N updates")
     parser.add_argument("--save_every", type=int, default=None, help="Checkpoint every N updates (resume point)")
@@ -307,8 +501,12 @@ def parse_args(argv=None):
     parser.add_argument("--max_train_samples", type=int, default=None, help="Tiny slices for tests")
     parser.add_argument("--max_eval_samples", type=int, default=None, help="Tiny slices for tests")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads per run")
-    parser.add_argument("--parallel", type=int, default=None,
-                        help="Runs at once (on a GPU they share it; training minutes are then not speeds)")
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        help="Runs at once (on a GPU they share it; training minutes are then not speeds)",
+    )
     parser.add_argument("--bootstrap_samples", type=int, default=1000)
     parser.add_argument("--run_one", default=None, help=argparse.SUPPRESS)  # "<arm>:<seed>", in a child process
     args = parser.parse_args(argv)
@@ -320,8 +518,21 @@ def parse_args(argv=None):
     return args
 
 
-RECIPE_KEYS = ("size", "max_steps", "max_tokens", "learning_rate", "warmup_steps", "label_smoothing", "eval_every",
-               "tokenizer_vocab_size", "test_subset", "num_beams", "max_train_samples", "max_eval_samples", "bf16")
+RECIPE_KEYS = (
+    "size",
+    "max_steps",
+    "max_tokens",
+    "learning_rate",
+    "warmup_steps",
+    "label_smoothing",
+    "eval_every",
+    "tokenizer_vocab_size",
+    "test_subset",
+    "num_beams",
+    "max_train_samples",
+    "max_eval_samples",
+    "bf16",
+)
 
 
 def recipe(args) -> dict:
@@ -442,8 +653,9 @@ class TrainingClock(TrainerCallback):
         return self.before + time.time() - self.started
 
     def on_save(self, args, state, control, **kwargs):
-        self.path.write_text(json.dumps(dict(seconds=round(self.seconds(), 1), update=state.global_step,
-                                             resumed_from=self.resumed_from)))
+        self.path.write_text(
+            json.dumps(dict(seconds=round(self.seconds(), 1), update=state.global_step, resumed_from=self.resumed_from))
+        )
 
 
 def load_train_module():
@@ -457,14 +669,44 @@ def load_train_module():
 
 def train_arguments(arm: Arm, seed: int, args, tokenizer_path: Path, output: Path) -> list[str]:
     argv = [
-        "--arch", arm.arch, "--preset", arm.presets[args.size],
-        "--tokenizer_name_or_path", str(tokenizer_path), "--output_dir", str(output),
-        "--max_steps", str(args.max_steps), "--max_tokens", str(args.max_tokens),
-        "--learning_rate", str(args.learning_rate), "--warmup_steps", str(args.warmup_steps),
-        "--label_smoothing_factor", str(args.label_smoothing),
-        "--eval_strategy", "no", "--save_steps", str(args.save_every), "--save_total_limit", "1",
-        "--do_predict", "False", "--num_sample_translations", "0", "--report_to", "none",
-        "--logging_steps", "25", "--seed", str(seed), "--overlong", "skip", "--disable_tqdm", "True",
+        "--arch",
+        arm.arch,
+        "--preset",
+        arm.presets[args.size],
+        "--tokenizer_name_or_path",
+        str(tokenizer_path),
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        str(args.max_steps),
+        "--max_tokens",
+        str(args.max_tokens),
+        "--learning_rate",
+        str(args.learning_rate),
+        "--warmup_steps",
+        str(args.warmup_steps),
+        "--label_smoothing_factor",
+        str(args.label_smoothing),
+        "--eval_strategy",
+        "no",
+        "--save_steps",
+        str(args.save_every),
+        "--save_total_limit",
+        "1",
+        "--do_predict",
+        "False",
+        "--num_sample_translations",
+        "0",
+        "--report_to",
+        "none",
+        "--logging_steps",
+        "25",
+        "--seed",
+        str(seed),
+        "--overlong",
+        "skip",
+        "--disable_tqdm",
+        "True",
     ]
     if arm.overrides:
         argv += ["--config_overrides", json.dumps(arm.overrides)]
@@ -487,11 +729,13 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
     name = run_name(arm, seed)
     output = args.output_dir / name
     output.mkdir(parents=True, exist_ok=True)
-    curve = ValidationCrossEntropy(args.eval_every, tokenizer, output / "validation_curve.json",
-                                   max_samples=args.max_eval_samples)
+    curve = ValidationCrossEntropy(
+        args.eval_every, tokenizer, output / "validation_curve.json", max_samples=args.max_eval_samples
+    )
     clock = TrainingClock(output / "training_clock.json")
-    results = load_train_module().main(train_arguments(arm, seed, args, tokenizer_path, output),
-                                       callbacks=[curve, clock])
+    results = load_train_module().main(
+        train_arguments(arm, seed, args, tokenizer_path, output), callbacks=[curve, clock]
+    )
     training_seconds = clock.seconds()
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -500,33 +744,56 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
     sources = [test[i]["source"] for i in subset["indices"]]
     started = time.time()
     limit = min(256, getattr(model.config, "max_position_embeddings", 1024) - 1)  # target positions incl. the start
-    hypotheses = translate(model, tokenizer, sources, num_beams=args.num_beams, batch_size=32, max_new_tokens=limit,
-                           max_source_length=limit)
+    hypotheses = translate(
+        model,
+        tokenizer,
+        sources,
+        num_beams=args.num_beams,
+        batch_size=32,
+        max_new_tokens=limit,
+        max_source_length=limit,
+    )
     decoding_seconds = time.time() - started
     scores = compute_translation_scores(hypotheses, subset["references"])
 
     state = json.loads((output / "trainer_state.json").read_text())
     record = dict(
-        run=name, arm=arm.key, paper=arm.paper, label=arm.label, arch=arm.arch, preset=arm.presets[args.size],
+        run=name,
+        arm=arm.key,
+        paper=arm.paper,
+        label=arm.label,
+        arch=arm.arch,
+        preset=arm.presets[args.size],
         code=code_version(),
-        overrides=arm.overrides, seed=seed, recipe=recipe(args),
-        num_parameters=count_parameters(model), config=model.config.to_diff_dict(),
-        updates=state["global_step"], epochs=round(state["epoch"], 3),
+        overrides=arm.overrides,
+        seed=seed,
+        recipe=recipe(args),
+        num_parameters=count_parameters(model),
+        config=model.config.to_diff_dict(),
+        updates=state["global_step"],
+        epochs=round(state["epoch"], 3),
         wall_minutes=dict(training=round(training_seconds / 60, 2), test_decoding=round(decoding_seconds / 60, 2)),
         resumed_from_updates=clock.resumed_from,
         train_loss=[[entry["step"], entry["loss"]] for entry in state["log_history"] if "loss" in entry],
         validation_cross_entropy=curve.curve,
         test=dict(
             {key: scores[key] for key in ("bleu", "chrf", "bleu_signature", "chrf_signature", "hyp_len", "ref_len")},
-            num_verses=len(hypotheses), num_beams=args.num_beams, subset_sources_sha256=subset["sources_sha256"],
+            num_verses=len(hypotheses),
+            num_beams=args.num_beams,
+            subset_sources_sha256=subset["sources_sha256"],
             translations=f"{name}.test.txt.gz",
         ),
         label_smoothing=results["training_arguments"]["label_smoothing_factor"],
-        hardware=dict(platform=platform.platform(), processor=platform.processor(), cpus=os.cpu_count(),
-                      threads=torch.get_num_threads(), torch=torch.__version__,
-                      transformers=transformers.__version__,
-                      gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-                      concurrent_runs=args.parallel),
+        hardware=dict(
+            platform=platform.platform(),
+            processor=platform.processor(),
+            cpus=os.cpu_count(),
+            threads=torch.get_num_threads(),
+            torch=torch.__version__,
+            transformers=transformers.__version__,
+            gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            concurrent_runs=args.parallel,
+        ),
         finished=time.strftime("%Y-%m-%d %H:%M:%S"),
     )
     runs = args.results_dir / "runs"
@@ -541,15 +808,25 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
 def code_version(repo: Path = REPO) -> dict:
     """The commit of the package code a run used, and whether its code had uncommitted changes (None outside git).
     The study's own result files (`benchmarks/results/`, which every finished run rewrites) are not code."""
+
     def git(*argv) -> str | None:
         try:
-            return subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True,
-                                  check=True).stdout.strip()
+            return subprocess.run(
+                ["git", "-C", str(repo), *argv], capture_output=True, text=True, check=True
+            ).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             return None
 
-    status = git("status", "--porcelain", "--untracked-files=no", "--", "src", "training", "benchmarks",
-                 ":(exclude)benchmarks/results")
+    status = git(
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        "src",
+        "training",
+        "benchmarks",
+        ":(exclude)benchmarks/results",
+    )
     return dict(commit=git("rev-parse", "HEAD"), uncommitted_changes=None if status is None else bool(status))
 
 
@@ -574,8 +851,11 @@ def tie_break_runs(args) -> list[tuple[Arm, int]]:
             continue  # more seeds cannot tell two arms apart that have not learned yet
         for key in (control, mechanism):
             arm = ARMS_BY_KEY[ARMS_BY_KEY[key].same_runs_as or key]
-            wanted = (arm.stage in args.stages and args.size in arm.presets
-                      and (not args.only or key in args.only or arm.key in args.only))
+            wanted = (
+                arm.stage in args.stages
+                and args.size in arm.presets
+                and (not args.only or key in args.only or arm.key in args.only)
+            )
             if wanted and (arm, extra_seed) not in planned:
                 planned.append((arm, extra_seed))
     return planned
@@ -608,8 +888,10 @@ def run_missing(args) -> int:
             finished = json.loads(path.read_text())
             expected = recipe(arm_settings(args, arm))
             if recorded_recipe(finished) != expected:
-                raise SystemExit(f"{path} was made with another recipe ({finished['recipe']}); use another "
-                                 f"--results_dir or the same settings ({expected})")
+                raise SystemExit(
+                    f"{path} was made with another recipe ({finished['recipe']}); use another "
+                    f"--results_dir or the same settings ({expected})"
+                )
             print(f"[{name}] finished earlier: skipped", flush=True)
             continue
         if args.max_runs is not None and done >= args.max_runs:
@@ -666,8 +948,9 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else float("nan"))
 
 
-def paired_bootstrap_delta(a_runs: list[list[str]], b_runs: list[list[str]], references: list[str],
-                           samples: int, seed: int = 12345) -> tuple[float, float, float]:
+def paired_bootstrap_delta(
+    a_runs: list[list[str]], b_runs: list[list[str]], references: list[str], samples: int, seed: int = 12345
+) -> tuple[float, float, float]:
     """Seed-averaged BLEU(B) - BLEU(A) with a 95% interval: each resample draws test verses with replacement (the
     same verses for every seed and both arms) and recomputes corpus BLEU from sacreBLEU's sufficient statistics."""
     metric = BLEU()
@@ -680,7 +963,7 @@ def paired_bootstrap_delta(a_runs: list[list[str]], b_runs: list[list[str]], ref
 
     def delta(index) -> float:
         scores = [score(s[index]) for s in stats]
-        return statistics.fmean(scores[len(a_runs):]) - statistics.fmean(scores[: len(a_runs)])
+        return statistics.fmean(scores[len(a_runs) :]) - statistics.fmean(scores[: len(a_runs)])
 
     observed = delta(np.arange(n))
     resampled = np.array([delta(rng.integers(0, n, n)) for _ in range(samples)])
@@ -688,11 +971,13 @@ def paired_bootstrap_delta(a_runs: list[list[str]], b_runs: list[list[str]], ref
     return observed, float(low), float(high)
 
 
-def runs_delta(a: dict[int, dict], b: dict[int, dict], seeds: list[int], references: list[str],
-               samples: int) -> tuple[float, float, float]:
+def runs_delta(
+    a: dict[int, dict], b: dict[int, dict], seeds: list[int], references: list[str], samples: int
+) -> tuple[float, float, float]:
     """`paired_bootstrap_delta` of two arms' runs ({seed: record}) on the given seeds."""
-    return paired_bootstrap_delta([a[s]["hypotheses"] for s in seeds], [b[s]["hypotheses"] for s in seeds],
-                                  references, samples)
+    return paired_bootstrap_delta(
+        [a[s]["hypotheses"] for s in seeds], [b[s]["hypotheses"] for s in seeds], references, samples
+    )
 
 
 def sacrebleu_paired_tests(a: dict, b: dict, references: list[str], samples: int) -> tuple[dict[int, float], str]:
@@ -700,8 +985,7 @@ def sacrebleu_paired_tests(a: dict, b: dict, references: list[str], samples: int
     p_values, signature = {}, ""
     for seed in sorted(set(a) & set(b)):
         systems = [("A", a[seed]["hypotheses"]), ("B", b[seed]["hypotheses"])]
-        signatures, scores = PairedTest(systems, {"BLEU": BLEU()}, [references], test_type="bs",
-                                        n_samples=samples)()
+        signatures, scores = PairedTest(systems, {"BLEU": BLEU()}, [references], test_type="bs", n_samples=samples)()
         p_values[seed] = float(scores["BLEU"][1].p_value)
         signature = str(signatures["BLEU"])
     return p_values, signature
@@ -735,12 +1019,21 @@ def compare_arms(runs: dict, references: list[str], samples: int) -> list[dict]:
             continue
         delta, low, high = runs_delta(a, b, seeds, references, samples)
         p_values, signature = sacrebleu_paired_tests(a, b, references, samples)
-        comparisons.append(dict(
-            paper=paper, control=control, mechanism=mechanism, claim=claim, seeds=seeds,
-            delta_bleu=delta, delta_ci95=[low, high], p_values=p_values, paired_test_signature=signature,
-            verdict=verdict(delta, low, high),
-            not_learned=[key for key, arm_runs in ((control, a), (mechanism, b)) if not_learned(arm_runs, seeds)],
-        ))
+        comparisons.append(
+            dict(
+                paper=paper,
+                control=control,
+                mechanism=mechanism,
+                claim=claim,
+                seeds=seeds,
+                delta_bleu=delta,
+                delta_ci95=[low, high],
+                p_values=p_values,
+                paired_test_signature=signature,
+                verdict=verdict(delta, low, high),
+                not_learned=[key for key, arm_runs in ((control, a), (mechanism, b)) if not_learned(arm_runs, seeds)],
+            )
+        )
     return comparisons
 
 
@@ -755,21 +1048,31 @@ def build_report(args) -> dict:
             continue
         records = [seeds[s] for s in sorted(seeds)]
         bleu, chrf = _mean_sd([r["test"]["bleu"] for r in records]), _mean_sd([r["test"]["chrf"] for r in records])
-        arms.append(dict(
-            arm=arm.key, paper=arm.paper, label=arm.label, seeds=sorted(seeds),
-            num_parameters=records[0]["num_parameters"], bleu=bleu, chrf=chrf,
-            validation_ce=_mean_sd([r["validation_cross_entropy"][-1][1] for r in records]),
-            updates=records[0]["updates"], epochs=records[0]["epochs"],
-            training_minutes=statistics.fmean(r["wall_minutes"]["training"] for r in records),
-        ))
+        arms.append(
+            dict(
+                arm=arm.key,
+                paper=arm.paper,
+                label=arm.label,
+                seeds=sorted(seeds),
+                num_parameters=records[0]["num_parameters"],
+                bleu=bleu,
+                chrf=chrf,
+                validation_ce=_mean_sd([r["validation_cross_entropy"][-1][1] for r in records]),
+                updates=records[0]["updates"],
+                epochs=records[0]["epochs"],
+                training_minutes=statistics.fmean(r["wall_minutes"]["training"] for r in records),
+            )
+        )
     comparisons = compare_arms(runs, references, args.bootstrap_samples)
     first = next(iter(next(iter(runs.values())).values())) if runs else None
     summary = dict(
-        recipe=first["recipe"] if first else None, hardware=first["hardware"] if first else None,
+        recipe=first["recipe"] if first else None,
+        hardware=first["hardware"] if first else None,
         test_subset=subset["description"],
         bleu_signature=first["test"]["bleu_signature"] if first else None,
         chrf_signature=first["test"]["chrf_signature"] if first else None,
-        arms=arms, comparisons=comparisons,
+        arms=arms,
+        comparisons=comparisons,
     )
     (args.results_dir / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False))
     table = format_tables(summary)
@@ -785,8 +1088,10 @@ def build_report(args) -> dict:
 def report_markers(size: str) -> tuple[str, str]:
     """The comment lines that enclose the generated block of study size `size` in the study's document."""
     command = "benchmarks/ablation_study.py --report_only" + ("" if size == "small" else f" --size {size}")
-    return (f"<!-- generated by `{command}` from the result files: edit the script, not this block -->",
-            f"<!-- end of the generated block ({size}) -->")
+    return (
+        f"<!-- generated by `{command}` from the result files: edit the script, not this block -->",
+        f"<!-- end of the generated block ({size}) -->",
+    )
 
 
 def report_block(summary: dict, results_dir: Path, doc: Path) -> str:
@@ -837,29 +1142,40 @@ def _verdict_text(row: dict) -> str:
 
 
 def format_tables(summary: dict) -> str:
-    lines = ["| arm | model | params | seeds | updates (epochs) | val. CE | test BLEU | test chrF | train min |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| arm | model | params | seeds | updates (epochs) | val. CE | test BLEU | test chrF | train min |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for row in summary["arms"]:
         lines.append(
             f"| {row['arm']} | {row['label']} | {row['num_parameters'] / 1e6:.2f}M | {len(row['seeds'])} | "
             f"{row['updates']} ({row['epochs']:.1f}) | {_pm(row['validation_ce'], 3)} | {_pm(row['bleu'])} | "
-            f"{_pm(row['chrf'])} | {row['training_minutes']:.0f} |")
-    lines += ["", "| paper | B vs A | paper's claim | seeds | ΔBLEU (95% CI) | p per seed | verdict |",
-              "|---|---|---|---:|---:|---|---|"]
+            f"{_pm(row['chrf'])} | {row['training_minutes']:.0f} |"
+        )
+    lines += [
+        "",
+        "| paper | B vs A | paper's claim | seeds | ΔBLEU (95% CI) | p per seed | verdict |",
+        "|---|---|---|---:|---:|---|---|",
+    ]
     for row in summary["comparisons"]:
         low, high = row["delta_ci95"]
         p_values = ", ".join(f"{p:.3f}" for p in row["p_values"].values())
         lines.append(
             f"| {row['paper']} | {row['mechanism']} vs {row['control']} | {row['claim']} | {len(row['seeds'])} | "
-            f"{row['delta_bleu']:+.2f} ({low:+.2f}, {high:+.2f}) | {p_values} | {_verdict_text(row)} |")
+            f"{row['delta_bleu']:+.2f} ({low:+.2f}, {high:+.2f}) | {p_values} | {_verdict_text(row)} |"
+        )
     if summary["comparisons"]:
         lines += ["", f"Paired test: `{summary['comparisons'][0]['paired_test_signature']}`"]
     hardware = summary["hardware"] or {}
     if (hardware.get("concurrent_runs") or 1) > 1:
-        lines += [f"Training minutes: {hardware['concurrent_runs']} runs shared one {hardware['gpu']} at once; they "
-                  f"are not speeds."]
-    lines += [f"BLEU: `{summary['bleu_signature']}`; chrF: `{summary['chrf_signature']}`; "
-              f"test: {summary['test_subset']}", ""]
+        lines += [
+            f"Training minutes: {hardware['concurrent_runs']} runs shared one {hardware['gpu']} at once; they "
+            f"are not speeds."
+        ]
+    lines += [
+        f"BLEU: `{summary['bleu_signature']}`; chrF: `{summary['chrf_signature']}`; test: {summary['test_subset']}",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -880,8 +1196,15 @@ def plot_curves(runs: dict, path: Path) -> bool:
         for colour, arm in enumerate(a for a in ARMS if a.paper == paper and a.key in runs):
             for index, seed in enumerate(sorted(runs[arm.key])):
                 curve = np.array(runs[arm.key][seed]["validation_cross_entropy"])
-                axis.plot(curve[:, 0], curve[:, 1], color=f"C{colour}", alpha=0.8, marker=".",
-                          linestyle=("-", "--", ":", "-.")[index % 4], label=f"{arm.key} seed {seed}")
+                axis.plot(
+                    curve[:, 0],
+                    curve[:, 1],
+                    color=f"C{colour}",
+                    alpha=0.8,
+                    marker=".",
+                    linestyle=("-", "--", ":", "-.")[index % 4],
+                    label=f"{arm.key} seed {seed}",
+                )
         axis.set_title(f"{paper}: {PAPER_TITLES[paper]}" if paper != "ref" else PAPER_TITLES[paper], fontsize=9)
         axis.set_xlabel("updates")
         axis.set_ylabel("validation cross-entropy (nats/token)")

@@ -35,11 +35,15 @@ TRAIN_SCRIPT = Path(__file__).resolve().parent.parent / "training" / "train.py"
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--archs", nargs="+", default=None,
-                        help="Architectures (model_type) to train; default: every registered one")
+    parser.add_argument(
+        "--archs", nargs="+", default=None, help="Architectures (model_type) to train; default: every registered one"
+    )
     parser.add_argument("--preset", default="small", help="Preset used for every architecture (default: small)")
-    parser.add_argument("--reference_arch", default="unified_transformer",
-                        help="The Marian baseline matches this architecture's parameter count")
+    parser.add_argument(
+        "--reference_arch",
+        default="unified_transformer",
+        help="The Marian baseline matches this architecture's parameter count",
+    )
     parser.add_argument("--marian_d_model", type=int, default=None, help="Default: the reference model's d_model")
     parser.add_argument("--marian_layers", type=int, default=3)
     parser.add_argument("--marian_heads", type=int, default=4)
@@ -51,8 +55,9 @@ def parse_args(argv=None):
     parser.add_argument("--warmup_steps", type=int, default=200)
     parser.add_argument("--num_beams", type=int, default=4)
     parser.add_argument("--max_test_samples", type=int, default=400)
-    parser.add_argument("--generation_sentences", type=int, default=200,
-                        help="Test sentences translated to measure generation speed")
+    parser.add_argument(
+        "--generation_sentences", type=int, default=200, help="Test sentences translated to measure generation speed"
+    )
     parser.add_argument("--seed", type=int, default=42)
     args, extra = parser.parse_known_args(argv)
     args.extra_train_args = [a for a in extra if a != "--"]
@@ -82,10 +87,18 @@ def marian_overrides(args, tokenizer) -> dict:
     reference = hf_unified_mt.get_config(args.reference_arch, args.preset, vocab_size=len(tokenizer))
     with torch.device("meta"):
         target = count_parameters(AutoModelForSeq2SeqLM.from_config(reference))
-    config = marian_config_matching(target, len(tokenizer), args.marian_d_model or reference.d_model,
-                                    args.marian_layers, args.marian_heads)
-    keys = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
-            "encoder_ffn_dim", "decoder_ffn_dim")
+    config = marian_config_matching(
+        target, len(tokenizer), args.marian_d_model or reference.d_model, args.marian_layers, args.marian_heads
+    )
+    keys = (
+        "d_model",
+        "encoder_layers",
+        "decoder_layers",
+        "encoder_attention_heads",
+        "decoder_attention_heads",
+        "encoder_ffn_dim",
+        "decoder_ffn_dim",
+    )
     return {key: getattr(config, key) for key in keys}
 
 
@@ -95,16 +108,42 @@ def run_training(name, arch, preset, overrides, tokenizer_path, args) -> dict:
         print(f"[{name}] reusing {output / 'results.json'}")
         return json.loads((output / "results.json").read_text())
     command = [
-        sys.executable, str(TRAIN_SCRIPT), "--arch", arch, "--preset", preset,
-        "--tokenizer_name_or_path", str(tokenizer_path), "--output_dir", str(output),
-        "--max_steps", str(args.max_steps), "--max_tokens", str(args.max_tokens),
-        "--learning_rate", str(args.learning_rate), "--warmup_steps", str(args.warmup_steps),
-        "--generation_num_beams", str(args.num_beams), "--max_test_samples", str(args.max_test_samples),
+        sys.executable,
+        str(TRAIN_SCRIPT),
+        "--arch",
+        arch,
+        "--preset",
+        preset,
+        "--tokenizer_name_or_path",
+        str(tokenizer_path),
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        str(args.max_steps),
+        "--max_tokens",
+        str(args.max_tokens),
+        "--learning_rate",
+        str(args.learning_rate),
+        "--warmup_steps",
+        str(args.warmup_steps),
+        "--generation_num_beams",
+        str(args.num_beams),
+        "--max_test_samples",
+        str(args.max_test_samples),
         # no validation decoding during training: train_runtime (and so training tokens/s) is training alone;
         # with a fixed number of steps the final checkpoint is the one scored on test
-        "--eval_strategy", "no", "--save_steps", str(args.max_steps),
-        "--seed", str(args.seed), "--num_sample_translations", "0", "--report_to", "none",
-        "--overlong", "skip",  # identical for every model: same tokenizer, same limits
+        "--eval_strategy",
+        "no",
+        "--save_steps",
+        str(args.max_steps),
+        "--seed",
+        str(args.seed),
+        "--num_sample_translations",
+        "0",
+        "--report_to",
+        "none",
+        "--overlong",
+        "skip",  # identical for every model: same tokenizer, same limits
     ]
     if overrides:
         command += ["--config_overrides", json.dumps(overrides)]
@@ -163,15 +202,24 @@ def main(argv=None):
         results = run_training(directory, arch, preset, overrides, tokenizer_path, args)
         train = results["train"]
         test = results["test"]
-        rows.append(dict(
-            name=name, arch=arch, preset=preset, parameters=results["num_parameters"],
-            bleu=test["bleu"], chrf=test["chrf"], bleu_signature=test.get("bleu_signature"),
-            chrf_signature=test.get("chrf_signature"), steps=args.max_steps,
-            train_tokens_per_second=train["epoch"] * epoch_tokens / train["train_runtime"],
-            generation_tokens_per_second=generation_speed(args.output_dir / directory, tokenizer, test_sources,
-                                                          args.num_beams),
-            bleu_by_source_length=test["bleu_by_source_length"],
-        ))
+        rows.append(
+            dict(
+                name=name,
+                arch=arch,
+                preset=preset,
+                parameters=results["num_parameters"],
+                bleu=test["bleu"],
+                chrf=test["chrf"],
+                bleu_signature=test.get("bleu_signature"),
+                chrf_signature=test.get("chrf_signature"),
+                steps=args.max_steps,
+                train_tokens_per_second=train["epoch"] * epoch_tokens / train["train_runtime"],
+                generation_tokens_per_second=generation_speed(
+                    args.output_dir / directory, tokenizer, test_sources, args.num_beams
+                ),
+                bleu_by_source_length=test["bleu_by_source_length"],
+            )
+        )
 
     header = "| model | params | BLEU | chrF | train tok/s | gen tok/s |\n|---|---:|---:|---:|---:|---:|"
     lines = [header] + [
@@ -182,11 +230,19 @@ def main(argv=None):
     table = "\n".join(lines)
     print(table)
     print(f"BLEU signature: {rows[0]['bleu_signature']}\nchrF signature: {rows[0]['chrf_signature']}")
-    hardware = dict(platform=platform.platform(), torch=torch.__version__, threads=torch.get_num_threads(),
-                    gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None)
-    summary = dict(command=" ".join([Path(sys.argv[0]).name] + (argv or sys.argv[1:])), hardware=hardware,
-                   settings={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-                   rows=rows, table=table)
+    hardware = dict(
+        platform=platform.platform(),
+        torch=torch.__version__,
+        threads=torch.get_num_threads(),
+        gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    )
+    summary = dict(
+        command=" ".join([Path(sys.argv[0]).name] + (argv or sys.argv[1:])),
+        hardware=hardware,
+        settings={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        rows=rows,
+        table=table,
+    )
     (args.output_dir / "comparison.json").write_text(json.dumps(summary, indent=2))
     (args.output_dir / "comparison.md").write_text(table + "\n")
     if plot_bleu_by_length(rows, args.output_dir / "bleu_by_length.png"):

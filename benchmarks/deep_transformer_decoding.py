@@ -50,8 +50,13 @@ def build_models(args, depth: int) -> dict[str, torch.nn.Module]:
     models = {}
     for decoder_attention_type in TYPES:
         config = hf_unified_mt.get_config(
-            "deep_transformer", args.preset, vocab_size=args.vocab_size, encoder_layers=depth, decoder_layers=depth,
-            decoder_attention_type=decoder_attention_type, **args.config_overrides,
+            "deep_transformer",
+            args.preset,
+            vocab_size=args.vocab_size,
+            encoder_layers=depth,
+            decoder_layers=depth,
+            decoder_attention_type=decoder_attention_type,
+            **args.config_overrides,
         )
         torch.manual_seed(0)
         model = hf_unified_mt.DeepTransformerForConditionalGeneration(config).to(args.device).eval()
@@ -80,18 +85,31 @@ def speedups(times: dict[str, list[float]]) -> dict[str, float]:
 
 def time_generate(args, models, batch_size: int) -> list[dict]:
     ids, mask = source_batch(args, batch_size, args.source_length, seed=batch_size)
-    kwargs = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, num_beams=args.num_beams,
-                  do_sample=False, early_stopping=False)
+    kwargs = dict(
+        max_new_tokens=args.new_tokens,
+        min_new_tokens=args.new_tokens,
+        num_beams=args.num_beams,
+        do_sample=False,
+        early_stopping=False,
+    )
     with torch.inference_mode():
-        times = timed_rounds(models, lambda m: m.generate(ids, attention_mask=mask, **kwargs), args.repeats,
-                             args.device)
+        times = timed_rounds(
+            models, lambda m: m.generate(ids, attention_mask=mask, **kwargs), args.repeats, args.device
+        )
     ratios = speedups(times)
     rows = []
     for name, values in times.items():
         seconds = statistics.median(values)
-        rows.append(dict(decoder_attention_type=name, batch_size=batch_size, num_beams=args.num_beams,
-                         seconds=seconds, tokens_per_second=batch_size * args.new_tokens / seconds,
-                         speedup_vs_self=ratios[name]))
+        rows.append(
+            dict(
+                decoder_attention_type=name,
+                batch_size=batch_size,
+                num_beams=args.num_beams,
+                seconds=seconds,
+                tokens_per_second=batch_size * args.new_tokens / seconds,
+                speedup_vs_self=ratios[name],
+            )
+        )
     return rows
 
 
@@ -109,8 +127,13 @@ def step_profiles(models: dict, ids, mask, steps: int, device: str) -> dict[str,
                 encoder_outputs, tokens, cache = states[name]
                 synchronize(device)
                 start = time.perf_counter()
-                out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tokens,
-                            cache=cache, use_cache=True)
+                out = model(
+                    encoder_outputs=encoder_outputs,
+                    attention_mask=mask,
+                    decoder_input_ids=tokens,
+                    cache=cache,
+                    use_cache=True,
+                )
                 tokens = out.logits[:, -1].argmax(-1, keepdim=True)
                 synchronize(device)
                 times[name].append(time.perf_counter() - start)
@@ -132,13 +155,17 @@ def time_steps(args, models) -> list[dict]:
             windows[name].append({n: statistics.mean(times[max(0, n - 8) : n]) for n in lengths})
     rows = []
     for name, runs in windows.items():
-        rows.append(dict(
-            decoder_attention_type=name, batch_size=args.step_batch_size,
-            ms_per_step={str(n): 1000 * statistics.median(run[n] for run in runs) for n in lengths},
-            speedup_vs_self={str(n): statistics.median(s[n] / r[n] for s, r in zip(windows["self"], runs))
-                             for n in lengths},
-            growth=statistics.median(run[max(lengths)] / run[min(lengths)] for run in runs),
-        ))
+        rows.append(
+            dict(
+                decoder_attention_type=name,
+                batch_size=args.step_batch_size,
+                ms_per_step={str(n): 1000 * statistics.median(run[n] for run in runs) for n in lengths},
+                speedup_vs_self={
+                    str(n): statistics.median(s[n] / r[n] for s, r in zip(windows["self"], runs)) for n in lengths
+                },
+                growth=statistics.median(run[max(lengths)] / run[min(lengths)] for run in runs),
+            )
+        )
     return rows
 
 
@@ -158,15 +185,23 @@ def time_training(args, models) -> list[dict]:
         model.zero_grad(set_to_none=True)
         model.eval()
     ratios = speedups(times)
-    return [dict(decoder_attention_type=name, target_tokens=int(labels.numel()), seconds=statistics.median(values),
-                 speedup_vs_self=ratios[name]) for name, values in times.items()]
+    return [
+        dict(
+            decoder_attention_type=name,
+            target_tokens=int(labels.numel()),
+            seconds=statistics.median(values),
+            speedup_vs_self=ratios[name],
+        )
+        for name, values in times.items()
+    ]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="base", help="deep_transformer preset giving the width (default: base)")
-    parser.add_argument("--config-overrides", type=json.loads, default={},
-                        help="JSON of config fields applied to every model")
+    parser.add_argument(
+        "--config-overrides", type=json.loads, default={}, help="JSON of config fields applied to every model"
+    )
     parser.add_argument("--depths", type=int, nargs="+", default=[6, 12], help="Layers per stack")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--source-length", type=int, default=30)
@@ -198,14 +233,18 @@ def main(argv=None):
     if not step_rows:
         step_rows = time_steps(args, build_models(args, args.step_depth))
 
-    print(f"generate(): {args.new_tokens} new tokens, beam {args.num_beams}, source length {args.source_length}, "
-          f"preset {args.preset}, device {args.device}")
+    print(
+        f"generate(): {args.new_tokens} new tokens, beam {args.num_beams}, source length {args.source_length}, "
+        f"preset {args.preset}, device {args.device}"
+    )
     header = f"{'depth':>5} {'decoder':>7} {'params':>12} {'batch':>5} {'tokens/s':>10} {'vs self':>8}"
     print(header + "\n" + "-" * len(header))
     for row in generate_rows:
         name = row["decoder_attention_type"]
-        print(f"{row['depth']:>5} {name:>7} {parameters[row['depth']][name]:>12,} {row['batch_size']:>5} "
-              f"{row['tokens_per_second']:>10.1f} {row['speedup_vs_self']:>8.2f}")
+        print(
+            f"{row['depth']:>5} {name:>7} {parameters[row['depth']][name]:>12,} {row['batch_size']:>5} "
+            f"{row['tokens_per_second']:>10.1f} {row['speedup_vs_self']:>8.2f}"
+        )
 
     print(f"\ntraining step (forward + backward, {training_rows[0]['target_tokens']} target tokens)")
     header = f"{'depth':>5} {'decoder':>7} {'seconds':>9} {'vs self':>8}"
@@ -214,8 +253,10 @@ def main(argv=None):
         name = row["decoder_attention_type"]
         print(f"{row['depth']:>5} {name:>7} {row['seconds']:>9.4f} {row['speedup_vs_self']:>8.2f}")
 
-    print(f"\nms per decoding step near output length ({args.step_depth} layers, batch {args.step_batch_size}, greedy; "
-          "in brackets: speed-up over self)")
+    print(
+        f"\nms per decoding step near output length ({args.step_depth} layers, batch {args.step_batch_size}, greedy; "
+        "in brackets: speed-up over self)"
+    )
     header = f"{'decoder':>7} " + " ".join(f"{length:>15}" for length in args.step_lengths) + f" {'growth':>7}"
     print(header + "\n" + "-" * len(header))
     for row in step_rows:
@@ -224,14 +265,26 @@ def main(argv=None):
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
     result = dict(
-        benchmark="deep_transformer_decoding", preset=args.preset, config_overrides=args.config_overrides,
-        vocab_size=args.vocab_size, source_length=args.source_length, new_tokens=args.new_tokens,
-        num_beams=args.num_beams, repeats=args.repeats, device=args.device,
-        hardware=dict(platform=platform.platform(), processor=platform.processor(), torch=torch.__version__,
-                      threads=torch.get_num_threads(),
-                      gpu=torch.cuda.get_device_name() if args.device.startswith("cuda") else None),
+        benchmark="deep_transformer_decoding",
+        preset=args.preset,
+        config_overrides=args.config_overrides,
+        vocab_size=args.vocab_size,
+        source_length=args.source_length,
+        new_tokens=args.new_tokens,
+        num_beams=args.num_beams,
+        repeats=args.repeats,
+        device=args.device,
+        hardware=dict(
+            platform=platform.platform(),
+            processor=platform.processor(),
+            torch=torch.__version__,
+            threads=torch.get_num_threads(),
+            gpu=torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+        ),
         parameters={str(depth): counts for depth, counts in parameters.items()},
-        generate=generate_rows, training=training_rows, step_profile=step_rows,
+        generate=generate_rows,
+        training=training_rows,
+        step_profile=step_rows,
     )
     args.output.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.output}")

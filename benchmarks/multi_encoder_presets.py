@@ -37,13 +37,19 @@ ARCH = "multi_encoder_transformer"
 PRESETS = ["single", "dual", "triple", "quadruple", "quintuple"]
 # Paper 003 Table 8, Sk-En / En-Vi / En-It row: (first figure, parameters in millions). The first figure's header was
 # lost in the text extraction (§5.4 "Memory and Inference Cost": memory or time); it is shown for its ratios only.
-TABLE_8 = {"single": (11.8, 48), "dual": (16.7, 61), "triple": (26.4, 99), "quadruple": (27.6, 109),
-           "quintuple": (30.8, 135)}
+TABLE_8 = {
+    "single": (11.8, 48),
+    "dual": (16.7, 61),
+    "triple": (26.4, 99),
+    "quadruple": (27.6, 109),
+    "quintuple": (30.8, 135),
+}
 
 
 def build(preset: str, args) -> torch.nn.Module:
-    config = hf_unified_mt.get_config(ARCH, preset, vocab_size=args.vocab_size, share_encoder_decoder_embeddings=False,
-                                      **args.config_overrides)
+    config = hf_unified_mt.get_config(
+        ARCH, preset, vocab_size=args.vocab_size, share_encoder_decoder_embeddings=False, **args.config_overrides
+    )
     torch.manual_seed(0)
     model = hf_unified_mt.MultiEncoderTransformerForConditionalGeneration(config).to(args.device)
     model.generation_config.forced_eos_token_id = None
@@ -85,15 +91,21 @@ def measure_peak_memory(preset: str, args) -> float:
 
 
 def peak_memory_in_subprocess(preset: str, argv: list[str]) -> float:
-    result = subprocess.run([sys.executable, __file__, *argv, "--measure-memory-of", preset],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, __file__, *argv, "--measure-memory-of", preset], capture_output=True, text=True, check=True
+    )
     return float(result.stdout.strip().splitlines()[-1])
 
 
 def time_presets(models: dict, args, source, mask, target) -> dict[str, dict[str, float]]:
     """Median seconds of a training step and of a beam-search generate() call per preset."""
-    generate_kwargs = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, num_beams=args.num_beams,
-                           do_sample=False, early_stopping=False)
+    generate_kwargs = dict(
+        max_new_tokens=args.new_tokens,
+        min_new_tokens=args.new_tokens,
+        num_beams=args.num_beams,
+        do_sample=False,
+        early_stopping=False,
+    )
     times = {name: {"train": [], "generate": []} for name in models}
     for round_index in range(args.repeats + 1):  # round 0 warms up
         for name, model in models.items():
@@ -117,8 +129,12 @@ def time_presets(models: dict, args, source, mask, target) -> dict[str, dict[str
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", default=PRESETS)
-    parser.add_argument("--config-overrides", type=json.loads, default={},
-                        help='JSON of config fields applied to every preset, e.g. \'{"d_model": 256}\'')
+    parser.add_argument(
+        "--config-overrides",
+        type=json.loads,
+        default={},
+        help="JSON of config fields applied to every preset, e.g. '{\"d_model\": 256}'",
+    )
     parser.add_argument("--vocab-size", type=int, default=4000)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--source-length", type=int, default=24)
@@ -148,15 +164,23 @@ def main(argv=None):
     tokens_per_step = args.batch_size * (args.source_length + args.target_length)
     for name, model in models.items():
         parameters = sum(p.numel() for p in model.parameters())
-        rows.append(dict(
-            preset=name, encoders=model.config.branch_letters, parameters=parameters,
-            peak_train_memory_mib=memory[name], train_step_seconds=seconds[name]["train"],
-            train_tokens_per_second=tokens_per_step / seconds[name]["train"],
-            generate_seconds=seconds[name]["generate"],
-            generate_tokens_per_second=args.batch_size * args.new_tokens / seconds[name]["generate"],
-            paper_table8=(dict(first_figure=TABLE_8[name][0], parameters_millions=TABLE_8[name][1])
-                          if name in TABLE_8 else None),
-        ))
+        rows.append(
+            dict(
+                preset=name,
+                encoders=model.config.branch_letters,
+                parameters=parameters,
+                peak_train_memory_mib=memory[name],
+                train_step_seconds=seconds[name]["train"],
+                train_tokens_per_second=tokens_per_step / seconds[name]["train"],
+                generate_seconds=seconds[name]["generate"],
+                generate_tokens_per_second=args.batch_size * args.new_tokens / seconds[name]["generate"],
+                paper_table8=(
+                    dict(first_figure=TABLE_8[name][0], parameters_millions=TABLE_8[name][1])
+                    if name in TABLE_8
+                    else None
+                ),
+            )
+        )
     reference = next((r for r in rows if r["preset"] == "single"), rows[0])
     for row in rows:
         row["parameters_vs_single"] = row["parameters"] / reference["parameters"]
@@ -168,29 +192,45 @@ def main(argv=None):
             paper["first_figure_vs_single"] = paper["first_figure"] / TABLE_8["single"][0]
             paper["parameters_vs_single"] = paper["parameters_millions"] / TABLE_8["single"][1]
 
-    header = (f"{'preset':<10} {'encoders':<10} {'params':>12} {'x':>5} {'paper':>6} {'peak MiB':>9} {'x':>5} "
-              f"{'train tok/s':>11} {'x':>5} {'gen tok/s':>9} {'x':>5} {'paper 1st':>9}")
+    header = (
+        f"{'preset':<10} {'encoders':<10} {'params':>12} {'x':>5} {'paper':>6} {'peak MiB':>9} {'x':>5} "
+        f"{'train tok/s':>11} {'x':>5} {'gen tok/s':>9} {'x':>5} {'paper 1st':>9}"
+    )
     print(header)
     print("-" * len(header))
     for row in rows:
         paper = row["paper_table8"] or {}
-        print(f"{row['preset']:<10} {row['encoders']:<10} {row['parameters']:>12,} {row['parameters_vs_single']:>5.2f} "
-              f"{paper.get('parameters_millions', ''):>5}M {row['peak_train_memory_mib']:>9.0f} "
-              f"{row['memory_vs_single']:>5.2f} {row['train_tokens_per_second']:>11.1f} "
-              f"{row['train_speed_vs_single']:>5.2f} {row['generate_tokens_per_second']:>9.1f} "
-              f"{row['generate_speed_vs_single']:>5.2f} {paper.get('first_figure_vs_single', float('nan')):>9.2f}")
+        print(
+            f"{row['preset']:<10} {row['encoders']:<10} {row['parameters']:>12,} {row['parameters_vs_single']:>5.2f} "
+            f"{paper.get('parameters_millions', ''):>5}M {row['peak_train_memory_mib']:>9.0f} "
+            f"{row['memory_vs_single']:>5.2f} {row['train_tokens_per_second']:>11.1f} "
+            f"{row['train_speed_vs_single']:>5.2f} {row['generate_tokens_per_second']:>9.1f} "
+            f"{row['generate_speed_vs_single']:>5.2f} {paper.get('first_figure_vs_single', float('nan')):>9.2f}"
+        )
     print("x = relative to single (speeds: >1 faster); 'paper 1st' = Table 8's unlabelled first figure / Single's")
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
     result = dict(
-        benchmark="multi_encoder_presets", presets=args.presets, config_overrides=args.config_overrides,
-        vocab_size=args.vocab_size, batch_size=args.batch_size, source_length=args.source_length,
-        target_length=args.target_length, new_tokens=args.new_tokens, num_beams=args.num_beams, repeats=args.repeats,
-        device=args.device, threads=args.threads,
+        benchmark="multi_encoder_presets",
+        presets=args.presets,
+        config_overrides=args.config_overrides,
+        vocab_size=args.vocab_size,
+        batch_size=args.batch_size,
+        source_length=args.source_length,
+        target_length=args.target_length,
+        new_tokens=args.new_tokens,
+        num_beams=args.num_beams,
+        repeats=args.repeats,
+        device=args.device,
+        threads=args.threads,
         memory_note="peak of building the model + one training step (forward + backward, no optimizer state); "
-                    "CPU: growth of the peak RSS of a fresh process, CUDA: max_memory_allocated",
-        hardware=dict(platform=platform.platform(), processor=platform.processor(), torch=torch.__version__,
-                      gpu=torch.cuda.get_device_name() if args.device.startswith("cuda") else None),
+        "CPU: growth of the peak RSS of a fresh process, CUDA: max_memory_allocated",
+        hardware=dict(
+            platform=platform.platform(),
+            processor=platform.processor(),
+            torch=torch.__version__,
+            gpu=torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+        ),
         rows=rows,
     )
     args.output.write_text(json.dumps(result, indent=2))

@@ -82,8 +82,13 @@ def measure(args, preset: str, tokenizer, batch) -> dict:
         model.get_encoder()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
 
     def translate(model):
-        model.generate(**batch, num_beams=args.num_beams, max_new_tokens=args.new_tokens,
-                       min_new_tokens=args.new_tokens, early_stopping=False)
+        model.generate(
+            **batch,
+            num_beams=args.num_beams,
+            max_new_tokens=args.new_tokens,
+            min_new_tokens=args.new_tokens,
+            early_stopping=False,
+        )
 
     keys = [(units, mode, what) for units in args.units for mode in ("batched", "loop") for what in ("enc", "gen")]
     timings = {key: [] for key in keys}
@@ -117,8 +122,11 @@ def measure(args, preset: str, tokenizer, batch) -> dict:
             "generate_s_batched": best[(units, "batched", "gen")],
             "tokens_per_second": generated / best[(units, "batched", "gen")],
             "speed_ratio": best[(base_units, "batched", "gen")] / best[(units, "batched", "gen")],
-            "paper_speed_ratio": (PAPER_TOKENS_PER_SECOND[units] / PAPER_TOKENS_PER_SECOND[1]
-                                  if units in PAPER_TOKENS_PER_SECOND else None),
+            "paper_speed_ratio": (
+                PAPER_TOKENS_PER_SECOND[units] / PAPER_TOKENS_PER_SECOND[1]
+                if units in PAPER_TOKENS_PER_SECOND
+                else None
+            ),
         }
         if units > 1:
             row["encoder_ms_loop"] = 1000 * best[(units, "loop", "enc")]
@@ -135,17 +143,23 @@ def measure(args, preset: str, tokenizer, batch) -> dict:
         "decoder_layers": config.decoder_layers,
         "vocab_size": config.vocab_size,
         "rows": rows,
-        "raw_seconds_cpu_wall": {f"{units}/{mode}/{what}": values for (units, mode, what), values in timings.items()
-                                 if values},
+        "raw_seconds_cpu_wall": {
+            f"{units}/{mode}/{what}": values for (units, mode, what), values in timings.items() if values
+        },
     }
 
 
 def format_run(run: dict) -> str:
-    header = (f"{'units':>5} {'params':>8} {'×params':>7} {'enc ms':>8} {'×enc':>6} {'enc loop/batched':>16} "
-              f"{'tok/s':>7} {'speed':>6} {'gen loop/batched':>16} {'paper speed':>11}")
-    lines = [f"preset {run['preset']}: d {run['d_model']}, FFN {run['encoder_ffn_dim']}, "
-             f"{run['encoder_layers']}+{run['decoder_layers']} layers, vocab {run['vocab_size']}",
-             header, "-" * len(header)]
+    header = (
+        f"{'units':>5} {'params':>8} {'×params':>7} {'enc ms':>8} {'×enc':>6} {'enc loop/batched':>16} "
+        f"{'tok/s':>7} {'speed':>6} {'gen loop/batched':>16} {'paper speed':>11}"
+    )
+    lines = [
+        f"preset {run['preset']}: d {run['d_model']}, FFN {run['encoder_ffn_dim']}, "
+        f"{run['encoder_layers']}+{run['decoder_layers']} layers, vocab {run['vocab_size']}",
+        header,
+        "-" * len(header),
+    ]
     for row in run["rows"]:
         loop_enc = f"{row['encoder_loop_over_batched']:.2f}" if "encoder_loop_over_batched" in row else "-"
         loop_gen = f"{row['generate_loop_over_batched']:.2f}" if "generate_loop_over_batched" in row else "-"
@@ -168,23 +182,31 @@ def main(argv=None) -> dict:
     parser.add_argument("--num_beams", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--vocab_size", type=int, default=8000)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (1 by default: on a shared, busy machine multi-threaded CPU timings of "
-                             "small ops are dominated by waiting for the other threads)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (1 by default: on a shared, busy machine multi-threaded CPU timings of "
+        "small ops are dominated by waiting for the other threads)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
     tokenizer, batch = source_batch(args.num_sentences, args.vocab_size)
     runs = [measure(args, preset, tokenizer, batch) for preset in args.presets]
-    print(f"MUTE inference on CPU ({args.threads} thread(s)): {args.num_sentences} sentences × "
-          f"{batch['input_ids'].shape[1]} source positions, beam {args.num_beams}, {args.new_tokens} new tokens, "
-          f"{'CPU' if args.threads == 1 else 'wall-clock'} time, fastest of {args.repeats} interleaved rounds")
+    print(
+        f"MUTE inference on CPU ({args.threads} thread(s)): {args.num_sentences} sentences × "
+        f"{batch['input_ids'].shape[1]} source positions, beam {args.num_beams}, {args.new_tokens} new tokens, "
+        f"{'CPU' if args.threads == 1 else 'wall-clock'} time, fastest of {args.repeats} interleaved rounds"
+    )
     for run in runs:
         print()
         print(format_run(run))
-    print("\nspeed = generated tokens/s relative to 1 unit (paper: GPU, batch 30, beam 4); ×enc = encoder time "
-          "relative to 1 unit; loop/batched = time of the Python loop over units / batched units")
+    print(
+        "\nspeed = generated tokens/s relative to 1 unit (paper: GPU, batch 30, beam 4); ×enc = encoder time "
+        "relative to 1 unit; loop/batched = time of the Python loop over units / batched units"
+    )
 
     result = {
         "config_overrides": args.config_overrides,

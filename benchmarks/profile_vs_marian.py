@@ -44,8 +44,9 @@ def main(argv=None):
         averages = profile.key_averages()
         total_ms = sum(event.self_cpu_time_total for event in averages) / 1e3 / args.calls
         table = averages.table(sort_by="self_cpu_time_total", row_limit=args.rows, max_name_column_width=50)
-        sections.append(f"== {name}: {args.task}, {total_ms:.1f} ms of operator time per call "
-                        f"({settings.threads} threads)\n{table}")
+        sections.append(
+            f"== {name}: {args.task}, {total_ms:.1f} ms of operator time per call ({settings.threads} threads)\n{table}"
+        )
     text = "\n".join(sections)
     print(text)
     if args.output:

@@ -42,10 +42,16 @@ def parse_args(argv=None):
     parser.add_argument("--decode-batch", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--compile", action="store_true",
-                        help="Also time each model's training step under torch.compile against eager (adds columns)")
-    parser.add_argument("--keep-dropout", action="store_true",
-                        help="Keep each preset's dropouts in training (MarianMT: dropout 0.1) instead of none for all")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="Also time each model's training step under torch.compile against eager (adds columns)",
+    )
+    parser.add_argument(
+        "--keep-dropout",
+        action="store_true",
+        help="Keep each preset's dropouts in training (MarianMT: dropout 0.1) instead of none for all",
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "speed_vs_marian.json")
     return parser.parse_args(argv)
@@ -70,9 +76,14 @@ def build_pair(arch: str, args):
         switch_off_dropout(config)
     torch.manual_seed(0)
     model = AutoModelForSeq2SeqLM.from_config(config)
-    marian_config = marian_config_matching(count_parameters(model), args.vocab_size, d_model=config.d_model,
-                                           layers=config.encoder_layers, heads=config.encoder_attention_heads,
-                                           dropout=0.1 if args.keep_dropout else 0.0)
+    marian_config = marian_config_matching(
+        count_parameters(model),
+        args.vocab_size,
+        d_model=config.d_model,
+        layers=config.encoder_layers,
+        heads=config.encoder_attention_heads,
+        dropout=0.1 if args.keep_dropout else 0.0,
+    )
     marian = MarianMTModel(marian_config)
     return {arch: model.to(args.device), "marian": marian.to(args.device)}
 
@@ -128,14 +139,18 @@ def measure(arch: str, args) -> dict:
         "decode_b1": lambda m: decoding_call(m, args, 1),
         "decode_bN": lambda m: decoding_call(m, args, args.decode_batch),
     }
-    row = dict(arch=arch, parameters={name: count_parameters(m) for name, m in models.items()},
-               marian_ffn_dim=models["marian"].config.encoder_ffn_dim)
+    row = dict(
+        arch=arch,
+        parameters={name: count_parameters(m) for name, m in models.items()},
+        marian_ffn_dim=models["marian"].config.encoder_ffn_dim,
+    )
     for task, make_call in tasks.items():
         calls = {name: make_call(model) for name, model in models.items()}
         seconds = median_times(calls, args.repeats, args.device)
         flops = {name: count_flops(model, make_call) for name, model in models.items()}
         row[task] = dict(
-            seconds=seconds, flops=flops,
+            seconds=seconds,
+            flops=flops,
             speed_vs_marian=seconds["marian"] / seconds[arch],
             flops_per_second={name: flops[name] / seconds[name] for name in models},
             efficiency_vs_marian=(flops[arch] / seconds[arch]) / (flops["marian"] / seconds["marian"]),
@@ -185,8 +200,13 @@ def main(argv=None):
     table = format_table(rows, args)
     print(table)
     print("(speed: MarianMT's time / the architecture's, > 1 = faster; eff.: achieved FLOP/s over MarianMT's)")
-    hardware = dict(platform=platform.platform(), torch=torch.__version__, threads=torch.get_num_threads(),
-                    device=args.device, gpu=torch.cuda.get_device_name() if args.device.startswith("cuda") else None)
+    hardware = dict(
+        platform=platform.platform(),
+        torch=torch.__version__,
+        threads=torch.get_num_threads(),
+        device=args.device,
+        gpu=torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+    )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     args.output.write_text(json.dumps(dict(settings=settings, hardware=hardware, rows=rows, table=table), indent=1))

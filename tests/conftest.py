@@ -62,8 +62,9 @@ def tiny_model(seed: int = 0, **overrides):
     return model.eval()
 
 
-def train_to_reverse(model, steps: int, lr: float, vocab_size: int | None = None, seed: int = 0,
-                     memorise: bool = False):
+def train_to_reverse(
+    model, steps: int, lr: float, vocab_size: int | None = None, seed: int = 0, memorise: bool = False
+):
     """Trains `model` in place for `steps` Adam steps to reverse its input (targets = source reversed, then </s>),
     so that it generates varied outputs (an untrained model with tied embeddings echoes one token). Each step draws
     16 new random sentences; with `memorise`, every step reverses the same 16 (six tokens each): a tiny model learns

@@ -42,8 +42,16 @@ def assert_generate_is_identical_without_cache(
         outputs = []
         for use_cache in (True, False):
             torch.manual_seed(0)
-            outputs.append(model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=new_tokens,
-                                          min_new_tokens=new_tokens, use_cache=use_cache, **kwargs))
+            outputs.append(
+                model.generate(
+                    input_ids,
+                    attention_mask=attention_mask,
+                    max_new_tokens=new_tokens,
+                    min_new_tokens=new_tokens,
+                    use_cache=use_cache,
+                    **kwargs,
+                )
+            )
         assert torch.equal(outputs[0], outputs[1]), kwargs
         assert outputs[0].shape[1] == new_tokens + 1  # start token + new tokens: really decoded a long output
         if varied:
@@ -53,13 +61,19 @@ def assert_generate_is_identical_without_cache(
 def assert_incremental_decoding_matches_full_forward(model, input_ids, attention_mask, target, atol=1e-5, **kwargs):
     """Decoding `target` one token at a time with the cache gives the logits of one full teacher-forced forward."""
     with torch.no_grad():
-        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target, use_cache=False,
-                     **kwargs).logits
+        full = model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target, use_cache=False, **kwargs
+        ).logits
         encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         cache, steps = None, []  # the cache is created by the first step, as generate() does
         for t in range(target.shape[1]):
-            out = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                        decoder_input_ids=target[:, t : t + 1], cache=cache, use_cache=True)
+            out = model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=attention_mask,
+                decoder_input_ids=target[:, t : t + 1],
+                cache=cache,
+                use_cache=True,
+            )
             cache = getattr(out, CACHE_FIELD)
             steps.append(out.logits)
     steps = torch.cat(steps, dim=1)
@@ -67,7 +81,12 @@ def assert_incremental_decoding_matches_full_forward(model, input_ids, attention
 
 
 def assert_translation_does_not_depend_on_batch_or_padding(
-    model, input_ids, attention_mask, pad: int, settings=(dict(), dict(num_beams=4)), encoder_kwargs=(dict(),),
+    model,
+    input_ids,
+    attention_mask,
+    pad: int,
+    settings=(dict(), dict(num_beams=4)),
+    encoder_kwargs=(dict(),),
     varied: bool = True,
 ):
     """The last sentence of the batch, right-padded by `pad` positions, is encoded (for each of `encoder_kwargs`) and
@@ -80,8 +99,9 @@ def assert_translation_does_not_depend_on_batch_or_padding(
             batched = batched.last_hidden_state[-1, : alone_ids.shape[1]]
             assert torch.allclose(batched, alone.last_hidden_state[0], atol=1e-5), kwargs
     for kwargs in settings:
-        batched = model.generate(input_ids, attention_mask=attention_mask, max_new_tokens=10, min_new_tokens=10,
-                                 **kwargs)
+        batched = model.generate(
+            input_ids, attention_mask=attention_mask, max_new_tokens=10, min_new_tokens=10, **kwargs
+        )
         alone = model.generate(alone_ids, max_new_tokens=10, min_new_tokens=10, **kwargs)
         assert torch.equal(batched[-1], alone[0]), kwargs
         if varied:
@@ -116,8 +136,14 @@ def run_without_package(script: str, cwd) -> dict:
         "import torch; torch.set_num_threads(1)  # as the `single_thread` fixture does in this process\n"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_MODULES_CACHE": str(cwd / "modules")}
-    result = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], cwd=cwd, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(script)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -28,9 +28,32 @@ def load_study():
 
 study = load_study()
 
-TINY_SLICE = ["--size", "tiny", "--max_steps", "4", "--eval_every", "2", "--save_every", "2", "--max_train_samples",
-              "48", "--max_eval_samples", "12", "--test_subset", "6", "--tokenizer_vocab_size", "300",
-              "--bootstrap_samples", "20", "--threads", "1", "--seeds", "1", "--only", "004-p1"]
+TINY_SLICE = [
+    "--size",
+    "tiny",
+    "--max_steps",
+    "4",
+    "--eval_every",
+    "2",
+    "--save_every",
+    "2",
+    "--max_train_samples",
+    "48",
+    "--max_eval_samples",
+    "12",
+    "--test_subset",
+    "6",
+    "--tokenizer_vocab_size",
+    "300",
+    "--bootstrap_samples",
+    "20",
+    "--threads",
+    "1",
+    "--seeds",
+    "1",
+    "--only",
+    "004-p1",
+]
 
 
 @pytest.mark.e2e
@@ -116,8 +139,9 @@ def test_a_schedule_investigation_scales_the_recipe_of_its_arms_only():
     args = study.parse_args(TINY_SLICE)
     longer, warmer = study.ARMS_BY_KEY["004-p1-shared-init-2x"], study.ARMS_BY_KEY["001-xavier-warmup1k"]
     assert study.recipe(study.arm_settings(args, longer)) == dict(study.recipe(args), max_steps=2 * args.max_steps)
-    assert study.recipe(study.arm_settings(args, warmer)) == dict(study.recipe(args),
-                                                                   warmup_steps=round(2.5 * args.warmup_steps))
+    assert study.recipe(study.arm_settings(args, warmer)) == dict(
+        study.recipe(args), warmup_steps=round(2.5 * args.warmup_steps)
+    )
     assert study.recipe(study.arm_settings(args, study.ARMS_BY_KEY["004-p1"])) == study.recipe(args)
     assert args.max_steps == 4  # the study's own settings are left as they were
     with pytest.raises(ValueError, match="learning_rate"):
@@ -130,8 +154,12 @@ def config_of(arm, size="small"):
     return hf_unified_mt.get_config(arm.arch, arm.presets[size], vocab_size=8000, **arm.overrides).to_dict()
 
 
-SIZED_COMPARISONS = [(*comparison, size) for size in ("small", "base") for comparison in study.COMPARISONS
-                     if all(size in study.ARMS_BY_KEY[key].presets for key in comparison[1:3])]
+SIZED_COMPARISONS = [
+    (*comparison, size)
+    for size in ("small", "base")
+    for comparison in study.COMPARISONS
+    if all(size in study.ARMS_BY_KEY[key].presets for key in comparison[1:3])
+]
 
 
 @pytest.mark.parametrize("paper, control, mechanism, claim, size", SIZED_COMPARISONS)
@@ -142,15 +170,32 @@ def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, c
         assert b.stage == 3 and config_of(a, size) == config_of(b, size)
         return
     if a.arch != b.arch:  # the Transformer of paper 000: same width, depth, FFN and vocabulary
-        keys = ("d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "encoder_attention_heads",
-                "dropout", "vocab_size")
+        keys = (
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_ffn_dim",
+            "encoder_attention_heads",
+            "dropout",
+            "vocab_size",
+        )
         assert {k: config_of(a, size)[k] for k in keys} == {k: config_of(b, size)[k] for k in keys}
         return
     differing = {k for k, v in config_of(a, size).items() if config_of(b, size).get(k) != v}
     # (`init_law`: DS-Init against Xavier in paper 001's pairs; the init-law investigations of stage 3)
-    mechanism_keys = {"use_convolution", "init_law", "decoder_attention_type", "num_units", "use_bias_module",
-                      "use_sequential_dependency", "encoder_branches", "num_passes", "connection_type",
-                      "hard_connections", "unit_noise_types"}  # (noise types: one per unit)
+    mechanism_keys = {
+        "use_convolution",
+        "init_law",
+        "decoder_attention_type",
+        "num_units",
+        "use_bias_module",
+        "use_sequential_dependency",
+        "encoder_branches",
+        "num_passes",
+        "connection_type",
+        "hard_connections",
+        "unit_noise_types",
+    }  # (noise types: one per unit)
     assert differing and differing <= mechanism_keys, differing
 
 
@@ -209,8 +254,12 @@ def write_fake_runs(results, args, hypotheses_by_arm: dict[str, list[str]], seed
     for key, hypotheses in hypotheses_by_arm.items():
         for seed in seeds:
             name = f"{key}-seed{seed}"
-            record = dict(arm=key, seed=seed, recipe=study.recipe(args),
-                          test=dict(translations=f"{name}.test.txt.gz", num_verses=len(hypotheses), bleu=bleu))
+            record = dict(
+                arm=key,
+                seed=seed,
+                recipe=study.recipe(args),
+                test=dict(translations=f"{name}.test.txt.gz", num_verses=len(hypotheses), bleu=bleu),
+            )
             (runs / f"{name}.json").write_text(json.dumps(record))
             with gzip.open(runs / f"{name}.test.txt.gz", "wt", encoding="utf-8") as handle:
                 handle.write("\n".join(hypotheses) + "\n")
@@ -268,8 +317,10 @@ def test_no_third_seed_for_two_arms_that_have_not_learned(tmp_path):
     write_fake_runs(results, args, {"003-dual": weak}, bleu=12.0)  # only one arm has not learned: re-seeded
     (results / "test_subset.json").write_text(json.dumps(dict(references=references)))
     assert [(arm.key, seed) for arm, seed in study.tie_break_runs(args)] == [("003-single", 3), ("003-dual", 3)]
-    rows = {(row["control"], row["mechanism"]): row
-            for row in study.compare_arms(study.load_runs(results), references, samples=50)}
+    rows = {
+        (row["control"], row["mechanism"]): row
+        for row in study.compare_arms(study.load_runs(results), references, samples=50)
+    }
     assert rows[("004-p1", "004-p2-hard")]["not_learned"] == ["004-p1", "004-p2-hard"]
     assert rows[("003-single", "003-dual")]["not_learned"] == ["003-single"]
     assert study._verdict_text(rows[("004-p1", "004-p2-hard")]) == "none: neither arm has learned (BLEU < 1)"
@@ -277,8 +328,24 @@ def test_no_third_seed_for_two_arms_that_have_not_learned(tmp_path):
 
 
 def test_parallel_runs_start_together_and_a_failure_is_reported_after_all(tmp_path, monkeypatch, capsys):
-    args = study.parse_args(["--results_dir", str(tmp_path / "r"), "--output_dir", str(tmp_path / "o"), "--seeds",
-                             "1", "--stages", "1", "--only", "003-single", "003-dual", "004-p1", "--parallel", "2"])
+    args = study.parse_args(
+        [
+            "--results_dir",
+            str(tmp_path / "r"),
+            "--output_dir",
+            str(tmp_path / "o"),
+            "--seeds",
+            "1",
+            "--stages",
+            "1",
+            "--only",
+            "003-single",
+            "003-dual",
+            "004-p1",
+            "--parallel",
+            "2",
+        ]
+    )
     (tmp_path / "r" / "runs").mkdir(parents=True)
     (tmp_path / "r" / "test_subset.json").write_text(json.dumps(dict(references=["a"])))
     children = fake_children(monkeypatch, exit_codes={"003-dual:1": 3})
@@ -342,11 +409,14 @@ def test_the_report_rebuilds_only_its_block_of_the_document(tmp_path, capsys):
     doc = tmp_path / "study.md"
     begin, end = study.report_markers("small")
     base_begin, base_end = study.report_markers("base")
-    doc.write_text(f"# Study\n\nnarrative\n\n{begin}\nold table\n{end}\n\nmore narrative\n\n{base_begin}\nbase\n"
-                   f"{base_end}\n", encoding="utf-8")
+    doc.write_text(
+        f"# Study\n\nnarrative\n\n{begin}\nold table\n{end}\n\nmore narrative\n\n{base_begin}\nbase\n{base_end}\n",
+        encoding="utf-8",
+    )
     assert study.update_report_doc(doc, "small", "| new | table |\n")
-    assert doc.read_text(encoding="utf-8") == (f"# Study\n\nnarrative\n\n{begin}\n| new | table |\n{end}\n\nmore "
-                                               f"narrative\n\n{base_begin}\nbase\n{base_end}\n")
+    assert doc.read_text(encoding="utf-8") == (
+        f"# Study\n\nnarrative\n\n{begin}\n| new | table |\n{end}\n\nmore narrative\n\n{base_begin}\nbase\n{base_end}\n"
+    )
     assert study.generated_block(doc.read_text(encoding="utf-8"), "base") == "base\n"
     # A document without the markers is left alone, and the report says so.
     plain = tmp_path / "plain.md"

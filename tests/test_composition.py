@@ -22,9 +22,19 @@ LAYERS = {
     "prime-simple": dict(type="prime", use_convolution=False),
 }
 WRAPPERS = ("stack", "multi-encoder-branch", "multi-pass")
-TINY = dict(vocab_size=VOCAB_SIZE, pad_token_id=0, d_model=16, encoder_layers=2, decoder_layers=2,
-            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.0,
-            max_position_embeddings=64)
+TINY = dict(
+    vocab_size=VOCAB_SIZE,
+    pad_token_id=0,
+    d_model=16,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=32,
+    decoder_ffn_dim=32,
+    dropout=0.0,
+    max_position_embeddings=64,
+)
 
 
 def composed_config(layer: str, wrapper: str, law: str, decoder: str):
@@ -32,17 +42,27 @@ def composed_config(layer: str, wrapper: str, law: str, decoder: str):
     common = dict(TINY, init_law=law, decoder_attention_type=decoder)
     if wrapper == "stack":
         if layer == "transformer":
-            return hf_unified_mt.get_config("deep_transformer", "tiny", **common, attention_dropout=0.0,
-                                            activation_dropout=0.0)
+            return hf_unified_mt.get_config(
+                "deep_transformer", "tiny", **common, attention_dropout=0.0, activation_dropout=0.0
+            )
         options = {key: value for key, value in spec.items() if key != "type"}
-        return hf_unified_mt.get_config("unified_transformer", "tiny", **dict(common, decoder_attention_type="self"),
-                                        **{"conv_weight_dropout": 0.0, **options})
+        return hf_unified_mt.get_config(
+            "unified_transformer",
+            "tiny",
+            **dict(common, decoder_attention_type="self"),
+            **{"conv_weight_dropout": 0.0, **options},
+        )
     if wrapper == "multi-encoder-branch":
         second = dict(type="self_attention", layers=2) if spec is None else dict(spec, layers=2)
-        return hf_unified_mt.get_config("multi_encoder_transformer", "tiny-dual", **common,
-                                        encoder_branches=[dict(type="self_attention", layers=2), second])
-    return hf_unified_mt.get_config("multi_pass_transformer", "tiny", **common, num_passes=2,
-                                    encoder_layer=spec or dict(type="transformer"))
+        return hf_unified_mt.get_config(
+            "multi_encoder_transformer",
+            "tiny-dual",
+            **common,
+            encoder_branches=[dict(type="self_attention", layers=2), second],
+        )
+    return hf_unified_mt.get_config(
+        "multi_pass_transformer", "tiny", **common, num_passes=2, encoder_layer=spec or dict(type="transformer")
+    )
 
 
 def sampled_matrix():
@@ -73,8 +93,10 @@ def test_a_composition_decodes_incrementally_independently_of_padding_and_round_
     model.save_pretrained(tmp_path)
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
     with torch.no_grad():
-        torch.testing.assert_close(reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits,
-                                   model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits)
+        torch.testing.assert_close(
+            reloaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits,
+            model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits,
+        )
 
 
 def test_every_law_and_decoder_variant_is_sampled():
@@ -93,8 +115,9 @@ def test_variant_6_has_the_parameters_of_the_standard_decoder_layer_less_one_lay
     """Table 3 of Zhang et al.: "MAtt with self-attention" has the baseline's parameter count."""
     counts = {}
     for decoder in ("self", "merged_self", "merged"):
-        config = hf_unified_mt.get_config("deep_transformer", "tiny", vocab_size=VOCAB_SIZE,
-                                          decoder_attention_type=decoder)
+        config = hf_unified_mt.get_config(
+            "deep_transformer", "tiny", vocab_size=VOCAB_SIZE, decoder_attention_type=decoder
+        )
         layer = AutoModelForSeq2SeqLM.from_config(config).model.decoder.layers[0]
         counts[decoder] = sum(parameter.numel() for parameter in layer.parameters())
     d = config.d_model
@@ -117,10 +140,17 @@ def test_the_readme_composition_examples_build():
 
 # ------------------------------------------------------------------------------------------ int8 (CPU deployment)
 
-@pytest.mark.parametrize("arch, preset", [
-    ("unified_transformer", "tiny"), ("deep_transformer", "tiny"), ("multi_unit_transformer", "tiny"),
-    ("multi_encoder_transformer", "tiny-prime-dual"), ("multi_pass_transformer", "tiny"),
-])
+
+@pytest.mark.parametrize(
+    "arch, preset",
+    [
+        ("unified_transformer", "tiny"),
+        ("deep_transformer", "tiny"),
+        ("multi_unit_transformer", "tiny"),
+        ("multi_encoder_transformer", "tiny-prime-dual"),
+        ("multi_pass_transformer", "tiny"),
+    ],
+)
 def test_int8_quantisation_generates_with_every_architecture(arch, preset):
     """`quantize_int8` swaps every linear layer for its dynamic int8 form (module swaps used to break the Prime
     layer's implicit fused-weight cache) and the quantised copy generates as `generate()` does; the float model is

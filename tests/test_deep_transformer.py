@@ -49,6 +49,7 @@ def count(model) -> int:
 
 # ---------------------------------------------------------------------------------------------- forward and decoding
 
+
 # The contract covers the three decoder types post-norm; here: the AAN's FFN option and the pre-norm (T2T) layouts.
 @pytest.mark.parametrize("variant", ["aan-ffn", "self-prenorm", "aan-prenorm", "merged-prenorm"])
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
@@ -84,8 +85,9 @@ def test_masked_target_positions_are_left_out_of_the_prefix_average(decoder_atte
 def test_average_sublayers_keep_constant_size_state(decoder_attention_type):
     model = deep_model(decoder_attention_type=decoder_attention_type)
     ids, mask = random_batch(VOCAB_SIZE)
-    out = model.generate(ids, attention_mask=mask, max_new_tokens=9, min_new_tokens=9, num_beams=2,
-                         return_dict_in_generate=True)
+    out = model.generate(
+        ids, attention_mask=mask, max_new_tokens=9, min_new_tokens=9, num_beams=2, return_dict_in_generate=True
+    )
     layers = getattr(out, CACHE_FIELD).self_attention_cache.layers
     assert getattr(out, CACHE_FIELD).get_seq_length() == 9  # positions are counted also without keys
     for layer in layers:
@@ -94,7 +96,8 @@ def test_average_sublayers_keep_constant_size_state(decoder_attention_type):
         else:
             assert layer._keys_length() == 0, "no per-position keys or values"
             assert {name: tuple(state.shape) for name, state in layer.states.items()} == {
-                decoder_attention_type: (6, 1, 32), f"{decoder_attention_type}.count": (6, 1, 1)
+                decoder_attention_type: (6, 1, 32),
+                f"{decoder_attention_type}.count": (6, 1, 1),
             }
 
 
@@ -115,6 +118,7 @@ def test_merged_attention_reuses_the_cross_attention_value_projection():
 
 # ---------------------------------------------------------------------------------------------- DS-Init
 
+
 def expected_bound(mode, alpha, depth, fan_in, fan_out):
     gamma = math.sqrt(6.0 / (fan_in + fan_out))  # Eq. (9)
     if mode is None:
@@ -128,9 +132,18 @@ def expected_bound(mode, alpha, depth, fan_in, fan_out):
 @pytest.mark.parametrize("variant", ["self", "aan-ffn", "merged"])
 def test_ds_init_matches_the_formula_for_every_matrix_of_every_layer(mode, alpha, variant):
     d, layers = 64, 3
-    model = deep_model(d_model=d, encoder_ffn_dim=128, decoder_ffn_dim=128, encoder_layers=layers,
-                       decoder_layers=layers, ds_init=mode is not None, ds_init_mode=mode or "paper",
-                       ds_init_alpha=alpha, tie_word_embeddings=False, **VARIANTS[variant])
+    model = deep_model(
+        d_model=d,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        ds_init=mode is not None,
+        ds_init_mode=mode or "paper",
+        ds_init_alpha=alpha,
+        tie_word_embeddings=False,
+        **VARIANTS[variant],
+    )
     checked = 0
     for stack in (model.model.encoder, model.model.decoder):
         for depth, layer in enumerate(stack.layers, start=1):
@@ -155,6 +168,7 @@ def test_ds_init_matches_the_formula_for_every_matrix_of_every_layer(mode, alpha
 
 
 # ---------------------------------------------------------------------------------------------- parameter counts
+
 
 def self_attention_sublayer_parameters(model) -> int:
     return sum(count(layer.self_attn) + count(layer.self_attn_sublayer) for layer in model.model.decoder.layers)
@@ -184,15 +198,21 @@ PAPER_VOCAB = dict(vocab_size=27_500, share_encoder_decoder_embeddings=False)  #
 @pytest.mark.parametrize(
     "preset, decoder_attention_type, millions",
     [
-        ("base", "self", 72.3), ("base", "merged", 66.0),  # Table 3, rows 1 and 4
-        ("deep-12", "self", 116.4), ("deep-12", "merged", 103.8),  # rows 11 and 13
-        ("deep-20", "self", 175.3), ("deep-20", "merged", 154.3),  # rows 14 and 16
-        ("big", "self", 233), ("big-deep-12", "merged", 359), ("big-deep-20", "merged", 560),  # Table 6
+        ("base", "self", 72.3),
+        ("base", "merged", 66.0),  # Table 3, rows 1 and 4
+        ("deep-12", "self", 116.4),
+        ("deep-12", "merged", 103.8),  # rows 11 and 13
+        ("deep-20", "self", 175.3),
+        ("deep-20", "merged", 154.3),  # rows 14 and 16
+        ("big", "self", 233),
+        ("big-deep-12", "merged", 359),
+        ("big-deep-20", "merged", 560),  # Table 6
     ],
 )
 def test_parameter_counts_reproduce_the_papers_tables(preset, decoder_attention_type, millions):
-    config = hf_unified_mt.get_config("deep_transformer", preset, decoder_attention_type=decoder_attention_type,
-                                      **PAPER_VOCAB)
+    config = hf_unified_mt.get_config(
+        "deep_transformer", preset, decoder_attention_type=decoder_attention_type, **PAPER_VOCAB
+    )
     with torch.device("meta"):  # no memory, no initialisation
         model = DeepTransformerForConditionalGeneration(config)
     digits = 1 if millions < 200 else 0
@@ -236,8 +256,13 @@ def test_average_sublayers_report_the_prefix_average_they_apply(decoder_attentio
     # the first call: MAtt's value projection also projects the encoder states afterwards
     hook = averaged.register_forward_pre_hook(lambda module, args: [captured.setdefault("input", args[0])] and None)
     with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, decoder_attention_mask=target_mask,
-                    output_attentions=True)
+        out = model(
+            input_ids=ids,
+            attention_mask=mask,
+            decoder_input_ids=target,
+            decoder_attention_mask=target_mask,
+            output_attentions=True,
+        )
     hook.remove()
     weights = out.decoder_attentions[0]
     assert weights.shape == (3, model.config.decoder_attention_heads, 5, 5)
@@ -247,15 +272,21 @@ def test_average_sublayers_report_the_prefix_average_they_apply(decoder_attentio
     assert (weights[0, :, 3:] == 0).all() and (weights[0, :, :, 3:] == 0).all(), "zero rows and columns on padding"
     values = captured["input"] if decoder_attention_type == "aan" else averaged(captured["input"])
     from hf_unified_mt.modeling_deep_transformer import cumulative_average
+
     torch.testing.assert_close(weights[:, 0] @ values, cumulative_average(values, target_mask.bool(), None, "x"))
     # Step by step with the cache: each step's row equals the full forward's row.
     with torch.no_grad():
         encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
         cache = None
         for step in range(5):
-            step_out = model(encoder_outputs=encoder_outputs, attention_mask=mask,
-                             decoder_input_ids=target[:, step : step + 1], cache=cache, use_cache=True,
-                             output_attentions=True)
+            step_out = model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=mask,
+                decoder_input_ids=target[:, step : step + 1],
+                cache=cache,
+                use_cache=True,
+                output_attentions=True,
+            )
             cache = getattr(step_out, CACHE_FIELD)
             # (rows 1 and 2: the first target is padded, which a step-by-step decoder without a mask cannot know)
             torch.testing.assert_close(
@@ -304,7 +335,8 @@ def test_separate_source_and_target_embeddings_behave_as_documented(tmp_path, ti
 
 def test_presets():
     assert {"tiny", "base", "deep-12", "deep-20", "deep-30", "big"} <= set(
-        hf_unified_mt.available_presets("deep_transformer")["deep_transformer"])
+        hf_unified_mt.available_presets("deep_transformer")["deep_transformer"]
+    )
     big = hf_unified_mt.get_config("deep_transformer", "big")
     assert (big.d_model, big.encoder_ffn_dim, big.encoder_attention_heads) == (1024, 4096, 16)
     assert hf_unified_mt.get_config("deep_transformer", "deep-30").decoder_layers == 30
@@ -312,10 +344,12 @@ def test_presets():
 
 # ---------------------------------------------------------------------------------------------- gradient diagnostics
 
+
 @pytest.fixture(scope="module")
 def diagnostics():
-    spec = importlib.util.spec_from_file_location("mt_script_gradient_diagnostics",
-                                                  ROOT / "training" / "gradient_diagnostics.py")
+    spec = importlib.util.spec_from_file_location(
+        "mt_script_gradient_diagnostics", ROOT / "training" / "gradient_diagnostics.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -329,8 +363,9 @@ def test_deep_post_norm_gradients_vanish_in_lower_layers_without_ds_init_and_not
     batch = dict(input_ids=ids, attention_mask=mask, labels=torch.randint(4, 100, (8, 16), generator=generator))
     results = {}
     for ds_init in (False, True):
-        model = deep_model(vocab_size=100, encoder_layers=12, decoder_layers=12, decoder_attention_type="self",
-                           ds_init=ds_init)
+        model = deep_model(
+            vocab_size=100, encoder_layers=12, decoder_layers=12, decoder_attention_type="self", ds_init=ds_init
+        )
         results[ds_init] = diagnostics.gradient_diagnostics(model, batch)
     vanilla, ds = results[False], results[True]
     # Figure 1: without DS-Init the lowest decoder layer gets a small fraction of the top layer's gradient
@@ -355,12 +390,25 @@ def test_deep_post_norm_gradients_vanish_in_lower_layers_without_ds_init_and_not
 
 @pytest.mark.e2e
 def test_gradient_diagnostics_command_on_the_real_corpus(diagnostics, tmp_path, capsys):
-    report = diagnostics.main([
-        "--models", "tiny:encoder_layers=3,decoder_layers=3,ds_init=false", "tiny:encoder_layers=3,decoder_layers=3",
-        "--config_overrides", '{"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}',
-        "--tokenizer_vocab_size", "300", "--tokenizer_training_pairs", "300", "--max_target_tokens", "150",
-        "--device", "cpu", "--output_dir", str(tmp_path),
-    ])
+    report = diagnostics.main(
+        [
+            "--models",
+            "tiny:encoder_layers=3,decoder_layers=3,ds_init=false",
+            "tiny:encoder_layers=3,decoder_layers=3",
+            "--config_overrides",
+            '{"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}',
+            "--tokenizer_vocab_size",
+            "300",
+            "--tokenizer_training_pairs",
+            "300",
+            "--max_target_tokens",
+            "150",
+            "--device",
+            "cpu",
+            "--output_dir",
+            str(tmp_path),
+        ]
+    )
     printed = capsys.readouterr().out
     assert "Gradient norm per layer" in printed and "beta_LN" in printed and "merged" in printed
     saved = json.loads((tmp_path / "gradient_diagnostics.json").read_text())

@@ -21,7 +21,10 @@ def assert_matches(measured: dict, expected: dict, what: str, parameters: bool =
         f"{what}: loss {measured['loss']!r}, golden {expected['loss']!r}"
     )
     torch.testing.assert_close(
-        torch.tensor(measured["logits_slice"]), torch.tensor(expected["logits_slice"]), rtol=1e-4, atol=1e-5,
+        torch.tensor(measured["logits_slice"]),
+        torch.tensor(expected["logits_slice"]),
+        rtol=1e-4,
+        atol=1e-5,
         msg=lambda m: f"{what}: logits slice differs: {m}",
     )
     if not parameters:

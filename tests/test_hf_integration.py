@@ -2,7 +2,6 @@
 errors, common API. Remote code, checkpointing, config errors, outputs and the auto classes are checked for every
 architecture in `test_model_contract.py`."""
 
-
 import pytest
 import torch
 from transformers import (
@@ -19,6 +18,7 @@ from mt_checks import ListDataset
 
 
 # ---------------------------------------------------------------------------------------------- pipeline
+
 
 def test_translation_pipeline_batches_and_matches_generate(tokenizer):
     model = trained_tiny_model()
@@ -74,6 +74,7 @@ def test_generate_on_an_empty_sentence_is_what_the_readme_says():
 
 # ---------------------------------------------------------------------------------------------- training
 
+
 def _trainer_update(tmp_path, batch_size, accumulation, tokenizer):
     model = tiny_model().train()
     before = [p.detach().clone() for p in model.parameters()]
@@ -84,14 +85,31 @@ def _trainer_update(tmp_path, batch_size, accumulation, tokenizer):
         tgt = torch.randint(4, model.config.vocab_size, (2 + (i * 3) % 7,), generator=generator).tolist() + [2]
         rows.append({"input_ids": src, "attention_mask": [1] * len(src), "labels": tgt})
     args = Seq2SeqTrainingArguments(
-        output_dir=str(tmp_path / f"run{batch_size}"), per_device_train_batch_size=batch_size,
-        gradient_accumulation_steps=accumulation, max_steps=1, learning_rate=1.0, optim="sgd",
-        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=0.0,
-        report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True, dataloader_drop_last=False,
-        disable_tqdm=True, seed=0, data_seed=0,
+        output_dir=str(tmp_path / f"run{batch_size}"),
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=accumulation,
+        max_steps=1,
+        learning_rate=1.0,
+        optim="sgd",
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=0.0,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        use_cpu=True,
+        dataloader_drop_last=False,
+        disable_tqdm=True,
+        seed=0,
+        data_seed=0,
     )
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=ListDataset(rows),
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=args,
+        train_dataset=ListDataset(rows),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+    )
     trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
     trainer.train()
     return torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
@@ -107,6 +125,7 @@ def test_trainer_gradient_accumulation_matches_the_doubled_batch(tmp_path, token
 
 
 # ---------------------------------------------------------------------------------------------- errors
+
 
 def test_unknown_preset_and_architecture_are_refused():
     with pytest.raises(ValueError, match="preset"):
@@ -150,6 +169,7 @@ def test_cache_built_without_config_is_refused():
 
 # ---------------------------------------------------------------------------------------------- common API
 
+
 @pytest.mark.parametrize("arch", list(hf_unified_mt.ARCHITECTURES))
 def test_selected_hidden_states_count_each_stack_separately(arch):
     """`output_hidden_states=[...]` selects by index; negative indices count from each stack's own end, although the
@@ -163,8 +183,10 @@ def test_selected_hidden_states_count_each_stack_separately(arch):
         full = model(**inputs, output_hidden_states=True)
         selected = model(**inputs, output_hidden_states=[0, -1])
     assert len(full.encoder_hidden_states) == config.num_encoder_hidden_layers + 1
-    for everything, chosen in ((full.encoder_hidden_states, selected.encoder_hidden_states),
-                               (full.decoder_hidden_states, selected.decoder_hidden_states)):
+    for everything, chosen in (
+        (full.encoder_hidden_states, selected.encoder_hidden_states),
+        (full.decoder_hidden_states, selected.decoder_hidden_states),
+    ):
         assert [i for i, state in enumerate(chosen) if state is not None] == [0, len(everything) - 1]
         assert torch.equal(chosen[-1], everything[-1]) and torch.equal(chosen[0], everything[0])
 

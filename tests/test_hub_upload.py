@@ -116,8 +116,16 @@ def test_dry_run_folder_holds_model_code_tokenizer_pipeline_and_card(built):
     for arch, (checkpoint, folder) in built.items():
         files = {p.name for p in folder.iterdir()}
         code = {name for name in files if name.endswith(".py")}
-        assert {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
-                "tokenizer_config.json", "test_results.json", "README.md", "pipeline_translation.py"} <= files, arch
+        assert {
+            "config.json",
+            "model.safetensors",
+            "generation_config.json",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "test_results.json",
+            "README.md",
+            "pipeline_translation.py",
+        } <= files, arch
         # Exactly the code the checkpoint carries (every file reachable from auto_map/custom_pipelines), unchanged.
         assert code == {p.name for p in checkpoint.glob("*.py")}, arch
         for name in code | {"config.json", "model.safetensors", "tokenizer.json"}:
@@ -144,7 +152,8 @@ def test_dry_run_folders_load_and_translate_without_the_package(built, tmp_path)
             num_parameters=sum(p.numel() for p in model.parameters()),
         )
     folders = {arch: str(folder) for arch, (_, folder) in built.items()}
-    remote = run_without_package(f"""
+    remote = run_without_package(
+        f"""
         import json
         import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
@@ -161,7 +170,9 @@ def test_dry_run_folders_load_and_translate_without_the_package(built, tmp_path)
                 num_parameters=sum(p.numel() for p in model.parameters()),
             )
         print(json.dumps(results))
-    """, cwd=tmp_path)
+    """,
+        cwd=tmp_path,
+    )
     assert set(remote) == set(hf_unified_mt.ARCHITECTURES)
     for arch, result in remote.items():
         assert result["module"].startswith("transformers_modules"), (arch, result["module"])
@@ -195,9 +206,20 @@ def test_card_metadata_round_trips_with_the_test_scores(built):
 
         text = card.text
         assert not re.search(r"\{\{ |\{%|%\}", text), "every template tag rendered"
-        for expected in ("```bibtex", "trust_remote_code=True", 'pipeline("translation"', "Seq2SeqTrainer",
-                         f'from_pretrained("tester/{arch}-es-en"', "Reina-Valera 1909", "World English Bible",
-                         "public domain", "## Limitations", "## Licence", "## Citation", "## Training data"):
+        for expected in (
+            "```bibtex",
+            "trust_remote_code=True",
+            'pipeline("translation"',
+            "Seq2SeqTrainer",
+            f'from_pretrained("tester/{arch}-es-en"',
+            "Reina-Valera 1909",
+            "World English Bible",
+            "public domain",
+            "## Limitations",
+            "## Licence",
+            "## Citation",
+            "## Training data",
+        ):
             assert expected in text, (arch, expected)
         assert "12.35" in text and "41.24" in text and BLEU_SIGNATURE.replace("|", "\\|") in text
         num_parameters = json.loads((checkpoint / "results.json").read_text())["num_parameters"]
@@ -206,8 +228,14 @@ def test_card_metadata_round_trips_with_the_test_scores(built):
 
 def test_card_reports_recorded_training_arguments_and_other_datasets(tmp_path):
     arch = next(iter(hf_unified_mt.ARCHITECTURES))
-    recorded = {"corpus": "bible_es_en", "learning_rate": 0.0007, "max_tokens": 4096, "label_smoothing_factor": 0.1,
-                "train_file": None, "output_dir": "/home/someone/outputs/run"}
+    recorded = {
+        "corpus": "bible_es_en",
+        "learning_rate": 0.0007,
+        "max_tokens": 4096,
+        "label_smoothing_factor": 0.1,
+        "train_file": None,
+        "output_dir": "/home/someone/outputs/run",
+    }
     checkpoint = write_checkpoint(tmp_path / "ckpt", arch, training_arguments=recorded)
     folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "a")])
     text = (folder / "README.md").read_text(encoding="utf-8")
@@ -223,8 +251,22 @@ def test_card_reports_recorded_training_arguments_and_other_datasets(tmp_path):
     # A Hub dataset given on the command line replaces the Bible corpus, and its languages come from its config.
     options = tmp_path / "train.yaml"
     options.write_text(yaml.safe_dump({"learning_rate": 0.002, "seed": 7}))
-    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "b"), "--dataset", "wmt16",
-                              "--dataset_config", "de-en", "--training_args", str(options), "--license", "mit"])
+    folder = hub_upload.main(
+        [
+            str(checkpoint),
+            "--dry-run",
+            "--output_dir",
+            str(tmp_path / "b"),
+            "--dataset",
+            "wmt16",
+            "--dataset_config",
+            "de-en",
+            "--training_args",
+            str(options),
+            "--license",
+            "mit",
+        ]
+    )
     card = ModelCard.load(folder / "README.md")
     assert card.data.language == ["de", "en"] and card.data.datasets == ["wmt16"] and card.data.license == "mit"
     assert card.data.eval_results[0].dataset_type == "wmt16" and card.data.eval_results[0].dataset_config == "de-en"
@@ -294,14 +336,28 @@ def test_missing_files_and_broken_checkpoints_are_named(built, tmp_path):
 def test_without_a_token_the_command_stops_before_any_work(tmp_path):
     home = tmp_path / "hf_home"
     home.mkdir()
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_TOKEN_PATH")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_TOKEN_PATH")
+    }
     env.update(HF_HOME=str(home), HF_HUB_OFFLINE="1")
     # The checkpoint does not even exist: the token check comes first.
     result = subprocess.run(
-        [sys.executable, str(ROOT / "hub_upload.py"), str(tmp_path / "no-such-checkpoint"), "--repo_id", "a/b",
-         "--output_dir", str(tmp_path / "out")],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        [
+            sys.executable,
+            str(ROOT / "hub_upload.py"),
+            str(tmp_path / "no-such-checkpoint"),
+            "--repo_id",
+            "a/b",
+            "--output_dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 2, result.stderr
     assert "no Hugging Face token" in result.stderr and "HF_TOKEN" in result.stderr
@@ -388,13 +444,26 @@ class FakeHubHandler(BaseHTTPRequestHandler):
             return self._reply(200, {"errors": [], "warnings": []})
         if match := re.fullmatch(r"/api/models/(.+)/preupload/([^/]+)", path):
             files = json.loads(body)["files"]
-            modes = [{"path": f["path"], "uploadMode": "lfs" if f["path"].endswith(".safetensors") else "regular",
-                      "shouldIgnore": False, "oid": None} for f in files]
+            modes = [
+                {
+                    "path": f["path"],
+                    "uploadMode": "lfs" if f["path"].endswith(".safetensors") else "regular",
+                    "shouldIgnore": False,
+                    "oid": None,
+                }
+                for f in files
+            ]
             return self._reply(200 if match.group(1) in hub.repos else 404, {"files": modes})
         if match := re.fullmatch(r"/(.+)\.git/info/lfs/objects/batch", path):
-            objects = [{"oid": o["oid"], "size": o["size"], "authenticated": True,
-                        "actions": {"upload": {"href": f"{hub.url}/lfs-upload/{o['oid']}"}}}
-                       for o in json.loads(body)["objects"]]
+            objects = [
+                {
+                    "oid": o["oid"],
+                    "size": o["size"],
+                    "authenticated": True,
+                    "actions": {"upload": {"href": f"{hub.url}/lfs-upload/{o['oid']}"}},
+                }
+                for o in json.loads(body)["objects"]
+            ]
             return self._reply(200, {"transfer": "basic", "objects": objects})
         if match := re.fullmatch(r"/api/models/(.+)/commit/([^/]+)", path):
             repo = hub.repos.get(match.group(1))
@@ -409,8 +478,9 @@ class FakeHubHandler(BaseHTTPRequestHandler):
                     repo["files"][value["path"]] = hub.lfs[value["oid"]]
             repo["commits"].append(lines[0]["value"]["summary"])
             oid = hashlib.sha1(body).hexdigest()
-            return self._reply(200, {"commitUrl": f"{hub.url}/{match.group(1)}/commit/{oid}", "commitOid": oid,
-                                     "success": True})
+            return self._reply(
+                200, {"commitUrl": f"{hub.url}/{match.group(1)}/commit/{oid}", "commitOid": oid, "success": True}
+            )
         self._reply(404, {"error": f"not implemented in the stand-in: POST {path}"})
 
     def do_GET(self):
@@ -443,8 +513,18 @@ def fake_hub(monkeypatch):
 def test_upload_creates_the_repo_and_commits_the_folder(built, fake_hub, tmp_path):
     _, (checkpoint, _) = next(iter(built.items()))
     folder = tmp_path / "folder"
-    hub_upload.main([str(checkpoint), "--repo_id", "tester/mt-model", "--private", "--output_dir", str(folder),
-                     "--commit_message", "First upload"])
+    hub_upload.main(
+        [
+            str(checkpoint),
+            "--repo_id",
+            "tester/mt-model",
+            "--private",
+            "--output_dir",
+            str(folder),
+            "--commit_message",
+            "First upload",
+        ]
+    )
 
     requests = [(method, path.split("?")[0]) for method, path, _, _ in fake_hub.requests]
     weights_oid = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
@@ -457,8 +537,11 @@ def test_upload_creates_the_repo_and_commits_the_folder(built, fake_hub, tmp_pat
         ("PUT", f"/lfs-upload/{weights_oid}"),
         ("POST", "/api/models/tester/mt-model/commit/main"),
     ]
-    assert all(headers.get("authorization") == "Bearer hf_stand_in_token"
-               for method, path, headers, _ in fake_hub.requests if not path.startswith("/lfs-upload"))
+    assert all(
+        headers.get("authorization") == "Bearer hf_stand_in_token"
+        for method, path, headers, _ in fake_hub.requests
+        if not path.startswith("/lfs-upload")
+    )
     create = json.loads(fake_hub.requests[0][3])
     assert create == {"name": "mt-model", "organization": "tester", "visibility": "private", "type": "model"}
     readme = (folder / "README.md").read_text(encoding="utf-8")
@@ -514,11 +597,20 @@ def test_overwrite_replaces_only_a_folder_hub_upload_built(tmp_path, capsys):
 
 def test_card_of_a_local_file_run_names_its_files_not_the_default_corpus(tmp_path):
     arch = next(iter(hf_unified_mt.ARCHITECTURES))
-    recorded = {"corpus": "bible_es_en", "train_file": "/data/mine/train.tsv", "validation_file": "/data/mine/dev.tsv",
-                "test_file": "/data/mine/heldout.tsv", "source_field": "de", "target_field": "en"}
+    recorded = {
+        "corpus": "bible_es_en",
+        "train_file": "/data/mine/train.tsv",
+        "validation_file": "/data/mine/dev.tsv",
+        "test_file": "/data/mine/heldout.tsv",
+        "source_field": "de",
+        "target_field": "en",
+    }
     checkpoint = write_checkpoint(tmp_path / "ckpt", arch, training_arguments=recorded)
     folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
     text = (folder / "README.md").read_text(encoding="utf-8")
     assert "bible_es_en" not in text and "Reina-Valera" not in text
-    assert "heldout.tsv" in text and "The test split of local files (train: train.tsv; validation: dev.tsv; " \
-        "test: heldout.tsv)" in text.replace("\n", " ")
+    assert (
+        "heldout.tsv" in text
+        and "The test split of local files (train: train.tsv; validation: dev.tsv; test: heldout.tsv)"
+        in text.replace("\n", " ")
+    )

@@ -22,8 +22,9 @@ ARCHS = {
     "multi_encoder_transformer": "tiny-dual",
     "multi_pass_transformer": "tiny",
 }
-WIDE = dict(vocab_size=VOCAB_SIZE, d_model=64, encoder_ffn_dim=256, decoder_ffn_dim=256, encoder_layers=3,
-            decoder_layers=3)
+WIDE = dict(
+    vocab_size=VOCAB_SIZE, d_model=64, encoder_ffn_dim=256, decoder_ffn_dim=256, encoder_layers=3, decoder_layers=3
+)
 
 
 def build(arch, **overrides):
@@ -34,15 +35,20 @@ def build(arch, **overrides):
 
 def linears(model, leaf: str):
     """(name, module) of the decoder's and encoder's linear layers whose name ends in `leaf`."""
-    return [(name, module) for name, module in model.named_modules()
-            if isinstance(module, nn.Linear) and name.endswith(leaf) and ".layers." in name]
+    return [
+        (name, module)
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and name.endswith(leaf) and ".layers." in name
+    ]
 
 
 def test_matrix_role_reads_kind_attention_and_depth_from_the_name():
     assert matrix_role("model.encoder.layers.2.self_attn.q_proj") == MatrixRole(
-        "attention_input", self_attention=True, depth=3)
-    assert matrix_role("layers.0.encoder_attn.out_proj") == MatrixRole("attention_output", cross_attention=True,
-                                                                        depth=1)
+        "attention_input", self_attention=True, depth=3
+    )
+    assert matrix_role("layers.0.encoder_attn.out_proj") == MatrixRole(
+        "attention_output", cross_attention=True, depth=1
+    )
     assert matrix_role("encoder.branches.1.layers.4.ffn.fc2") == MatrixRole("ffn", depth=5)
     assert matrix_role("lm_head") == MatrixRole("other")
 
@@ -59,7 +65,9 @@ def test_every_law_builds_every_architecture_and_draws_ffn_matrices_within_its_b
         fan_in, fan_out = linear.in_features, linear.out_features
         depth = matrix_role(name).depth
         bound = {
-            "pytorch": 1 / math.sqrt(fan_in), "fairseq": 1 / math.sqrt(fan_in), "km": 1 / math.sqrt(fan_in),
+            "pytorch": 1 / math.sqrt(fan_in),
+            "fairseq": 1 / math.sqrt(fan_in),
+            "km": 1 / math.sqrt(fan_in),
             "xavier": math.sqrt(6 / (fan_in + fan_out)),
             "ds_init": math.sqrt(6 / (fan_in + fan_out)) * ds_init_scale(model.config, depth),
             "normal": None,

@@ -51,9 +51,21 @@ from mt_checks import (
 
 VOCAB, PAD, BATCH, SOURCE, TARGET = 99, 1, 2, 7, 5
 HEADS = 4
-TINY = dict(vocab_size=VOCAB, pad_token_id=PAD, d_model=16, encoder_layers=2, decoder_layers=2,
-            encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=32, decoder_ffn_dim=32,
-            dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=64)
+TINY = dict(
+    vocab_size=VOCAB,
+    pad_token_id=PAD,
+    d_model=16,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=HEADS,
+    decoder_attention_heads=HEADS,
+    encoder_ffn_dim=32,
+    decoder_ffn_dim=32,
+    dropout=0.0,
+    attention_dropout=0.0,
+    activation_dropout=0.0,
+    max_position_embeddings=64,
+)
 
 VARIANTS = {
     "unified-prime": ("unified_transformer", "tiny", dict(conv_weight_dropout=0.0)),
@@ -66,15 +78,29 @@ VARIANTS = {
     "multi-encoder-dual": ("multi_encoder_transformer", "tiny-dual", dict()),
     "multi-encoder-quintuple": ("multi_encoder_transformer", "tiny-quintuple", dict()),
     # composition: a Prime encoder (paper 000) as the Multi-Encoder's second branch
-    "multi-encoder-prime": ("multi_encoder_transformer", "tiny-dual", dict(encoder_branches=[
-        dict(type="self_attention", layers=2), dict(type="prime", layers=2, conv_kernel_sizes=[3, 5],
-                                                    conv_weight_dropout=0.0)])),
+    "multi-encoder-prime": (
+        "multi_encoder_transformer",
+        "tiny-dual",
+        dict(
+            encoder_branches=[
+                dict(type="self_attention", layers=2),
+                dict(type="prime", layers=2, conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0),
+            ]
+        ),
+    ),
     "mpt-hard": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1])),
     "mpt-soft": ("multi_pass_transformer", "tiny", dict(num_passes=2, connection_type="soft")),
     # compositions: Prime layers (paper 000) in the Multi-Pass encoder's passes; a Prime stack under DS-Init (001)
-    "mpt-prime": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1],
-                                                         encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5],
-                                                                            conv_weight_dropout=0.0))),
+    "mpt-prime": (
+        "multi_pass_transformer",
+        "tiny",
+        dict(
+            encoder_layers=3,
+            num_passes=2,
+            hard_connections=[2, 0, 1],
+            encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0),
+        ),
+    ),
     "unified-prime-dsinit": ("unified_transformer", "tiny", dict(conv_weight_dropout=0.0, init_law="ds_init")),
     # decoder variants of paper 001 across architectures, and its variant 6 (merged sublayer with self-attention)
     "deep-merged-self": ("deep_transformer", "tiny", dict(decoder_attention_type="merged_self")),
@@ -152,8 +178,11 @@ def trained_model(name: str):
 def shared_parameters(model) -> list[int]:
     """Which of (source embedding, target embedding, output projection) are one parameter: the index of the first
     of the three that each one is."""
-    embeddings = [model.get_encoder().embed_tokens.weight, model.get_decoder().embed_tokens.weight,
-                  model.lm_head.weight]
+    embeddings = [
+        model.get_encoder().embed_tokens.weight,
+        model.get_decoder().embed_tokens.weight,
+        model.lm_head.weight,
+    ]
     return [next(i for i, other in enumerate(embeddings) if other is weight) for weight in embeddings]
 
 
@@ -221,8 +250,13 @@ def test_generation_and_stepwise_decoding_do_not_warn(name, caplog):
             model.generate(ids, attention_mask=mask, max_new_tokens=4, **settings)
         model(input_ids=ids, attention_mask=mask, labels=target)
         first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, :1], use_cache=True)
-        model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, 1:2], cache=getattr(first, CACHE_FIELD),
-              use_cache=True)
+        model(
+            input_ids=ids,
+            attention_mask=mask,
+            decoder_input_ids=target[:, 1:2],
+            cache=getattr(first, CACHE_FIELD),
+            use_cache=True,
+        )
     assert not caplog.records, [record.getMessage() for record in caplog.records]
 
 
@@ -239,18 +273,29 @@ def test_the_cache_is_also_taken_under_its_name_before_transformers_5_24(name):
             first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, :1], use_cache=True)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                step = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, 1:2], use_cache=True,
-                             **{argument: getattr(first, CACHE_FIELD)})
-            deprecations = [w for w in caught if issubclass(w.category, FutureWarning) and "past_key_values" in
-                            str(w.message) and "Use `cache` instead" in str(w.message)]
+                step = model(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    decoder_input_ids=target[:, 1:2],
+                    use_cache=True,
+                    **{argument: getattr(first, CACHE_FIELD)},
+                )
+            deprecations = [
+                w
+                for w in caught
+                if issubclass(w.category, FutureWarning)
+                and "past_key_values" in str(w.message)
+                and "Use `cache` instead" in str(w.message)
+            ]
             assert len(deprecations) == (argument == "past_key_values" and CACHE_FIELD == "cache"), caught
             assert getattr(step, CACHE_FIELD).get_seq_length() == 2
             logits.append(step.logits)
         assert torch.equal(*logits)
         cache = getattr(first, CACHE_FIELD)
         with pytest.raises(ValueError, match="pass it once"):
-            model(input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, 1:2], cache=cache,
-                  past_key_values=cache)
+            model(
+                input_ids=ids, attention_mask=mask, decoder_input_ids=target[:, 1:2], cache=cache, past_key_values=cache
+            )
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -306,8 +351,11 @@ def test_save_and_reload_round_trip(name, tmp_path):
 
 @pytest.mark.parametrize("arch", hf_unified_mt.ARCHITECTURES)
 def test_a_separate_untied_target_vocabulary_decodes_and_round_trips(arch, tmp_path):
-    config = tiny_config(arch, "tiny", **{**TINY, "share_encoder_decoder_embeddings": False,
-                                                       "tie_word_embeddings": False, "decoder_vocab_size": 30})
+    config = tiny_config(
+        arch,
+        "tiny",
+        **{**TINY, "share_encoder_decoder_embeddings": False, "tie_word_embeddings": False, "decoder_vocab_size": 30},
+    )
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     model = moved_off_its_initialisation(AutoModelForSeq2SeqLM.from_config(config).eval())
@@ -390,8 +438,13 @@ def test_forward_attentions_and_hidden_states_match_the_config(name):
     config = model.config
     ids, mask, target = batch()
     with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, output_attentions=True,
-                    output_hidden_states=True)
+        out = model(
+            input_ids=ids,
+            attention_mask=mask,
+            decoder_input_ids=target,
+            output_attentions=True,
+            output_hidden_states=True,
+        )
     num_states, num_maps = expected_encoder_counts(config)
     d = config.d_model
     assert_states(out.encoder_hidden_states, num_states, (BATCH, SOURCE, d), "encoder_hidden_states")
@@ -409,8 +462,14 @@ def test_forward_attentions_and_hidden_states_match_the_config(name):
         assert (weights.triu(diagonal=1) == 0).all()
     # The tuple form holds the same tensors (no None inside a tuple).
     with torch.no_grad():
-        as_tuple = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target, output_attentions=True,
-                         output_hidden_states=True, return_dict=False)
+        as_tuple = model(
+            input_ids=ids,
+            attention_mask=mask,
+            decoder_input_ids=target,
+            output_attentions=True,
+            output_hidden_states=True,
+            return_dict=False,
+        )
     assert all(item is not None for item in as_tuple)
 
 
@@ -435,9 +494,19 @@ def test_generate_returns_every_output_per_step_and_layer(name, mode, use_cache)
     ids, mask, _ = batch()
     settings = MODES[mode]
     torch.manual_seed(0)
-    out = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                         use_cache=use_cache, return_dict_in_generate=True, output_attentions=True,
-                         output_hidden_states=True, output_scores=True, output_logits=True, **settings)
+    out = model.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=NEW_TOKENS,
+        min_new_tokens=NEW_TOKENS,
+        use_cache=use_cache,
+        return_dict_in_generate=True,
+        output_attentions=True,
+        output_hidden_states=True,
+        output_scores=True,
+        output_logits=True,
+        **settings,
+    )
     rows = BATCH * settings.get("num_beams", 1)
     num_states, num_maps = expected_encoder_counts(config)
     # The encoder runs once, before the batch is expanded for beams (as for every transformers model).
@@ -450,12 +519,24 @@ def test_generate_returns_every_output_per_step_and_layer(name, mode, use_cache)
         assert len(getattr(out, field)) == NEW_TOKENS, field
     for step in range(NEW_TOKENS):
         queries = 1 if use_cache else step + 1
-        assert_maps(out.decoder_attentions[step], config.decoder_layers, (rows, HEADS, queries, step + 1),
-                    f"decoder_attentions[{step}]")
-        assert_maps(out.cross_attentions[step], config.decoder_layers, (rows, HEADS, queries, SOURCE),
-                    f"cross_attentions[{step}]")
-        assert_states(out.decoder_hidden_states[step], config.decoder_layers + 1, (rows, queries, config.d_model),
-                      f"decoder_hidden_states[{step}]")
+        assert_maps(
+            out.decoder_attentions[step],
+            config.decoder_layers,
+            (rows, HEADS, queries, step + 1),
+            f"decoder_attentions[{step}]",
+        )
+        assert_maps(
+            out.cross_attentions[step],
+            config.decoder_layers,
+            (rows, HEADS, queries, SOURCE),
+            f"cross_attentions[{step}]",
+        )
+        assert_states(
+            out.decoder_hidden_states[step],
+            config.decoder_layers + 1,
+            (rows, queries, config.d_model),
+            f"decoder_hidden_states[{step}]",
+        )
     if "num_beams" in settings:
         assert out.beam_indices.shape[0] == BATCH * settings.get("num_return_sequences", 1)
 
@@ -486,8 +567,13 @@ def test_cache_layers_can_be_inspected_layer_by_layer(name):
         for layer in cache.cross_attention_cache.layers:
             assert layer.keys.shape == layer.values.shape == (BATCH, HEADS, SOURCE, head_dim)
         # The cache still continues decoding and follows beam reordering / batch expansion.
-        step = model(encoder_outputs=model.get_encoder()(input_ids=ids, attention_mask=mask), attention_mask=mask,
-                     decoder_input_ids=target[:, :1], cache=cache, use_cache=True)
+        step = model(
+            encoder_outputs=model.get_encoder()(input_ids=ids, attention_mask=mask),
+            attention_mask=mask,
+            decoder_input_ids=target[:, :1],
+            cache=cache,
+            use_cache=True,
+        )
         assert getattr(step, CACHE_FIELD).get_seq_length() == TARGET + 1
         cache.reorder_cache(torch.tensor([1, 0]))
         cache.batch_repeat_interleave(2)
@@ -552,8 +638,11 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
     # Multi-Pass encoder, paper 001's decoder variants in every architecture with a Transformer-style decoder.
     prime = {"modeling_unified_transformer.py", "configuration_unified_transformer.py"}
     deep = {"modeling_deep_transformer.py", "configuration_deep_transformer.py"}
-    composed = {"multi_encoder_transformer": prime | deep, "multi_pass_transformer": prime | deep,
-                "multi_unit_transformer": deep}
+    composed = {
+        "multi_encoder_transformer": prime | deep,
+        "multi_pass_transformer": prime | deep,
+        "multi_unit_transformer": deep,
+    }
     assert saved == {f"modeling_{arch}.py", f"configuration_{arch}.py", *COMMON_CODE_FILES, *composed.get(arch, ())}
     assert not list(tmp_path.glob("**/training/*.py"))
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, trust_remote_code=True)
@@ -591,9 +680,11 @@ def test_remote_code_without_the_package_generates_identically_and_installs_no_g
         )
         assert len({token for row in expected[name]["beam"] for token in row}) > 4, name  # varied outputs
         if getattr(model.config, "num_passes", 1) > 1:
-            expected[name]["first_pass"] = model.generate(ids, attention_mask=mask, max_new_tokens=10,
-                                                          encoder_pass=1).tolist()
-    remote = run_without_package(f"""
+            expected[name]["first_pass"] = model.generate(
+                ids, attention_mask=mask, max_new_tokens=10, encoder_pass=1
+            ).tolist()
+    remote = run_without_package(
+        f"""
         import importlib, json, torch
         from transformers import AutoModelForSeq2SeqLM, pipeline
 
@@ -629,7 +720,9 @@ def test_remote_code_without_the_package_generates_identically_and_installs_no_g
         for model in models.values():
             model.train()(input_ids=ids, attention_mask=mask, labels=ids)
         print(json.dumps(dict(refused=refused, results=results, before=before, after=counts())))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert remote["refused"], "without trust_remote_code the checkpoint's code must not run"
     assert remote["before"] and remote["before"] == remote["after"]
     for name, result in remote["results"].items():
@@ -668,8 +761,11 @@ def expected_in_repr(config) -> list[str]:
             shown.append(f"noise_types={list(config.unit_noise_types)}")
     elif config.model_type == "multi_pass_transformer":
         shown += [f"passes={config.num_passes}", norm]
-        shown.append("MultiPassConnections(soft" if config.connection_type == "soft" else
-                     f"permutation={list(config.hard_connections)}")
+        shown.append(
+            "MultiPassConnections(soft"
+            if config.connection_type == "soft"
+            else f"permutation={list(config.hard_connections)}"
+        )
     elif config.model_type == "multi_encoder_transformer":
         shown.append("BranchCombination(sum)")
         if any(spec["type"] == "fnet" for spec in config.encoder_branches):

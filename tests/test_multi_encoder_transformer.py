@@ -82,9 +82,8 @@ def test_every_branch_alone_and_every_preset_trains_and_generates(name):
         assert cached.shape == (4, 7) and torch.equal(cached, uncached)
 
 
-
-
 # ---------------------------------------------------------------------------------------------- padding
+
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_each_branch_encodes_a_sentence_independently_of_the_batch_padding(name):
@@ -107,7 +106,6 @@ def test_each_branch_encodes_a_sentence_independently_of_the_batch_padding(name)
     assert torch.allclose(noisy[real], batched[real], atol=1e-5)
 
 
-
 def test_fourier_mixing_needs_the_fixed_transform_length():
     """Negative control for the FNet branch: a transform over the batch's own length (the official FNet on
     dynamically padded batches) changes a sentence's mixing with its padding; the fixed length does not."""
@@ -124,6 +122,7 @@ def test_fourier_mixing_needs_the_fixed_transform_length():
 
 
 # ---------------------------------------------------------------------------------------------- the branches' maths
+
 
 def test_fourier_mixing_is_the_real_part_of_the_two_dimensional_dft():
     x = torch.randn(1, 5, 6, dtype=torch.float64)
@@ -163,8 +162,10 @@ def test_static_expansion_follows_equations_1_to_4():
 
 
 def test_static_expansion_sizes_per_layer_and_per_block():
-    branches = [dict(type="static_expansion", layers=14),
-                dict(type="static_expansion", layers=2, expansion_sizes=[3, 5], expansion_mode="block")]
+    branches = [
+        dict(type="static_expansion", layers=14),
+        dict(type="static_expansion", layers=2, expansion_sizes=[3, 5], expansion_mode="block"),
+    ]
     model = hf_unified_mt.MultiEncoderTransformerForConditionalGeneration(encoder_config(encoder_branches=branches))
     per_layer, block = model.model.encoder.branches
     assert isinstance(per_layer, StaticExpansionBranch)
@@ -208,10 +209,10 @@ def test_output_attentions_without_a_self_attention_branch_is_a_clear_error():
     with pytest.raises(ValueError, match="output_attentions"):
         model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True)
     with pytest.raises(ValueError, match="output_attentions"):
-        model.generate(ids, attention_mask=mask, max_new_tokens=2, return_dict_in_generate=True,
-                       output_attentions=True)
-    out = model.generate(ids, attention_mask=mask, max_new_tokens=2, return_dict_in_generate=True,
-                         output_hidden_states=True)  # the other outputs are available
+        model.generate(ids, attention_mask=mask, max_new_tokens=2, return_dict_in_generate=True, output_attentions=True)
+    out = model.generate(
+        ids, attention_mask=mask, max_new_tokens=2, return_dict_in_generate=True, output_hidden_states=True
+    )  # the other outputs are available
     assert len(out.encoder_hidden_states) == 4 and len(out.decoder_hidden_states[0]) == model.config.decoder_layers + 1
 
 
@@ -226,6 +227,7 @@ def test_concatenation_projects_the_branch_outputs():
 
 
 # ---------------------------------------------------------------------------------------------- saved config, presets
+
 
 def test_a_saved_config_holds_the_complete_branch_specs(tmp_path):
     config = encoder_config()
@@ -259,6 +261,7 @@ def test_presets_follow_table_7():
 
 
 # ---------------------------------------------------------------------------------------------- errors
+
 
 @pytest.mark.parametrize(
     "overrides, message",
@@ -337,6 +340,7 @@ def test_preset_parameter_counts_are_near_table_8():
 def test_init_law_option_and_presets():
     """`init_law="xavier"` (paper 003's recipe, its presets) vs the package's shared law (`small`, `tiny`); the
     earlier `linear_init` is read as `init_law`."""
+
     def linear_std(model):
         return model.model.encoder.branches[0].layers[0].ffn.fc1.weight.std().item()
 
@@ -360,8 +364,9 @@ def test_convs2s_projections_keep_fairseq_initialisation(init_law):
     """fairseq's Linear law N(0, sqrt((1 - p) / fan_in)) on the ConvS2S branch's in/out projections, whatever the
     model's `init_law`. Wide layers so that the sample std is close to the law's."""
     branch = dict(type="convs2s", layers=1, conv_dim=256, dropout=0.1)
-    config = hf_unified_mt.get_config(ARCH, "tiny", vocab_size=VOCAB, d_model=128, init_law=init_law,
-                                      encoder_branches=[branch])
+    config = hf_unified_mt.get_config(
+        ARCH, "tiny", vocab_size=VOCAB, d_model=128, init_law=init_law, encoder_branches=[branch]
+    )
     torch.manual_seed(0)
     model = AutoModel.from_config(config)
     convs2s = model.encoder.branches[0]
@@ -374,14 +379,16 @@ def test_convs2s_projections_keep_fairseq_initialisation(init_law):
 
 # ------------------------------------------------------------------------------------------ composition: Prime branch
 
+
 def test_a_prime_branch_composes_with_the_papers_branches_and_keeps_the_prime_laws():
     """A Prime encoder (paper 000) beside the self-attention branch: its layers are the Unified Transformer's, with
     the spec's convolution options, and its kernel generators and gates keep their own initialisation."""
     branches = [dict(type="self_attention", layers=2), dict(type="prime", layers=2, conv_kernel_sizes=[3, 5])]
     config = hf_unified_mt.get_config(ARCH, "tiny-dual", vocab_size=VOCAB, encoder_branches=branches)
     assert config.branch_letters == "B+P"
-    assert config.encoder_branches[1] == dict(type="prime", layers=2, use_convolution=True, conv_kernel_sizes=[3, 5],
-                                              conv_weight_dropout=0.1)
+    assert config.encoder_branches[1] == dict(
+        type="prime", layers=2, use_convolution=True, conv_kernel_sizes=[3, 5], conv_weight_dropout=0.1
+    )
     torch.manual_seed(0)
     model = AutoModel.from_config(config)
     layer = model.encoder.branches[1].layers[0]
@@ -392,8 +399,9 @@ def test_a_prime_branch_composes_with_the_papers_branches_and_keeps_the_prime_la
     bound = math.sqrt(6 / (generator.in_features + generator.out_features))
     assert 0.8 * bound < generator.weight.abs().max().item() <= bound
     config.encoder_branches[1]["use_convolution"] = False
-    simple = AutoModel.from_config(hf_unified_mt.get_config(ARCH, "tiny-dual", vocab_size=VOCAB,
-                                                            encoder_branches=config.encoder_branches))
+    simple = AutoModel.from_config(
+        hf_unified_mt.get_config(ARCH, "tiny-dual", vocab_size=VOCAB, encoder_branches=config.encoder_branches)
+    )
     assert simple.encoder.branches[1].layers[0].self_attn.conv is None
 
 

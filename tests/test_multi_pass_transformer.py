@@ -51,6 +51,7 @@ def tiny_model(seed: int = 0, **overrides) -> MultiPassTransformerForConditional
 
 # ------------------------------------------------------------------------------------------ toy-trained models
 
+
 def toy_task(num_pairs: int = 8, length: int = 6):
     """Word-by-word 'translation' through a fixed vocabulary permutation, with the first three words reversed."""
     generator = torch.Generator().manual_seed(0)
@@ -87,6 +88,7 @@ def trained_model(variant: str) -> MultiPassTransformerForConditionalGeneration:
 
 
 # ------------------------------------------------------------------------------------------ reference forward
+
 
 def reference_encoder(model, input_ids, num_passes):
     """The multi-pass encoder written out from the paper (§3.2-3.3, Eq. 2, 3, 6), post-norm, no padding, no dropout."""
@@ -158,8 +160,11 @@ def test_initialisation_follows_fairseq():
     default_bound, xavier_qkv, xavier_out = d**-0.5, 2**-0.5 * (6 / (2 * d)) ** 0.5, (6 / (2 * d)) ** 0.5
     for layer in list(model.model.encoder.layers) + [layer.encoder_attn for layer in model.model.decoder.layers]:
         attention = getattr(layer, "self_attn", layer)
-        for projection, bound in ((attention.q_proj, xavier_qkv), (attention.v_proj, xavier_qkv),
-                                  (attention.out_proj, xavier_out)):
+        for projection, bound in (
+            (attention.q_proj, xavier_qkv),
+            (attention.v_proj, xavier_qkv),
+            (attention.out_proj, xavier_out),
+        ):
             assert default_bound < projection.weight.abs().max() <= bound  # Xavier-uniform, not PyTorch's default
             assert projection.bias.abs().max() == 0
     assert model.model.encoder.layers[0].ffn.fc1.weight.abs().max() <= default_bound
@@ -185,6 +190,7 @@ def test_the_shared_init_law_changes_only_the_attention_projections():
 
 
 # ------------------------------------------------------------------------------------------ plain Transformer
+
 
 class PlainEncoder(MTEncoder):
     layer_class = MTEncoderLayer
@@ -237,6 +243,7 @@ def test_parameter_count_is_a_plain_transformer_plus_n_squared_for_soft():
 
 
 # ------------------------------------------------------------------------------------------ objectives
+
 
 def _loss(model, ids, labels, **kwargs):
     return model(input_ids=ids, labels=labels, **kwargs).loss
@@ -295,7 +302,6 @@ def test_sum_objective_keeps_every_pass_under_train_py_label_smoothing(tmp_path)
     assert not torch.allclose(_loss(model, ids, labels, encoder_pass=2), per_pass[1])  # the passes were smoothed
 
 
-
 def test_gradient_checkpointing_with_pattern_c_and_the_sum_objective():
     """The contract checks checkpointing on pattern (a) with the last pass trained; here the connections read the
     layers' inner features and every pass is trained, and the connection weights still get their gradient."""
@@ -306,12 +312,14 @@ def test_gradient_checkpointing_with_pattern_c_and_the_sum_objective():
         built.append(tiny_model(connection_type="soft", routing_pattern="c", training_objective="sum").train())
         return built[-1]
 
-    assert_gradient_checkpointing_gives_the_same_gradients(build, input_ids=ids, attention_mask=mask,
-                                                           labels=ids.masked_fill(mask == 0, -100))
+    assert_gradient_checkpointing_gives_the_same_gradients(
+        build, input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)
+    )
     assert all(model.model.encoder.connections.logits.grad.abs().sum() > 0 for model in built)
 
 
 # ------------------------------------------------------------------------------------------ choosing the pass
+
 
 def _count_layer_calls(model):
     calls = []
@@ -352,13 +360,18 @@ def test_pipeline_reads_the_chosen_pass(tokenizer):
     translator = hf_unified_mt.TranslationPipeline(model=model, tokenizer=tokenizer, max_new_tokens=6, num_beams=2)
     sentences = ["hola mundo", "el gato ve al perro"]
     for encoder_pass in (1, 2):
-        direct = model.generate(**tokenizer(sentences, return_tensors="pt", padding=True), max_new_tokens=6,
-                                num_beams=2, encoder_pass=encoder_pass)
+        direct = model.generate(
+            **tokenizer(sentences, return_tensors="pt", padding=True),
+            max_new_tokens=6,
+            num_beams=2,
+            encoder_pass=encoder_pass,
+        )
         expected = [{"translation_text": t} for t in tokenizer.batch_decode(direct, skip_special_tokens=True)]
         assert translator(sentences, batch_size=2, encoder_pass=encoder_pass) == expected
 
 
 # ------------------------------------------------------------------------------------------ decoding
+
 
 # The contract covers two passes with pattern (a); here: patterns (b) and (c), three passes, pre-norm.
 @pytest.mark.parametrize("variant", ["soft-c", "pre-norm-b-3-passes"])
@@ -391,12 +404,18 @@ def test_every_pass_is_independent_of_batch_and_padding(variant):
     ids, mask = random_batch(VOCAB, batch=3, pad_last=4)
     passes = [dict(encoder_pass=p) for p in range(1, model.config.num_passes + 1)]
     assert_translation_does_not_depend_on_batch_or_padding(
-        model, ids, mask, pad=4, settings=(dict(), dict(num_beams=4), dict(num_beams=4, encoder_pass=1)),
-        encoder_kwargs=passes, varied=False,
+        model,
+        ids,
+        mask,
+        pad=4,
+        settings=(dict(), dict(num_beams=4), dict(num_beams=4, encoder_pass=1)),
+        encoder_kwargs=passes,
+        varied=False,
     )
 
 
 # ------------------------------------------------------------------------------------------ saved config
+
 
 def test_a_saved_config_keeps_the_connections_and_the_passes(tmp_path):
     hard = tiny_model(hard_connections=[2, 0, 1], num_passes=3, inference_pass=2)
@@ -408,14 +427,21 @@ def test_a_saved_config_keeps_the_connections_and_the_passes(tmp_path):
 
 # ------------------------------------------------------------------------------------------ outputs and errors
 
+
 def test_hidden_states_and_attentions_are_those_of_the_read_pass_and_every_pass_is_in_its_own_field():
     model = tiny_model(num_passes=2)
     model.set_attn_implementation("eager")
     ids, mask = random_batch(VOCAB)
     n = model.config.encoder_layers
     for encoder_pass in (1, 2):
-        out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True,
-                    output_hidden_states=True, encoder_pass=encoder_pass)
+        out = model(
+            input_ids=ids,
+            attention_mask=mask,
+            decoder_input_ids=ids[:, :5],
+            output_attentions=True,
+            output_hidden_states=True,
+            encoder_pass=encoder_pass,
+        )
         # as config.encoder_layers says: the embeddings and one state per layer, one map per layer
         assert len(out.encoder_hidden_states) == n + 1
         assert len(out.encoder_attentions) == n
@@ -427,8 +453,13 @@ def test_hidden_states_and_attentions_are_those_of_the_read_pass_and_every_pass_
         assert all(len(maps) == n for maps in out.encoder_per_pass_attentions)
         assert out.encoder_per_pass_hidden_states[-1] == out.encoder_hidden_states
         assert out.encoder_per_pass_attentions[-1] == out.encoder_attentions
-    encoder = model.get_encoder()(input_ids=ids, attention_mask=mask, output_hidden_states=True,
-                                  output_attentions=True, output_pass_hidden_states=True)
+    encoder = model.get_encoder()(
+        input_ids=ids,
+        attention_mask=mask,
+        output_hidden_states=True,
+        output_attentions=True,
+        output_pass_hidden_states=True,
+    )
     first, second = encoder.per_pass_hidden_states
     assert torch.equal(first[0], second[0]), "every pass starts from the embeddings X"
     assert torch.equal(first[-1], encoder.pass_hidden_states[0])  # end of the first pass
@@ -478,6 +509,7 @@ def test_searched_preset_and_the_base_model_reading_a_chosen_pass():
 
 # ------------------------------------------------------------------------------------------ connection search tool
 
+
 def _load_search_tool():
     import importlib.util
 
@@ -512,9 +544,22 @@ def test_connection_search_is_coarse_to_fine_and_resumable(tmp_path):
         trained.append((permutation, argv))
         callbacks[0].on_evaluate(None, None, None, metrics={"eval_loss": float(swaps_to_best(permutation))})
 
-    options = ["--output_dir", str(tmp_path / "search"), "--preset", "tiny", "--config_overrides",
-               '{"encoder_layers": 5}', "--coarse_samples", "3", "--refine_top", "1", "--refine_neighbours", "10",
-               "--max_steps", "7"]
+    options = [
+        "--output_dir",
+        str(tmp_path / "search"),
+        "--preset",
+        "tiny",
+        "--config_overrides",
+        '{"encoder_layers": 5}',
+        "--coarse_samples",
+        "3",
+        "--refine_top",
+        "1",
+        "--refine_neighbours",
+        "10",
+        "--max_steps",
+        "7",
+    ]
     ranking = search.main(options + ["--refine_rounds", "1"], train_main=fake_train_main)
     first_round = len(trained)
     # identity + 3 random permutations, then the unseen ones of the best candidate's 10 one-swap neighbours
@@ -543,13 +588,47 @@ def test_connection_search_trains_through_train_py(tmp_path):
     """Two candidates trained for real by training/train.py on a slice of the embedded corpus."""
     search = _load_search_tool()
     output = tmp_path / "search"
-    ranking = search.main([
-        "--output_dir", str(output), "--preset", "tiny", "--coarse_samples", "1", "--refine_rounds", "0",
-        "--max_train_samples", "48", "--max_eval_samples", "8", "--tokenizer_vocab_size", "300",
-        "--max_source_length", "64", "--max_target_length", "64", "--overlong", "skip", "--max_tokens", "600",
-        "--max_steps", "2", "--eval_steps", "100", "--save_steps", "100", "--warmup_steps", "1", "--use_cpu",
-        "--disable_tqdm", "True", "--report_to", "none", "--dataloader_num_workers", "0",
-    ])
+    ranking = search.main(
+        [
+            "--output_dir",
+            str(output),
+            "--preset",
+            "tiny",
+            "--coarse_samples",
+            "1",
+            "--refine_rounds",
+            "0",
+            "--max_train_samples",
+            "48",
+            "--max_eval_samples",
+            "8",
+            "--tokenizer_vocab_size",
+            "300",
+            "--max_source_length",
+            "64",
+            "--max_target_length",
+            "64",
+            "--overlong",
+            "skip",
+            "--max_tokens",
+            "600",
+            "--max_steps",
+            "2",
+            "--eval_steps",
+            "100",
+            "--save_steps",
+            "100",
+            "--warmup_steps",
+            "1",
+            "--use_cpu",
+            "--disable_tqdm",
+            "True",
+            "--report_to",
+            "none",
+            "--dataloader_num_workers",
+            "0",
+        ]
+    )
     assert len(ranking) == 2 and all(entry["value"] > 0 for entry in ranking)
     for entry in ranking:
         saved = json.loads((Path(entry["run_dir"]) / "config.json").read_text())
@@ -559,12 +638,14 @@ def test_connection_search_trains_through_train_py(tmp_path):
 
 # ------------------------------------------------------------------------------------------ composition: Prime passes
 
+
 def test_prime_layers_run_in_the_passes_and_refuse_the_patterns_they_cannot_carry():
     """Composition: the passes run the Unified Transformer's Prime encoder layer (paper 000) with the connection added
     to its input (pattern (a)); patterns (b)-(d) and pre-norm raise naming the fields."""
     model = tiny_model(encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5]))
-    assert model.config.encoder_layer == dict(type="prime", use_convolution=True, conv_kernel_sizes=[3, 5],
-                                              conv_weight_dropout=0.1)
+    assert model.config.encoder_layer == dict(
+        type="prime", use_convolution=True, conv_kernel_sizes=[3, 5], conv_weight_dropout=0.1
+    )
     layer = model.model.encoder.layers[0]
     assert type(layer).__name__ == "MultiPassPrimeEncoderLayer" and layer.self_attn.conv.kernel_sizes == [3, 5]
     for overrides, fields in (

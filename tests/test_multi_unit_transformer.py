@@ -110,14 +110,32 @@ def _trainer(tmp_path, tokenizer, model, batch_size, accumulation, max_steps=1, 
         tgt = torch.randint(4, VOCAB, (2 + (i * 3) % 7,), generator=generator).tolist() + [2]
         rows.append({"input_ids": src, "attention_mask": [1] * len(src), "labels": tgt})
     args = Seq2SeqTrainingArguments(
-        output_dir=str(tmp_path / f"run{batch_size}x{accumulation}"), per_device_train_batch_size=batch_size,
-        gradient_accumulation_steps=accumulation, max_steps=max_steps, learning_rate=1.0, optim="sgd",
-        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=0.0, report_to=[],
-        save_strategy="no", logging_strategy="steps" if logging_steps else "no", logging_steps=logging_steps or 500,
-        use_cpu=True, disable_tqdm=True, seed=0, data_seed=0,
+        output_dir=str(tmp_path / f"run{batch_size}x{accumulation}"),
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=accumulation,
+        max_steps=max_steps,
+        learning_rate=1.0,
+        optim="sgd",
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=0.0,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="steps" if logging_steps else "no",
+        logging_steps=logging_steps or 500,
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+        data_seed=0,
     )
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=ListDataset(rows), callbacks=callbacks,
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=args,
+        train_dataset=ListDataset(rows),
+        callbacks=callbacks,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+    )
     trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(rows)
     return trainer
 
@@ -135,8 +153,16 @@ def test_trainer_gradient_accumulation_matches_the_doubled_batch_with_the_penalt
 
 def test_trainer_keeps_m_projected_and_logs_cross_entropy_and_penalty(tmp_path, tokenizer):
     model = mute_model(**VARIANTS["bias-seq"]).train()
-    trainer = _trainer(tmp_path, tokenizer, model, 4, 1, max_steps=4, logging_steps=2,
-                       callbacks=[AutoShuffleProjectionCallback(), MultiUnitLossLoggingCallback()])
+    trainer = _trainer(
+        tmp_path,
+        tokenizer,
+        model,
+        4,
+        1,
+        max_steps=4,
+        logging_steps=2,
+        callbacks=[AutoShuffleProjectionCallback(), MultiUnitLossLoggingCallback()],
+    )
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert len(logs) == 2
@@ -402,8 +428,9 @@ def test_relative_attention_matches_the_shaw_formula():
     buckets = relative_position_buckets(query_positions, torch.arange(keys), k)
     output, weights = relative_attention(q, key, v, table, buckets, None, 0.0, False)
     # naive: materialise r_ij for every pair
-    r = torch.stack([torch.stack([table[max(-k, min(k, j - i)) + k] for j in range(keys)])
-                     for i in query_positions.tolist()])
+    r = torch.stack(
+        [torch.stack([table[max(-k, min(k, j - i)) + k] for j in range(keys)]) for i in query_positions.tolist()]
+    )
     scores = (torch.einsum("bhtd,bhsd->bhts", q, key) + torch.einsum("bhtd,tsd->bhts", q, r)) / math.sqrt(d_h)
     expected_weights = scores.softmax(-1)
     expected = torch.einsum("bhts,bhsd->bhtd", expected_weights, v)
@@ -447,9 +474,19 @@ def test_unit_diversity_tool_on_the_real_corpus(tmp_path):
         assert same["mean"][measure] == pytest.approx(math.exp(-1), abs=1e-5)
     # the command line: table + JSON
     tokenizer.save_pretrained(tmp_path / "tokenizer")
-    report = tool.main(["--models", "tiny", "tiny:use_bias_module=true,use_sequential_dependency=true",
-                        "--max_sentences", "16", "--tokenizer", str(tmp_path / "tokenizer"),
-                        "--output_dir", str(tmp_path)])
+    report = tool.main(
+        [
+            "--models",
+            "tiny",
+            "tiny:use_bias_module=true,use_sequential_dependency=true",
+            "--max_sentences",
+            "16",
+            "--tokenizer",
+            str(tmp_path / "tokenizer"),
+            "--output_dir",
+            str(tmp_path),
+        ]
+    )
     written = json.loads((tmp_path / "unit_diversity.json").read_text())
     assert written == json.loads(json.dumps(report))
     assert len(written["models"]["tiny"]["layers"]) == 2

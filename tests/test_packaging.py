@@ -67,7 +67,13 @@ for arch in hf_unified_mt.ARCHITECTURES:
 loaded = sorted(name for name in ({blocked},) if sys.modules.get(name) is not None)
 print("loaded:", loaded)
 """
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "loaded: []"

@@ -5,8 +5,16 @@ import hf_unified_mt
 
 # IWSLT14 De-En setting of the authors' run: fairseq dictionaries of 8,848 (de) and 6,632 (en) types, separate
 # source/target embeddings and an untied output matrix.
-IWSLT = dict(vocab_size=8848, decoder_vocab_size=6632, share_encoder_decoder_embeddings=False,
-             tie_word_embeddings=False, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+IWSLT = dict(
+    vocab_size=8848,
+    decoder_vocab_size=6632,
+    share_encoder_decoder_embeddings=False,
+    tie_word_embeddings=False,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+    decoder_start_token_id=2,
+)
 # The released code allocates a decoder LayerNorm (`encoder_attn_layer_norm`, 2d parameters per decoder layer)
 # that it never uses; we do not allocate it, so our counts are the logged ones minus 12 * 2d.
 UNUSED_LAYER_NORM = 12 * 2 * 384
@@ -65,12 +73,15 @@ def test_small_presets_form_a_comparable_family():
 
     def params(arch, preset="small", **overrides):
         with torch.device("meta"):
-            return count(AutoModelForSeq2SeqLM.from_config(hf_unified_mt.get_config(arch, preset, vocab_size=8000,
-                                                                                     **overrides)))
+            return count(
+                AutoModelForSeq2SeqLM.from_config(hf_unified_mt.get_config(arch, preset, vocab_size=8000, **overrides))
+            )
 
     shape_keys = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim")
-    shapes = {arch: tuple(getattr(hf_unified_mt.get_config(arch, "small"), k) for k in shape_keys)
-              for arch in hf_unified_mt.ARCHITECTURES}
+    shapes = {
+        arch: tuple(getattr(hf_unified_mt.get_config(arch, "small"), k) for k in shape_keys)
+        for arch in hf_unified_mt.ARCHITECTURES
+    }
     assert set(shapes.values()) == {(256, 4, 4, 4, 1024)}, shapes
     counts = {arch: params(arch) for arch in hf_unified_mt.ARCHITECTURES if arch != "multi_unit_transformer"}
     counts["one-unit MUTE"] = params("multi_unit_transformer", num_units=1)

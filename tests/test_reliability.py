@@ -25,8 +25,9 @@ def saved_model(tmp_path_factory):
     torch.manual_seed(0)
     config = tiny_config(max_position_embeddings=16)
     model = hf_unified_mt.UnifiedTransformerForConditionalGeneration(config).eval()
-    model.generation_config.update(max_new_tokens=4, num_beams=1, decoder_start_token_id=1, bos_token_id=1,
-                                   eos_token_id=2, pad_token_id=0)
+    model.generation_config.update(
+        max_new_tokens=4, num_beams=1, decoder_start_token_id=1, bos_token_id=1, eos_token_id=2, pad_token_id=0
+    )
     model.save_pretrained(directory)
     make_tokenizer().save_pretrained(directory)
     return directory
@@ -35,8 +36,15 @@ def saved_model(tmp_path_factory):
 def run_script(name, *arguments):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, str(TRAINING / f"{name}.py"), *map(str, arguments)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, str(TRAINING / f"{name}.py"), *map(str, arguments)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- item 2: lines
@@ -68,8 +76,18 @@ def test_score_py_refuses_files_of_different_lengths(saved_model, tmp_path):
     sources, references = tmp_path / "s.es", tmp_path / "r.en"
     sources.write_text("hola\u2028mundo\nel gato\n", encoding="utf-8")  # two lines, not three
     references.write_text("hello world\nthe cat\n", encoding="utf-8")
-    results = score_script.main([str(saved_model), "--source_file", str(sources), "--reference_file", str(references),
-                                 "--output_dir", str(tmp_path / "eval"), "--no_progress"])
+    results = score_script.main(
+        [
+            str(saved_model),
+            "--source_file",
+            str(sources),
+            "--reference_file",
+            str(references),
+            "--output_dir",
+            str(tmp_path / "eval"),
+            "--no_progress",
+        ]
+    )
     assert results["num_sentences"] == 2
     assert len((tmp_path / "eval" / "hypotheses_s.txt").read_text(encoding="utf-8").split("\n")) == 3
     references.write_text("hello world\nthe cat\nextra\n", encoding="utf-8")
@@ -103,8 +121,9 @@ def test_translate_py_checks_paths_and_encoding_before_loading_the_model(saved_m
         (["--encoding", "klingon"], "unknown encoding"),
     ]
     for extra, message in cases:
-        arguments = [str(saved_model)] + (["--input", extra[0]] if not extra[0].startswith("-") else
-                                          ["--input", str(source), *extra])
+        arguments = [str(saved_model)] + (
+            ["--input", extra[0]] if not extra[0].startswith("-") else ["--input", str(source), *extra]
+        )
         with pytest.raises(translate_script.UsageError, match=message):
             translate_script.main(arguments)
     with pytest.raises(translate_script.UsageError, match="model directory .*no-model does not exist"):
@@ -119,8 +138,18 @@ def test_translate_py_reads_other_encodings(saved_model, tmp_path):
     translate_script = load_script("translate")
     latin1 = tmp_path / "latin1.es"
     latin1.write_bytes("hola\nadiós\n".encode("latin-1"))
-    translate_script.main([str(saved_model), "--input", str(latin1), "--encoding", "latin-1", "--output",
-                           str(tmp_path / "out.en"), "--no_progress"])
+    translate_script.main(
+        [
+            str(saved_model),
+            "--input",
+            str(latin1),
+            "--encoding",
+            "latin-1",
+            "--output",
+            str(tmp_path / "out.en"),
+            "--no_progress",
+        ]
+    )
     assert len((tmp_path / "out.en").read_text(encoding="latin-1").split("\n")) == 3
 
 
@@ -141,8 +170,18 @@ def test_an_over_long_line_is_named_or_translated_truncated(saved_model, tmp_pat
         translate_script.main([str(saved_model), "--input", str(source), "--output", str(output)])
     assert not output.exists()
     with caplog.at_level("WARNING"):
-        translate_script.main([str(saved_model), "--input", str(source), "--output", str(output),
-                               "--max_source_length", "16", "--no_progress"])
+        translate_script.main(
+            [
+                str(saved_model),
+                "--input",
+                str(source),
+                "--output",
+                str(output),
+                "--max_source_length",
+                "16",
+                "--no_progress",
+            ]
+        )
     assert "Truncated 1 source sentence(s) to max_source_length=16 tokens: line 2 (21 tokens)" in caplog.text
     assert len(output.read_text(encoding="utf-8").split("\n")) == 4
 
@@ -181,16 +220,27 @@ def test_train_py_validates_every_option_before_any_work(arguments, message, mon
 def test_train_py_lists_every_bad_option_at_once(monkeypatch, tmp_path):
     train_script = load_script("train")
     with pytest.raises(train_script.UsageError) as error:
-        train_script.main([*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), "--learning_rate", "-1",
-                           "--generation_num_beams", "0"])
+        train_script.main(
+            [*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), "--learning_rate", "-1", "--generation_num_beams", "0"]
+        )
     assert "2 problems" in str(error.value)
 
 
 def test_train_py_prints_data_errors_without_traceback_or_argument_dump(tmp_path):
     bad = tmp_path / "train.tsv"
     bad.write_text("es\ten\nhola\thello\nsolo\t\n", encoding="utf-8")
-    result = run_script("train", "--train_file", bad, "--source_field", "es", "--target_field", "en",
-                        "--output_dir", tmp_path / "out", *TRAIN_BASE)
+    result = run_script(
+        "train",
+        "--train_file",
+        bad,
+        "--source_field",
+        "es",
+        "--target_field",
+        "en",
+        "--output_dir",
+        tmp_path / "out",
+        *TRAIN_BASE,
+    )
     assert result.returncode == 2, result.stderr[-3000:]
     assert f"train.py: error: {bad}: 1 problem(s) found:\n  {bad}, line 3: empty target" in result.stderr
     assert "Traceback" not in result.stderr and "Training arguments" not in result.stdout + result.stderr
@@ -209,12 +259,22 @@ def test_overlong_skip_keeps_test_pairs_truncated_and_names_an_emptied_split(tmp
     path = tmp_path / "test.tsv"
     path.write_text("es\ten\nhola\thello\n" + "el gato " * 10 + "\tthe cat\nmundo\tworld\n", encoding="utf-8")
     model_args, data_args, training_args = train_script.parse_arguments(
-        [*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), "--overlong", "skip", "--max_source_length", "8",
-         "--max_target_length", "8"]
+        [
+            *TRAIN_BASE,
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--overlong",
+            "skip",
+            "--max_source_length",
+            "8",
+            "--max_target_length",
+            "8",
+        ]
     )
     corpus = load_parallel_data(test_file=str(path), validation_file=str(path), source_field="es", target_field="en")
-    data = train_script.prepare_data(corpus, {"test": corpus["test"], "validation": corpus["validation"]},
-                                     make_tokenizer(), data_args, training_args)
+    data = train_script.prepare_data(
+        corpus, {"test": corpus["test"], "validation": corpus["validation"]}, make_tokenizer(), data_args, training_args
+    )
     assert len(data.splits["test"]) == 3 and len(data.texts["test"]["source"]) == 3  # one line per test pair
     assert data.truncated == {"test": 1} and data.skipped == {"test": 0, "validation": 1}
     assert max(len(ids) for ids in data.splits["test"]["input_ids"]) == 8
@@ -223,8 +283,9 @@ def test_overlong_skip_keeps_test_pairs_truncated_and_names_an_emptied_split(tmp
 
     data_args.max_source_length = 1
     with pytest.raises(DataValidationError, match=r"split 'validation' is empty: all 3 of its pairs are longer"):
-        train_script.prepare_data(corpus, {"validation": corpus["validation"]}, make_tokenizer(), data_args,
-                                  training_args)
+        train_script.prepare_data(
+            corpus, {"validation": corpus["validation"]}, make_tokenizer(), data_args, training_args
+        )
 
 
 def test_repeated_header_inside_a_tsv_is_refused(tmp_path):
@@ -285,8 +346,12 @@ def test_a_checkpoint_with_a_truncated_trainer_state_is_skipped(tmp_path, caplog
 def test_logged_loss_sum_weighs_each_logging_interval():
     from hf_unified_mt.training.batching import logged_loss_sum
 
-    history = [{"loss": 4.0, "step": 2}, {"eval_bleu": 1.0, "step": 2}, {"loss": 1.0, "step": 3},
-               {"loss": 9.0, "step": 9}]
+    history = [
+        {"loss": 4.0, "step": 2},
+        {"eval_bleu": 1.0, "step": 2},
+        {"loss": 1.0, "step": 3},
+        {"loss": 9.0, "step": 9},
+    ]
     assert logged_loss_sum(history, 3) == pytest.approx(9.0)  # 4 + 4 + 1 over steps 1..3
     assert logged_loss_sum([], 3) is None
 
@@ -299,8 +364,9 @@ def test_a_file_run_does_not_record_the_default_corpus(tmp_path):
     model.config = hf_unified_mt.get_config("unified_transformer", "tiny")
     for extra, corpus in (([], "bible_es_en"), (["--train_file", str(path)], None)):
         arguments = train_script.parse_arguments([*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), *extra])
-        described = train_script.describe_run(*arguments, model, make_tokenizer(),
-                                              train_script.PreparedData({}, {}, {}))
+        described = train_script.describe_run(
+            *arguments, model, make_tokenizer(), train_script.PreparedData({}, {}, {})
+        )
         assert described["training_arguments"]["corpus"] == corpus
 
 
@@ -310,13 +376,35 @@ def test_translate_and_score_run_int8(saved_model, tmp_path):
     translate_script, score_script = load_script("translate"), load_script("score")
     source, output = tmp_path / "input.es", tmp_path / "out.en"
     source.write_text("hola mundo\nel gato\n", encoding="utf-8")
-    translate_script.main([str(saved_model), "--input", str(source), "--output", str(output), "--no_progress",
-                           "--int8", "--num_beams", "2"])
+    translate_script.main(
+        [
+            str(saved_model),
+            "--input",
+            str(source),
+            "--output",
+            str(output),
+            "--no_progress",
+            "--int8",
+            "--num_beams",
+            "2",
+        ]
+    )
     assert output.read_text(encoding="utf-8").count("\n") == 2
     references = tmp_path / "r.en"
     references.write_text("hello world\nthe cat\n", encoding="utf-8")
-    results = score_script.main([str(saved_model), "--source_file", str(source), "--reference_file", str(references),
-                                 "--output_dir", str(tmp_path / "eval"), "--no_progress", "--int8"])
+    results = score_script.main(
+        [
+            str(saved_model),
+            "--source_file",
+            str(source),
+            "--reference_file",
+            str(references),
+            "--output_dir",
+            str(tmp_path / "eval"),
+            "--no_progress",
+            "--int8",
+        ]
+    )
     assert results["num_sentences"] == 2
     with pytest.raises(translate_script.UsageError, match="--int8"):
         translate_script.main([str(saved_model), "--int8", "--dtype", "bfloat16"])

@@ -49,9 +49,18 @@ class PlainForConditionalGeneration(MTForConditionalGeneration):
 
 def plain_model(**overrides):
     torch.manual_seed(0)
-    settings = dict(vocab_size=40, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                    decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0,
-                    max_position_embeddings=64)
+    settings = dict(
+        vocab_size=40,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        dropout=0.0,
+        max_position_embeddings=64,
+    )
     return PlainForConditionalGeneration(PlainTransformerConfig(**{**settings, **overrides})).eval()
 
 
@@ -66,8 +75,13 @@ def test_plain_transformer_incremental_decoding_and_generate(normalize_before):
         encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
         cache, steps = None, []
         for t in range(target.shape[1]):
-            out = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=target[:, t : t + 1],
-                        cache=cache, use_cache=True)
+            out = model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=mask,
+                decoder_input_ids=target[:, t : t + 1],
+                cache=cache,
+                use_cache=True,
+            )
             cache, steps = getattr(out, CACHE_FIELD), steps + [out.logits]
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
     for kwargs in (dict(), dict(num_beams=4, num_return_sequences=2)):

@@ -91,8 +91,16 @@ def test_seq2seq_trainer_trains_with_torch_compile(name, tmp_path):
         source = torch.randint(4, 40, (6,), generator=generator).tolist()
         rows.append({"input_ids": source + [2], "attention_mask": [1] * 7, "labels": source[::-1] + [2]})
     args = Seq2SeqTrainingArguments(
-        output_dir=str(tmp_path), torch_compile=True, per_device_train_batch_size=8, num_train_epochs=8,
-        learning_rate=5e-3, logging_steps=4, save_strategy="no", report_to=[], use_cpu=True, seed=0,
+        output_dir=str(tmp_path),
+        torch_compile=True,
+        per_device_train_batch_size=8,
+        num_train_epochs=8,
+        learning_rate=5e-3,
+        logging_steps=4,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=0,
     )
     collator = DataCollatorForSeq2Seq(tokenizer=None, model=model, label_pad_token_id=-100)
     trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), data_collator=collator)

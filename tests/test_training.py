@@ -403,10 +403,27 @@ def test_without_generation_in_evaluation_the_test_split_is_still_translated(tmp
     still BLEU/chrF of generated translations. A model of this package smooths its own loss: the run records the
     smoothing it used."""
     output_dir = tmp_path / "out"
-    train(output_dir, "--arch", "unified_transformer", "--predict_with_generate", "False", "--max_steps", "4",
-          "--eval_steps", "2", "--save_steps", "2",
-          "--max_eval_samples", "4", "--max_test_samples", "4", "--generation_max_length", "20",
-          "--num_sample_translations", "0")
+    train(
+        output_dir,
+        "--arch",
+        "unified_transformer",
+        "--predict_with_generate",
+        "False",
+        "--max_steps",
+        "4",
+        "--eval_steps",
+        "2",
+        "--save_steps",
+        "2",
+        "--max_eval_samples",
+        "4",
+        "--max_test_samples",
+        "4",
+        "--generation_max_length",
+        "20",
+        "--num_sample_translations",
+        "0",
+    )
     results = json.loads((output_dir / "results.json").read_text())
     assert results["test"]["num_sentences"] == 4 and "bleu_signature" in results["test"]
     assert len((output_dir / "test_translations.txt").read_text().splitlines()) == 4
@@ -426,20 +443,46 @@ def test_main_command_shape_runs_without_warnings_and_shows_the_time_budget(tmp_
     tied weights; test prediction does not carry a stray max_length into generate(); the reloaded tokenizer decodes
     silently; and nothing else warns."""
     output_dir = tmp_path / "out"
-    result = train(output_dir, "--arch", "unified_transformer", "--max_source_length", "128",
-                   "--max_target_length", "128",
-                   "--max_steps", "100000", "--max_train_minutes", "0.05", "--eval_steps", "100000",
-                   "--save_steps", "100000", "--max_eval_samples", "4", "--max_test_samples", "24",
-                   "--per_device_eval_batch_size", "6", "--generation_num_beams", "2", "--num_sample_translations", "1",
-                   "--disable_tqdm", "False")
+    result = train(
+        output_dir,
+        "--arch",
+        "unified_transformer",
+        "--max_source_length",
+        "128",
+        "--max_target_length",
+        "128",
+        "--max_steps",
+        "100000",
+        "--max_train_minutes",
+        "0.05",
+        "--eval_steps",
+        "100000",
+        "--save_steps",
+        "100000",
+        "--max_eval_samples",
+        "4",
+        "--max_test_samples",
+        "24",
+        "--per_device_eval_batch_size",
+        "6",
+        "--generation_num_beams",
+        "2",
+        "--num_sample_translations",
+        "1",
+        "--disable_tqdm",
+        "False",
+    )
     output = (result.stdout + result.stderr).replace("\r", "\n")
     assert "Training (0.05-minute budget)" in output and "/100000" not in output
     assert "training stops after 0.1 minutes, or at max_steps=100000" in output
     assert "There were missing keys" not in output  # the tied embeddings / output projection
     assert "Both `max_new_tokens`" not in output and "Ignoring clean_up_tokenization_spaces" not in output
     # transformers prints its log records as "[transformers] <message>", at its default level only warnings and errors
-    warnings = [line for line in output.splitlines()
-                if "WARNING" in line or "Warning" in line or "warn(" in line or line.startswith("[transformers]")]
+    warnings = [
+        line
+        for line in output.splitlines()
+        if "WARNING" in line or "Warning" in line or "warn(" in line or line.startswith("[transformers]")
+    ]
     assert not warnings, warnings
     generation = json.loads((output_dir / "generation_config.json").read_text())
     assert "max_length" not in generation and generation["max_new_tokens"] == 128

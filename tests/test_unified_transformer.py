@@ -19,8 +19,14 @@ VARIANTS = {
 
 
 # The contract covers Prime and Prime-simple unfused; here: the other Prime options and the fused projections.
-PRIME_OPTIONS = [("prime", True), ("prime-simple", True), ("separate-projection", False),
-                 ("separate-projection", True), ("single-kernel", False), ("single-kernel", True)]
+PRIME_OPTIONS = [
+    ("prime", True),
+    ("prime-simple", True),
+    ("separate-projection", False),
+    ("separate-projection", True),
+    ("single-kernel", False),
+    ("single-kernel", True),
+]
 
 
 @pytest.mark.parametrize("variant, fused", PRIME_OPTIONS)
@@ -31,8 +37,9 @@ def test_incremental_decoding_matches_full_forward_for_each_prime_option(variant
         assert model.fuse_projections() == model.config.encoder_layers + model.config.decoder_layers
     model.set_attn_implementation(attn_implementation)
     ids, mask = random_batch(model.config.vocab_size)
-    target = torch.randint(4, model.config.decoder_vocab_size, (ids.shape[0], 8),
-                           generator=torch.Generator().manual_seed(3))
+    target = torch.randint(
+        4, model.config.decoder_vocab_size, (ids.shape[0], 8), generator=torch.Generator().manual_seed(3)
+    )
     assert_incremental_decoding_matches_full_forward(model, ids, mask, target)
 
 
@@ -144,20 +151,37 @@ def test_cached_decoding_of_a_left_padded_target_prefix(variant):
     other[0, :3] = 5  # other tokens in the pads
     prefix = 5
     with torch.no_grad():
-        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target,
-                     decoder_attention_mask=target_mask, use_cache=False).logits
+        full = model(
+            input_ids=ids,
+            attention_mask=mask,
+            decoder_input_ids=target,
+            decoder_attention_mask=target_mask,
+            use_cache=False,
+        ).logits
         for decoder_ids in (target, other):
-            out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids[:, :prefix],
-                        decoder_attention_mask=target_mask[:, :prefix], use_cache=True)
+            out = model(
+                input_ids=ids,
+                attention_mask=mask,
+                decoder_input_ids=decoder_ids[:, :prefix],
+                decoder_attention_mask=target_mask[:, :prefix],
+                use_cache=True,
+            )
             steps, cache = [out.logits], getattr(out, CACHE_FIELD)
             for t in range(prefix, target.shape[1]):
-                out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids[:, t : t + 1],
-                            decoder_attention_mask=target_mask[:, : t + 1], cache=cache, use_cache=True)
+                out = model(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    decoder_input_ids=decoder_ids[:, t : t + 1],
+                    decoder_attention_mask=target_mask[:, : t + 1],
+                    cache=cache,
+                    use_cache=True,
+                )
                 steps.append(out.logits)
                 cache = getattr(out, CACHE_FIELD)
             steps = torch.cat(steps, dim=1)
             real = target_mask.bool()
             torch.testing.assert_close(steps[real], full[real], atol=1e-5, rtol=1e-5)
+
 
 def test_initialisation_follows_the_authors_code():
     import math

@@ -111,8 +111,10 @@ def main(argv: list[str] | None = None) -> Path:
     # Never write over a model: not a checkpoint being averaged, not the run directory (its final model), not any
     # folder that already holds weights.
     sources = {path.resolve() for path in checkpoints} | ({Path(args.run_dir).resolve()} if args.run_dir else set())
-    if output_dir.resolve() in sources or any((output_dir / name).exists() for name in (
-            "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")):
+    if output_dir.resolve() in sources or any(
+        (output_dir / name).exists()
+        for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+    ):
         raise SystemExit(
             f"average_checkpoints.py: error: --output_dir {output_dir} already holds a model (a checkpoint, the run "
             "directory, or an earlier output); choose a new folder"

@@ -112,8 +112,9 @@ def build_batch(
         sources.append(source)
         targets.append(target)
         target_tokens += min(len(tokenizer(target)["input_ids"]), max_length)
-    batch = tokenizer(sources, text_target=targets, max_length=max_length, truncation=True, padding=True,
-                      return_tensors="pt")
+    batch = tokenizer(
+        sources, text_target=targets, max_length=max_length, truncation=True, padding=True, return_tensors="pt"
+    )
     batch["labels"] = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
     return {key: batch[key] for key in ("input_ids", "attention_mask", "labels")}
 
@@ -179,8 +180,9 @@ def sublayer_kind(layer: nn.Module, attribute: str) -> str:
         return "merged"
     if isinstance(module, AAN):
         return "aan"
-    return {"self_attn": "self", "encoder_attn": "cross", "ffn": "ffn"}.get(attribute.removesuffix("_sublayer"),
-                                                                         attribute)
+    return {"self_attn": "self", "encoder_attn": "cross", "ffn": "ffn"}.get(
+        attribute.removesuffix("_sublayer"), attribute
+    )
 
 
 class BlockProbe:
@@ -215,8 +217,15 @@ class BlockProbe:
         if any(g is None for g in grads.values()):
             raise RuntimeError(f"{self.stack} layer {self.layer} {self.kind}: no gradient reached this block")
         norm = {name: g.float().norm().item() for name, g in grads.items()}
-        result = dict(stack=self.stack, layer=self.layer, kind=self.kind, beta=_ratio(norm["z"], norm["o"]),
-                      beta_ln=None, beta_rc=None, var_r=None)
+        result = dict(
+            stack=self.stack,
+            layer=self.layer,
+            kind=self.kind,
+            beta=_ratio(norm["z"], norm["o"]),
+            beta_ln=None,
+            beta_rc=None,
+            var_r=None,
+        )
         if "r" in norm:  # post-norm: Eq. (14)
             result["beta_ln"] = _ratio(norm["r"], norm["o"])
             result["beta_rc"] = _ratio(norm["z"], norm["r"])
@@ -285,6 +294,7 @@ def average_blocks(blocks: list[dict]) -> dict:
         for key in ("beta_ln", "beta_rc", "beta", "var_r"):
             if block[key] is not None:
                 entry.setdefault(key, []).append(block[key])
+
     def mean(values: list[float]) -> float:
         return sum(values) / len(values)
 
@@ -367,23 +377,40 @@ def plot(results: dict[str, dict], path: Path) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS,
-                        help="Preset specs PRESET[:field=value,...] or saved model directories (default: %(default)s)")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=DEFAULT_MODELS,
+        help="Preset specs PRESET[:field=value,...] or saved model directories (default: %(default)s)",
+    )
     parser.add_argument("--arch", default="deep_transformer", help="Architecture of the preset specs")
-    parser.add_argument("--config_overrides", type=json.loads, default={},
-                        help="JSON of config fields applied to every preset spec (the spec's own fields win)")
+    parser.add_argument(
+        "--config_overrides",
+        type=json.loads,
+        default={},
+        help="JSON of config fields applied to every preset spec (the spec's own fields win)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="Initialisation seed of preset models and batch choice")
-    parser.add_argument("--data_file", type=Path, default=None,
-                        help="TSV(.gz) with a header line (default: the embedded corpus's train split)")
+    parser.add_argument(
+        "--data_file",
+        type=Path,
+        default=None,
+        help="TSV(.gz) with a header line (default: the embedded corpus's train split)",
+    )
     parser.add_argument("--source_field", default="es")
     parser.add_argument("--target_field", default="en")
     parser.add_argument("--max_target_tokens", type=int, default=3000, help="Target tokens in the batch (paper: ~3k)")
     parser.add_argument("--max_length", type=int, default=128, help="Truncate sentences to this many tokens")
     parser.add_argument("--tokenizer", default=None, help="Directory of a saved tokenizer")
-    parser.add_argument("--tokenizer_vocab_size", type=int, default=8000,
-                        help="Vocabulary size of the tokenizer trained on the fly")
-    parser.add_argument("--tokenizer_training_pairs", type=int, default=None,
-                        help="Train the on-the-fly tokenizer on the first N pairs only (default: all)")
+    parser.add_argument(
+        "--tokenizer_vocab_size", type=int, default=8000, help="Vocabulary size of the tokenizer trained on the fly"
+    )
+    parser.add_argument(
+        "--tokenizer_training_pairs",
+        type=int,
+        default=None,
+        help="Train the on-the-fly tokenizer on the first N pairs only (default: all)",
+    )
     parser.add_argument("--train_mode", action="store_true", help="Keep dropout on (default: off, deterministic)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/gradient_diagnostics"))
@@ -405,30 +432,51 @@ def main(argv=None) -> dict:
         model = build_model(spec, args.arch, len(tokenizer), args.seed, args.config_overrides)
         vocab_size = min(model.config.vocab_size, getattr(model.config, "decoder_vocab_size", None) or math.inf)
         if len(tokenizer) > vocab_size:
-            raise ValueError(f"{spec}: the tokenizer has {len(tokenizer)} types but the model's vocabulary is smaller; "
-                             "pass the tokenizer the model was trained with (--tokenizer)")
+            raise ValueError(
+                f"{spec}: the tokenizer has {len(tokenizer)} types but the model's vocabulary is smaller; "
+                "pass the tokenizer the model was trained with (--tokenizer)"
+            )
         if batch is None:
             max_length = min(args.max_length, model.config.max_position_embeddings)
             batch = build_batch(pairs, tokenizer, args.max_target_tokens, max_length, args.seed)
         model.to(args.device)
         on_device = {key: value.to(args.device) for key, value in batch.items()}
         results[spec] = gradient_diagnostics(model, on_device, train_mode=args.train_mode)
-        results[spec]["config"] = {key: getattr(model.config, key, None) for key in (
-            "model_type", "d_model", "encoder_layers", "decoder_layers", "normalize_before", "decoder_attention_type",
-            "init_law", "ds_init_mode", "ds_init_alpha")}
+        results[spec]["config"] = {
+            key: getattr(model.config, key, None)
+            for key in (
+                "model_type",
+                "d_model",
+                "encoder_layers",
+                "decoder_layers",
+                "normalize_before",
+                "decoder_attention_type",
+                "init_law",
+                "ds_init_mode",
+                "ds_init_alpha",
+            )
+        }
         del model  # free it before building the next one
 
     first = next(iter(results.values()))
-    print(f"batch: {batch['input_ids'].shape[0]} pairs, {first['source_tokens']} source / {first['target_tokens']} "
-          f"target tokens from {data_file}\n")
+    print(
+        f"batch: {batch['input_ids'].shape[0]} pairs, {first['source_tokens']} source / {first['target_tokens']} "
+        f"target tokens from {data_file}\n"
+    )
     print("Gradient norm per layer (Figure 1)\n")
     print(format_layer_table(results))
     print("Error-signal ratios of Eq. 14 averaged over layers (Table 1)\n")
     print(format_ratio_table(results))
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    report = dict(data_file=str(data_file), seed=args.seed, train_mode=args.train_mode, device=args.device,
-                  batch_pairs=int(batch["input_ids"].shape[0]), models=results)
+    report = dict(
+        data_file=str(data_file),
+        seed=args.seed,
+        train_mode=args.train_mode,
+        device=args.device,
+        batch_pairs=int(batch["input_ids"].shape[0]),
+        models=results,
+    )
     json_path = args.output_dir / "gradient_diagnostics.json"
     json_path.write_text(json.dumps(report, indent=2))
     print(f"wrote {json_path}")

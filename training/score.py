@@ -87,8 +87,13 @@ def check_arguments(args) -> None:
     """Every option and path, before any data or model is loaded."""
     if args.int8 and (args.device or "cpu") != "cpu":
         raise UsageError("--int8 quantises the model for CPU: leave --device at its default")
-    for name, least in (("num_beams", 1), ("batch_size", 1), ("max_new_tokens", 1), ("max_source_length", 2),
-                        ("max_samples", 1)):
+    for name, least in (
+        ("num_beams", 1),
+        ("batch_size", 1),
+        ("max_new_tokens", 1),
+        ("max_source_length", 2),
+        ("max_samples", 1),
+    ):
         value = getattr(args, name)
         if value is not None and value < least:
             raise UsageError(f"--{name} must be at least {least}, not {value}")

@@ -127,15 +127,23 @@ class ConnectionSearch:
     def _encoder_layers(self) -> int:
         import hf_unified_mt
 
-        config = hf_unified_mt.get_config("multi_pass_transformer", self.args.preset,
-                                          **{**self.overrides, "connection_type": "hard", "hard_connections": None})
+        config = hf_unified_mt.get_config(
+            "multi_pass_transformer",
+            self.args.preset,
+            **{**self.overrides, "connection_type": "hard", "hard_connections": None},
+        )
         return config.encoder_layers
 
     def _load_state(self) -> dict:
         path = self.output_dir / STATE_FILE
-        settings = dict(preset=self.args.preset, config_overrides=self.overrides, metric=self.args.metric,
-                        encoder_layers=self.num_layers, search_seed=self.args.search_seed,
-                        train_arguments=self.train_arguments)
+        settings = dict(
+            preset=self.args.preset,
+            config_overrides=self.overrides,
+            metric=self.args.metric,
+            encoder_layers=self.num_layers,
+            search_seed=self.args.search_seed,
+            train_arguments=self.train_arguments,
+        )
         if path.exists():
             state = json.loads(path.read_text())
             changed = [name for name, value in settings.items() if state["settings"].get(name) != value]
@@ -199,10 +207,26 @@ class ConnectionSearch:
         overrides = {**self.overrides, "connection_type": "hard", "hard_connections": list(permutation)}
         defaults = ["--do_predict", "False", "--num_sample_translations", "0"]
         if self.args.metric == "loss":  # no beam search during evaluation: the loss is all the ranking needs
-            defaults += ["--predict_with_generate", "False", "--metric_for_best_model", "loss",
-                         "--greater_is_better", "False"]
-        argv = [*defaults, *self.train_arguments, "--arch", "multi_pass_transformer", "--preset", self.args.preset,
-                "--config_overrides", json.dumps(overrides), "--output_dir", str(run_dir)]
+            defaults += [
+                "--predict_with_generate",
+                "False",
+                "--metric_for_best_model",
+                "loss",
+                "--greater_is_better",
+                "False",
+            ]
+        argv = [
+            *defaults,
+            *self.train_arguments,
+            "--arch",
+            "multi_pass_transformer",
+            "--preset",
+            self.args.preset,
+            "--config_overrides",
+            json.dumps(overrides),
+            "--output_dir",
+            str(run_dir),
+        ]
         if self.state["tokenizer"] is not None and self._user_tokenizer() is None:
             argv += ["--tokenizer_name_or_path", self.state["tokenizer"]]
         if any(run_dir.glob("checkpoint-*")):
@@ -234,8 +258,11 @@ class ConnectionSearch:
             rng = random.Random(f"{self.args.search_seed}-refine-{round_index}")
             planned = []
             for best in self.ranking()[: self.args.refine_top]:
-                unseen = [n for n in swap_neighbours(best["permutation"])
-                          if key_of(n) not in self.state["results"] and n not in planned]
+                unseen = [
+                    n
+                    for n in swap_neighbours(best["permutation"])
+                    if key_of(n) not in self.state["results"] and n not in planned
+                ]
                 rng.shuffle(unseen)
                 planned += unseen[: self.args.refine_neighbours]
             if not planned:
@@ -247,24 +274,40 @@ class ConnectionSearch:
 
     def write_leaderboard(self) -> None:
         ranking = self.ranking()
-        board = [dict(rank=i + 1, hard_connections=e["permutation"], **{self.metric_key: e["value"]},
-                      stage=e["stage"], run_dir=e["run_dir"]) for i, e in enumerate(ranking)]
+        board = [
+            dict(
+                rank=i + 1,
+                hard_connections=e["permutation"],
+                **{self.metric_key: e["value"]},
+                stage=e["stage"],
+                run_dir=e["run_dir"],
+            )
+            for i, e in enumerate(ranking)
+        ]
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.output_dir / "leaderboard.json").write_text(json.dumps(board, indent=2))
         order = "higher is better" if self.higher_is_better else "lower is better"
-        lines = [f"# Hard-connection search ({self.metric_key}, {order}; {len(board)} of "
-                 f"{math.factorial(self.num_layers)} permutations)", "",
-                 f"| rank | hard_connections | {self.metric_key} | stage |", "|---:|---|---:|---|"]
-        lines += [f"| {row['rank']} | {row['hard_connections']} | {row[self.metric_key]:.4f} | {row['stage']} |"
-                  for row in board]
+        lines = [
+            f"# Hard-connection search ({self.metric_key}, {order}; {len(board)} of "
+            f"{math.factorial(self.num_layers)} permutations)",
+            "",
+            f"| rank | hard_connections | {self.metric_key} | stage |",
+            "|---:|---|---:|---|",
+        ]
+        lines += [
+            f"| {row['rank']} | {row['hard_connections']} | {row[self.metric_key]:.4f} | {row['stage']} |"
+            for row in board
+        ]
         (self.output_dir / "leaderboard.md").write_text("\n".join(lines) + "\n")
 
 
 def parse_arguments(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     allow_abbrev=False)
-    parser.add_argument("--output_dir", required=True,
-                        help="Search directory: state, leaderboard, and one training run per candidate.")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
+    parser.add_argument(
+        "--output_dir", required=True, help="Search directory: state, leaderboard, and one training run per candidate."
+    )
     parser.add_argument("--preset", default="base", help="multi_pass_transformer preset (default: base).")
     parser.add_argument("--config_overrides", default=None, help="JSON of config values for every candidate.")
     parser.add_argument("--metric", choices=sorted(METRICS), default="loss", help="Rank by validation loss or BLEU.")
@@ -274,8 +317,11 @@ def parse_arguments(argv: list[str] | None = None) -> tuple[argparse.Namespace, 
     parser.add_argument("--refine_neighbours", type=int, default=4, help="New neighbours per best candidate a round.")
     parser.add_argument("--search_seed", type=int, default=0, help="Seed of the sampling (train.py's --seed is apart).")
     parser.add_argument("--skip_identity", action="store_true", help="Do not train the default [0..N-1] pattern.")
-    parser.add_argument("--keep_checkpoints", action="store_true",
-                        help="Keep the checkpoint-* directories of finished candidates (deleted by default).")
+    parser.add_argument(
+        "--keep_checkpoints",
+        action="store_true",
+        help="Keep the checkpoint-* directories of finished candidates (deleted by default).",
+    )
     args, train_arguments = parser.parse_known_args(argv)
     for name in ("coarse_samples", "refine_rounds", "refine_top", "refine_neighbours"):
         if getattr(args, name) < 0:

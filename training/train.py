@@ -253,9 +253,7 @@ def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, Data
             values["config_overrides"] = json.dumps(values["config_overrides"])
         parser.set_defaults(**values)
     try:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(
-            args=argv, look_for_args_file=False
-        )
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
     except UsageError:
         raise
     except ValueError as error:  # raised by the arguments' own checks (transformers' or ours)
@@ -293,12 +291,24 @@ def validate_arguments(
     _at_least(problems, "tokenizer_vocab_size", model_args.tokenizer_vocab_size, 1)
     _at_least(problems, "max_source_length", data_args.max_source_length, 2, " (tokens, </s> included)")
     _at_least(problems, "max_target_length", data_args.max_target_length, 2, " (tokens, </s> included)")
-    for name in ("max_train_samples", "max_eval_samples", "max_test_samples", "max_tokens", "max_sentences",
-                 "pad_to_multiple_of", "preprocessing_num_workers"):
+    for name in (
+        "max_train_samples",
+        "max_eval_samples",
+        "max_test_samples",
+        "max_tokens",
+        "max_sentences",
+        "pad_to_multiple_of",
+        "preprocessing_num_workers",
+    ):
         _at_least(problems, name, getattr(data_args, name), 1)
     _at_least(problems, "num_sample_translations", data_args.num_sample_translations, 0)
-    for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
-                 "generation_num_beams", "generation_max_length"):
+    for name in (
+        "per_device_train_batch_size",
+        "per_device_eval_batch_size",
+        "gradient_accumulation_steps",
+        "generation_num_beams",
+        "generation_max_length",
+    ):
         _at_least(problems, name, getattr(training_args, name), 1)
     if training_args.do_train:
         if training_args.max_steps == 0 or training_args.max_steps < -1:
@@ -332,8 +342,11 @@ def validate_arguments(
         if not os.access(existing, os.W_OK):
             problems.append(f"--output_dir {output_dir}: cannot create or write it ({existing} is not writable)")
     if problems:
-        raise UsageError("\n  ".join(problems) if len(problems) == 1 else
-                         f"{len(problems)} problems with the options:\n  " + "\n  ".join(problems))
+        raise UsageError(
+            "\n  ".join(problems)
+            if len(problems) == 1
+            else f"{len(problems)} problems with the options:\n  " + "\n  ".join(problems)
+        )
 
 
 def setup_logging(training_args: MTTrainingArguments) -> None:
@@ -411,9 +424,7 @@ def _check_config_overrides(model_args: ModelArguments) -> None:
         known = set(MarianConfig().to_dict()) | set(MarianConfig.attribute_map)
         unknown = sorted(set(overrides) - known)
         if unknown:
-            raise ValueError(
-                f"--config_overrides: unknown MarianConfig option(s) {', '.join(unknown)} (misspelled?)"
-            )
+            raise ValueError(f"--config_overrides: unknown MarianConfig option(s) {', '.join(unknown)} (misspelled?)")
         return
     from hf_unified_mt import get_config
 
@@ -532,7 +543,8 @@ class TimeBudgetCallback(TrainerCallback):
         self.start = time.monotonic()
         logger.info(
             "Time budget: training stops after %.1f minutes, or at max_steps=%d if that comes first",
-            self.seconds / 60, state.max_steps,
+            self.seconds / 60,
+            state.max_steps,
         )
 
     def elapsed(self) -> float:
@@ -610,8 +622,11 @@ def load_splits(data_args: DataArguments, training_args: MTTrainingArguments):
             target_field=data_args.target_field,
             encoding=data_args.encoding,
         )
-    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
-              "test": data_args.max_test_samples}
+    limits = {
+        "train": data_args.max_train_samples,
+        "validation": data_args.max_eval_samples,
+        "test": data_args.max_test_samples,
+    }
     needed = {
         "train": training_args.do_train,
         "validation": training_args.do_train or training_args.do_eval,
@@ -671,8 +686,14 @@ def prepare_data(corpus, raw: dict, tokenizer, data_args: DataArguments, trainin
     return data
 
 
-def build_trainer(model, tokenizer, data: PreparedData, data_args: DataArguments,
-                  training_args: MTTrainingArguments, callbacks: list | None) -> TokenBatchSeq2SeqTrainer:
+def build_trainer(
+    model,
+    tokenizer,
+    data: PreparedData,
+    data_args: DataArguments,
+    training_args: MTTrainingArguments,
+    callbacks: list | None,
+) -> TokenBatchSeq2SeqTrainer:
     """The Trainer: token-budget batches, validation BLEU/chrF, the AutoShuffle projection, the time budget."""
     has_validation = "validation" in data.splits
     if not has_validation and training_args.eval_strategy != IntervalStrategy.NO:
@@ -703,8 +724,14 @@ def build_trainer(model, tokenizer, data: PreparedData, data_args: DataArguments
     return trainer
 
 
-def describe_run(model_args: ModelArguments, data_args: DataArguments, training_args: MTTrainingArguments, model,
-                 tokenizer, data: PreparedData) -> dict[str, Any]:
+def describe_run(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: MTTrainingArguments,
+    model,
+    tokenizer,
+    data: PreparedData,
+) -> dict[str, Any]:
     """The head of `results.json`: everything needed to reproduce the run (model cards read it)."""
     data_arguments = dataclasses.asdict(data_args)
     if data_args.dataset_name or data_args.train_file or data_args.validation_file or data_args.test_file:
@@ -727,8 +754,9 @@ def describe_run(model_args: ModelArguments, data_args: DataArguments, training_
     }
 
 
-def train_and_save(trainer, checkpoint: str | None, data: PreparedData, data_args: DataArguments,
-                   training_args: MTTrainingArguments) -> dict[str, Any]:
+def train_and_save(
+    trainer, checkpoint: str | None, data: PreparedData, data_args: DataArguments, training_args: MTTrainingArguments
+) -> dict[str, Any]:
     """Trains (or resumes), saves model + tokenizer + generation config to `output_dir`, returns the train metrics
     and the best checkpoint."""
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -749,8 +777,9 @@ def train_and_save(trainer, checkpoint: str | None, data: PreparedData, data_arg
     return results
 
 
-def score_test(trainer, tokenizer, data: PreparedData, data_args: DataArguments,
-               training_args: MTTrainingArguments) -> dict[str, Any] | None:
+def score_test(
+    trainer, tokenizer, data: PreparedData, data_args: DataArguments, training_args: MTTrainingArguments
+) -> dict[str, Any] | None:
     """Translates the test split with beam search and scores it against the raw references (BLEU, chrF, BLEU by
     source length); writes `test_results.json` and `test_translations.txt`. None on other processes."""
     clean_generation_config(trainer.model, max_new_tokens=data_args.max_target_length)
@@ -782,8 +811,11 @@ def score_test(trainer, tokenizer, data: PreparedData, data_args: DataArguments,
         "bleu_by_source_length": bleu_by_source_length(sources, hypotheses, references),
     }
     truncated = data.truncated.get("test", 0)
-    print(f"\nTest set ({len(hypotheses)} pairs, beam {training_args.generation_num_beams}"
-          + (f"; {truncated} over-long sources translated truncated" if truncated else "") + "):")
+    print(
+        f"\nTest set ({len(hypotheses)} pairs, beam {training_args.generation_num_beams}"
+        + (f"; {truncated} over-long sources translated truncated" if truncated else "")
+        + "):"
+    )
     print(format_scores(scores))
     os.makedirs(training_args.output_dir, exist_ok=True)
     with open(os.path.join(training_args.output_dir, "test_results.json"), "w", encoding="utf-8") as handle:
@@ -793,8 +825,9 @@ def score_test(trainer, tokenizer, data: PreparedData, data_args: DataArguments,
     return test
 
 
-def sample_translations(trainer, tokenizer, data: PreparedData, data_args: DataArguments,
-                        training_args: MTTrainingArguments) -> list[dict[str, str]] | None:
+def sample_translations(
+    trainer, tokenizer, data: PreparedData, data_args: DataArguments, training_args: MTTrainingArguments
+) -> list[dict[str, str]] | None:
     """Translates and prints `--sample_sentences`, or the first test (else validation) sources with their
     references; None when there is nothing to translate."""
     samples, references = data_args.sample_sentences, None
@@ -808,8 +841,13 @@ def sample_translations(trainer, tokenizer, data: PreparedData, data_args: DataA
             return None
     unwrapped = trainer.accelerator.unwrap_model(trainer.model)
     clean_generation_config(unwrapped, max_new_tokens=data_args.max_target_length)
-    outputs = translate(unwrapped, tokenizer, samples, num_beams=training_args.generation_num_beams,
-                        max_source_length=data_args.max_source_length)
+    outputs = translate(
+        unwrapped,
+        tokenizer,
+        samples,
+        num_beams=training_args.generation_num_beams,
+        max_source_length=data_args.max_source_length,
+    )
     entries = []
     print("\nSample translations:")
     for index, (source, output) in enumerate(zip(samples, outputs)):

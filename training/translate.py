@@ -79,8 +79,13 @@ def check_model_path(path: str) -> None:
 
 def check_arguments(args) -> None:
     """Every option and path, before the model is loaded."""
-    for name, least in (("num_beams", 1), ("batch_size", 1), ("max_tokens", 1), ("max_new_tokens", 1),
-                        ("max_source_length", 2)):
+    for name, least in (
+        ("num_beams", 1),
+        ("batch_size", 1),
+        ("max_tokens", 1),
+        ("max_new_tokens", 1),
+        ("max_source_length", 2),
+    ):
         value = getattr(args, name)
         if value is not None and value < least:
             raise UsageError(f"--{name} must be at least {least}, not {value}")
@@ -89,8 +94,11 @@ def check_arguments(args) -> None:
     except LookupError as error:
         raise UsageError(f"unknown encoding {args.encoding!r} (--encoding)") from error
     if args.input != "-" and not os.path.isfile(args.input):
-        raise UsageError(f"input file {args.input} does not exist" if not os.path.exists(args.input)
-                         else f"input {args.input} is not a file")
+        raise UsageError(
+            f"input file {args.input} does not exist"
+            if not os.path.exists(args.input)
+            else f"input {args.input} is not a file"
+        )
     if args.output != "-":
         folder = os.path.dirname(os.path.abspath(args.output))
         if os.path.isdir(args.output):

@@ -110,8 +110,12 @@ def build_model(spec: str, arch: str, vocab_size: int, seed: int, tokenizer) -> 
     if os.path.isdir(spec):
         return AutoModelForSeq2SeqLM.from_pretrained(spec)
     preset, overrides = parse_model_spec(spec)
-    token_ids = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                     eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
+    token_ids = dict(
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+    )
     torch.manual_seed(seed)
     config = hf_unified_mt.get_config(arch, preset, vocab_size=vocab_size, **token_ids, **overrides)
     return AutoModelForSeq2SeqLM.from_config(config)
@@ -139,8 +143,11 @@ class DiversityRecorder:
     """Forward hooks on the units' self-attention and FFN modules of every multi-unit encoder layer."""
 
     def __init__(self, encoder: nn.Module):
-        self.layers = [layer for layer in encoder.layers if hasattr(layer, "self_attn") and hasattr(layer, "ffn")
-                       and getattr(layer, "num_units", 0)]
+        self.layers = [
+            layer
+            for layer in encoder.layers
+            if hasattr(layer, "self_attn") and hasattr(layer, "ffn") and getattr(layer, "num_units", 0)
+        ]
         if not self.layers:
             raise ValueError(f"{type(encoder).__name__} has no multi-unit layers to analyse")
         self.sums = [dict.fromkeys(MEASURES, 0.0) for _ in self.layers]
@@ -188,8 +195,9 @@ class DiversityRecorder:
 
 
 @torch.no_grad()
-def unit_diversity(model: nn.Module, tokenizer, sentences: list[str], batch_size: int = 32, max_length: int = 128,
-                   device: str = "cpu") -> dict:
+def unit_diversity(
+    model: nn.Module, tokenizer, sentences: list[str], batch_size: int = 32, max_length: int = 128, device: str = "cpu"
+) -> dict:
     """Eq. (21) per layer over `sentences` (the encoder in eval mode)."""
     model = model.to(device).eval()
     encoder = model.get_encoder()
@@ -199,8 +207,13 @@ def unit_diversity(model: nn.Module, tokenizer, sentences: list[str], batch_size
         # Sorted by length so that batches carry little padding; the scores do not depend on the batching.
         ordered = sorted(sentences, key=lambda s: len(tokenizer(s)["input_ids"]))
         for start in range(0, len(ordered), batch_size):
-            batch = tokenizer(ordered[start : start + batch_size], return_tensors="pt", padding=True, truncation=True,
-                              max_length=max_length).to(device)
+            batch = tokenizer(
+                ordered[start : start + batch_size],
+                return_tensors="pt",
+                padding=True,
+                truncation=True,
+                max_length=max_length,
+            ).to(device)
             recorder.valid = batch["attention_mask"].bool()
             tokens += int(recorder.valid.sum())
             encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
@@ -231,22 +244,35 @@ def format_table(results: dict[str, dict]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS,
-                        help="Saved model directories or preset specs PRESET[:field=value,...]")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=DEFAULT_MODELS,
+        help="Saved model directories or preset specs PRESET[:field=value,...]",
+    )
     parser.add_argument("--arch", default="multi_unit_transformer", help="Architecture of the preset specs")
     parser.add_argument("--seed", type=int, default=0, help="Initialisation seed of preset models")
-    parser.add_argument("--data_file", type=Path, default=None,
-                        help="TSV(.gz) with a header (default: the embedded corpus' validation split)")
+    parser.add_argument(
+        "--data_file",
+        type=Path,
+        default=None,
+        help="TSV(.gz) with a header (default: the embedded corpus' validation split)",
+    )
     parser.add_argument("--source_field", default="es")
     parser.add_argument("--target_field", default="en", help="Used with --source_field to train a tokenizer")
     parser.add_argument("--max_sentences", type=int, default=500, help="Sentences of the data file to analyse")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_length", type=int, default=128, help="Truncate sentences to this many tokens")
     parser.add_argument("--tokenizer", default=None, help="Directory of a saved tokenizer")
-    parser.add_argument("--tokenizer_vocab_size", type=int, default=8000,
-                        help="Size of the tokenizer trained on the fly")
-    parser.add_argument("--tokenizer_training_pairs", type=int, default=None,
-                        help="Train the on-the-fly tokenizer on the first N pairs of the train split (default: all)")
+    parser.add_argument(
+        "--tokenizer_vocab_size", type=int, default=8000, help="Size of the tokenizer trained on the fly"
+    )
+    parser.add_argument(
+        "--tokenizer_training_pairs",
+        type=int,
+        default=None,
+        help="Train the on-the-fly tokenizer on the first N pairs of the train split (default: all)",
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--output_dir", type=Path, default=Path("outputs/unit_diversity"))
     return parser

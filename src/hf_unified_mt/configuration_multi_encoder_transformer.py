@@ -29,8 +29,14 @@ BRANCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "prime": tuple(PRIME_LAYER_OPTIONS),
 }
 # The paper's letters (Tables 6-7): B = self-attention (the Base encoder), S, L, C, F; P = Prime (composition).
-BRANCH_LETTERS = {"self_attention": "B", "static_expansion": "S", "lstm": "L", "convs2s": "C", "fnet": "F",
-                  "prime": "P"}
+BRANCH_LETTERS = {
+    "self_attention": "B",
+    "static_expansion": "S",
+    "lstm": "L",
+    "convs2s": "C",
+    "fnet": "F",
+    "prime": "P",
+}
 EXPANSION_MODES = ("per_layer", "block")
 COMBINATIONS = ("sum", "concat")
 
@@ -113,12 +119,20 @@ class MultiEncoderTransformerConfig(MTConfig):
         """Default options of a branch kind, from the shared fields."""
         return {
             "self_attention": {},
-            "static_expansion": dict(expansion_sizes=list(DEFAULT_EXPANSION_SIZES), expansion_mode="per_layer",
-                                     sequence_aware_expansion=False, dropout=self.dropout),
+            "static_expansion": dict(
+                expansion_sizes=list(DEFAULT_EXPANSION_SIZES),
+                expansion_mode="per_layer",
+                sequence_aware_expansion=False,
+                dropout=self.dropout,
+            ),
             "lstm": dict(dropout=self.dropout),
             "convs2s": dict(kernel_size=3, conv_dim=self.d_model, dropout=self.dropout),
-            "fnet": dict(ffn_dim=self.encoder_ffn_dim, activation="gelu", fft_length=self.max_position_embeddings,
-                         dropout=self.dropout),
+            "fnet": dict(
+                ffn_dim=self.encoder_ffn_dim,
+                activation="gelu",
+                fft_length=self.max_position_embeddings,
+                dropout=self.dropout,
+            ),
             "prime": copy.deepcopy(PRIME_LAYER_OPTIONS),
         }[branch_type]
 
@@ -166,14 +180,17 @@ class MultiEncoderTransformerConfig(MTConfig):
 
         positive_int("layers")
         if "dropout" in spec and not (
-            isinstance(spec["dropout"], (int, float)) and not isinstance(spec["dropout"], bool)
+            isinstance(spec["dropout"], (int, float))
+            and not isinstance(spec["dropout"], bool)
             and 0.0 <= spec["dropout"] < 1.0
         ):
             raise ValueError(f"{where}: `dropout` must be in [0, 1), got {spec['dropout']!r}")
         if branch_type == "static_expansion":
             sizes = spec["expansion_sizes"]
-            if not isinstance(sizes, list) or not sizes or any(
-                not isinstance(n, int) or isinstance(n, bool) or n <= 0 for n in sizes
+            if (
+                not isinstance(sizes, list)
+                or not sizes
+                or any(not isinstance(n, int) or isinstance(n, bool) or n <= 0 for n in sizes)
             ):
                 raise ValueError(f"{where}: `expansion_sizes` must list positive integers (at least one), got {sizes}")
             if spec["expansion_mode"] not in EXPANSION_MODES:

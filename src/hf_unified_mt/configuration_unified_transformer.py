@@ -25,8 +25,11 @@ def check_prime_layer_options(where: str, options: dict, normalize_before: bool)
     if not isinstance(options["use_convolution"], bool):
         raise ValueError(f"{where}: `use_convolution` must be a bool, got {options['use_convolution']!r}")
     sizes = options["conv_kernel_sizes"]
-    if not isinstance(sizes, list) or not sizes or len(set(sizes)) != len(sizes) or any(
-        not isinstance(k, int) or isinstance(k, bool) or k <= 0 or k % 2 == 0 for k in sizes
+    if (
+        not isinstance(sizes, list)
+        or not sizes
+        or len(set(sizes)) != len(sizes)
+        or any(not isinstance(k, int) or isinstance(k, bool) or k <= 0 or k % 2 == 0 for k in sizes)
     ):
         raise ValueError(f"{where}: `conv_kernel_sizes` must list distinct positive odd integers, got {sizes!r}")
     rate = options["conv_weight_dropout"]

@@ -16,7 +16,6 @@ Equations follow the paper and, where the two differ, the authors' released code
 "Deviation" (the package documentation's architecture notes, §2, have the longer derivations).
 """
 
-
 import torch
 from torch import nn
 from transformers.cache_utils import Cache
@@ -237,8 +236,11 @@ class AverageAttentionDecoderLayer(GradientCheckpointingLayer):
         hidden_states = self.encoder_attn_sublayer(
             hidden_states,
             lambda x: self.encoder_attn(
-                x, key_value_states=encoder_hidden_states, cache=cache,
-                attention_mask=encoder_attention_mask, **kwargs,
+                x,
+                key_value_states=encoder_hidden_states,
+                cache=cache,
+                attention_mask=encoder_attention_mask,
+                **kwargs,
             )[0],
         )
         return self.ffn_sublayer(hidden_states, self.ffn)
@@ -269,8 +271,13 @@ class MergedAttentionDecoderLayer(GradientCheckpointingLayer):
         hidden_states = self.encoder_attn_sublayer(
             hidden_states,
             lambda x: self.encoder_attn(
-                x, encoder_hidden_states, cache=cache, attention_mask=encoder_attention_mask,
-                padding_mask=padding_mask, self_attention_mask=attention_mask, **kwargs,
+                x,
+                encoder_hidden_states,
+                cache=cache,
+                attention_mask=encoder_attention_mask,
+                padding_mask=padding_mask,
+                self_attention_mask=attention_mask,
+                **kwargs,
             )[0],
         )
         cache_layer = cache_layer_for(cache, self.layer_idx)
@@ -308,7 +315,10 @@ class MergedSelfAttentionDecoderLayer(GradientCheckpointingLayer):
         def merged(inputs: torch.Tensor) -> torch.Tensor:
             own = self.self_attn(inputs, cache=cache, attention_mask=attention_mask, **kwargs)[0]
             cross = self.encoder_attn(
-                inputs, key_value_states=encoder_hidden_states, cache=cache, attention_mask=encoder_attention_mask,
+                inputs,
+                key_value_states=encoder_hidden_states,
+                cache=cache,
+                attention_mask=encoder_attention_mask,
                 **kwargs,
             )[0]
             return own + cross
@@ -351,7 +361,10 @@ def decoder_recorders(standard: type[nn.Module] = MTDecoderLayer) -> dict:
 class DeepTransformerPreTrainedModel(MTPreTrainedModel):
     config: DeepTransformerConfig
     _no_split_modules = [
-        "MTEncoderLayer", "MTDecoderLayer", "AverageAttentionDecoderLayer", "MergedAttentionDecoderLayer",
+        "MTEncoderLayer",
+        "MTDecoderLayer",
+        "AverageAttentionDecoderLayer",
+        "MergedAttentionDecoderLayer",
         "MergedSelfAttentionDecoderLayer",
     ]
 

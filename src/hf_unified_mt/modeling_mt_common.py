@@ -359,8 +359,11 @@ class MTDecoderLayer(GradientCheckpointingLayer):
         hidden_states = self.encoder_attn_sublayer(
             hidden_states,
             lambda x: self.encoder_attn(
-                x, key_value_states=encoder_hidden_states, cache=cache,
-                attention_mask=encoder_attention_mask, **kwargs,
+                x,
+                key_value_states=encoder_hidden_states,
+                cache=cache,
+                attention_mask=encoder_attention_mask,
+                **kwargs,
             )[0],
         )
         return self.ffn_sublayer(hidden_states, self.ffn)
@@ -586,8 +589,10 @@ def init_matrix_(weight: torch.Tensor, fan_in: int, fan_out: int, role: MatrixRo
     if law == "normal":
         init.normal_(weight, mean=0.0, std=float(config.init_std))
         return
-    if law in ("xavier", "ds_init") or (law == "fairseq" and role.kind.startswith("attention")) or (
-        law == "km" and role.cross_attention
+    if (
+        law in ("xavier", "ds_init")
+        or (law == "fairseq" and role.kind.startswith("attention"))
+        or (law == "km" and role.cross_attention)
     ):
         gain = 1.0
         if role.kind == "attention_input" and role.self_attention and config.init_fused_qkv and law != "fairseq":
@@ -1046,9 +1051,11 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         (`fuse_projections_for_inference`) fuse them from the current weights for this call only: the weights cannot
         change during it, and nothing fused outlives it."""
         layers = [
-            module for module in self.modules()
-            if _fusable(module) and module._fused is None and getattr(module.config, "fuse_projections_for_inference",
-                                                                       False)
+            module
+            for module in self.modules()
+            if _fusable(module)
+            and module._fused is None
+            and getattr(module.config, "fuse_projections_for_inference", False)
         ]
         for layer in layers:
             layer.fuse_projections()

@@ -169,7 +169,10 @@ class LSTMStack(GradientCheckpointingLayer):
         super().__init__()
         num_layers = spec["layers"]
         self.lstm = nn.LSTM(
-            config.d_model, config.d_model, num_layers=num_layers, batch_first=True,
+            config.d_model,
+            config.d_model,
+            num_layers=num_layers,
+            batch_first=True,
             dropout=spec["dropout"] if num_layers > 1 else 0.0,
         )
 
@@ -434,7 +437,12 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
     config: MultiEncoderTransformerConfig
     # A branch is one sequential stack: keep each on one device.
     _no_split_modules = [
-        "SelfAttentionBranch", "StaticExpansionBranch", "LSTMBranch", "ConvS2SBranch", "FNetBranch", "PrimeBranch",
+        "SelfAttentionBranch",
+        "StaticExpansionBranch",
+        "LSTMBranch",
+        "ConvS2SBranch",
+        "FNetBranch",
+        "PrimeBranch",
         "MTDecoderLayer",
     ]
 

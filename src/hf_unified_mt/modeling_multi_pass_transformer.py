@@ -56,6 +56,7 @@ from .modeling_unified_transformer import UnifiedTransformerEncoderLayer
 
 logger = logging.get_logger(__name__)
 
+
 @dataclass
 class MultiPassEncoderOutput(BaseModelOutput):
     r"""
@@ -291,8 +292,12 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
         if selection is not None:  # indices select among the read pass's states: record all, select below
             kwargs["output_hidden_states"] = True
         outputs = self.run_passes(
-            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-            encoder_pass=encoder_pass, return_dict=True, **kwargs,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            encoder_pass=encoder_pass,
+            return_dict=True,
+            **kwargs,
         )
         layers, passes = len(self.layers), outputs.pass_hidden_states
         per_pass_states = per_pass_maps = None

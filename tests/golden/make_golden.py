@@ -34,9 +34,18 @@ import hf_unified_mt  # noqa: E402
 VALUES_FILE = HERE / "golden_values.json"
 CHECKPOINTS = HERE / "checkpoints"
 VOCAB, PAD = 99, 1
-TINY = dict(vocab_size=VOCAB, pad_token_id=PAD, d_model=16, encoder_layers=2, decoder_layers=2,
-            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
-            max_position_embeddings=64)
+TINY = dict(
+    vocab_size=VOCAB,
+    pad_token_id=PAD,
+    d_model=16,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=32,
+    decoder_ffn_dim=32,
+    max_position_embeddings=64,
+)
 NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
 
 # name -> (architecture, preset, overrides). The contract suite's variants, every option that changes the
@@ -45,13 +54,26 @@ CONFIGS = {
     # paper 000
     "unified-prime": ("unified_transformer", "tiny", dict(conv_weight_dropout=0.0)),
     "unified-prime-simple": ("unified_transformer", "tiny", dict(use_convolution=False)),
-    "unified-separate-projection": ("unified_transformer", "tiny", dict(shared_projection=False,
-                                                                         conv_weight_dropout=0.0)),
-    "unified-unmasked-padding": ("unified_transformer", "tiny", dict(mask_padding_before_conv=False,
-                                                                      conv_weight_dropout=0.0)),
-    "unified-separate-vocab": ("unified_transformer", "tiny", dict(share_encoder_decoder_embeddings=False,
-                                                                    tie_word_embeddings=False, decoder_vocab_size=77,
-                                                                    conv_weight_dropout=0.0)),
+    "unified-separate-projection": (
+        "unified_transformer",
+        "tiny",
+        dict(shared_projection=False, conv_weight_dropout=0.0),
+    ),
+    "unified-unmasked-padding": (
+        "unified_transformer",
+        "tiny",
+        dict(mask_padding_before_conv=False, conv_weight_dropout=0.0),
+    ),
+    "unified-separate-vocab": (
+        "unified_transformer",
+        "tiny",
+        dict(
+            share_encoder_decoder_embeddings=False,
+            tie_word_embeddings=False,
+            decoder_vocab_size=77,
+            conv_weight_dropout=0.0,
+        ),
+    ),
     # paper 001
     "deep-self": ("deep_transformer", "tiny", dict(decoder_attention_type="self")),
     "deep-aan": ("deep_transformer", "tiny", dict(decoder_attention_type="aan")),
@@ -77,12 +99,26 @@ CONFIGS = {
     "mute-merged": ("multi_unit_transformer", "tiny", dict(decoder_attention_type="merged")),
     "unified-dsinit": ("unified_transformer", "tiny", dict(init_law="ds_init", conv_weight_dropout=0.0)),
     "mute-normal": ("multi_unit_transformer", "tiny", dict(init_law="normal")),
-    "multi-encoder-prime": ("multi_encoder_transformer", "tiny-prime-dual", dict(encoder_branches=[
-        dict(type="self_attention", layers=2), dict(type="prime", layers=2, conv_kernel_sizes=[3, 5],
-                                                    conv_weight_dropout=0.0)])),
-    "mpt-prime": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1],
-                                                         encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5],
-                                                                            conv_weight_dropout=0.0))),
+    "multi-encoder-prime": (
+        "multi_encoder_transformer",
+        "tiny-prime-dual",
+        dict(
+            encoder_branches=[
+                dict(type="self_attention", layers=2),
+                dict(type="prime", layers=2, conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0),
+            ]
+        ),
+    ),
+    "mpt-prime": (
+        "multi_pass_transformer",
+        "tiny",
+        dict(
+            encoder_layers=3,
+            num_passes=2,
+            hard_connections=[2, 0, 1],
+            encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0),
+        ),
+    ),
 }
 
 

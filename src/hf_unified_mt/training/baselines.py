@@ -30,10 +30,21 @@ def marian_config_matching(
     per_ffn_unit = _marian_parameters(vocab_size, d_model, layers, 1) - base
     ffn_dim = max(1, round((num_parameters - base) / per_ffn_unit))
     values = dict(
-        vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=d_model, encoder_layers=layers,
-        decoder_layers=layers, encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=ffn_dim,
-        decoder_ffn_dim=ffn_dim, max_position_embeddings=1024, pad_token_id=0, eos_token_id=2,
-        decoder_start_token_id=1, forced_eos_token_id=None, share_encoder_decoder_embeddings=True,
+        vocab_size=vocab_size,
+        decoder_vocab_size=vocab_size,
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn_dim,
+        decoder_ffn_dim=ffn_dim,
+        max_position_embeddings=1024,
+        pad_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+        forced_eos_token_id=None,
+        share_encoder_decoder_embeddings=True,
     )
     values.update(overrides)
     return MarianConfig(**values)

@@ -299,8 +299,9 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
 
     _loss_sum_before_resume: float | None = 0.0
 
-    def _init_training_state(self, max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint,
-                             trial):
+    def _init_training_state(
+        self, max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
+    ):
         result = super()._init_training_state(
             max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
         )
@@ -339,9 +340,7 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             whole_sum = self._loss_sum_before_resume + self._total_loss_scalar + self._tr_loss.item()
             # The parent divides the loss summed over this call's steps by their number; hand it the sum that makes
             # the quotient the whole run's mean (its speed metrics still count this call's steps only).
-            self._total_loss_scalar = (
-                whole_sum * max(steps_now, 0.001) / self.state.global_step - self._tr_loss.item()
-            )
+            self._total_loss_scalar = whole_sum * max(steps_now, 0.001) / self.state.global_step - self._tr_loss.item()
         return super()._finalize_training(trial, num_train_samples, start_time)
 
     def _padding_multiple(self) -> int | None:

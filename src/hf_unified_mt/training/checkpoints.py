@@ -45,7 +45,9 @@ def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             logger.warning(
                 "%s is incomplete (its %s cannot be read: %s; the run stopped while writing it); skipped",
-                path, TRAINER_STATE_NAME, error,
+                path,
+                TRAINER_STATE_NAME,
+                error,
             )
             continue
         return path

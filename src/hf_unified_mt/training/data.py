@@ -745,8 +745,9 @@ def _cut(ids: list[int], limit: int | None) -> list[int]:
     return ids[: limit - 1] + ids[-1:]
 
 
-def _truncate_rows(dataset: datasets.Dataset, indices: np.ndarray, max_source_length: int | None,
-                   max_target_length: int | None) -> datasets.Dataset:
+def _truncate_rows(
+    dataset: datasets.Dataset, indices: np.ndarray, max_source_length: int | None, max_target_length: int | None
+) -> datasets.Dataset:
     selected = set(int(i) for i in indices)
 
     def cut(example, index):

@@ -145,9 +145,13 @@ def translate(
         progress: show a tqdm progress bar (on stderr).
         **generate_kwargs: passed to `model.generate` (e.g. `length_penalty`).
     """
-    for name, value, least in (("max_new_tokens", max_new_tokens, 1), ("num_beams", num_beams, 1),
-                               ("batch_size", batch_size, 1), ("max_tokens", max_tokens, 1),
-                               ("max_source_length", max_source_length, 2)):
+    for name, value, least in (
+        ("max_new_tokens", max_new_tokens, 1),
+        ("num_beams", num_beams, 1),
+        ("batch_size", batch_size, 1),
+        ("max_tokens", max_tokens, 1),
+        ("max_source_length", max_source_length, 2),
+    ):
         if value is not None and value < least:
             raise ValueError(f"{name} must be at least {least}, not {value}")
     model_limit = model_length_limit(model)

@@ -9,8 +9,15 @@ from transformers import AutoConfig, PreTrainedConfig
 
 def shape(d_model: int, layers: int, heads: int, ffn_dim: int) -> dict[str, int]:
     """The size of a symmetric encoder-decoder: width, layers per stack, heads, FFN width."""
-    return dict(d_model=d_model, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads,
-                decoder_attention_heads=heads, encoder_ffn_dim=ffn_dim, decoder_ffn_dim=ffn_dim)
+    return dict(
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn_dim,
+        decoder_ffn_dim=ffn_dim,
+    )
 
 
 # Every preset below is one of these bases plus what its paper (or its use) changes, as fairseq's and torchtune's
@@ -61,9 +68,11 @@ def _multi_encoder_presets() -> dict[str, dict]:
     presets["base"] = presets["dual"]
     # `small`: 4 Static Expansion layers beside the 4 self-attention layers (1:1 instead of the paper's 1:2, which
     # would add 23% parameters instead of 11% to the single encoder; see `SMALL`).
-    presets["small"] = dict(SMALL, encoder_branches=[dict(type="self_attention", layers=4),
-                                                     dict(type="static_expansion", layers=4)],
-                            init_law="pytorch")  # learns within short CPU schedules (see the config's docs)
+    presets["small"] = dict(
+        SMALL,
+        encoder_branches=[dict(type="self_attention", layers=4), dict(type="static_expansion", layers=4)],
+        init_law="pytorch",
+    )  # learns within short CPU schedules (see the config's docs)
     presets["small-single"] = dict(presets["small"], encoder_branches=[dict(type="self_attention", layers=4)])
     # Composition: a Prime encoder (Zhao et al.'s layers, kernels 3/15) as the second branch instead of Static
     # Expansion.
@@ -71,8 +80,10 @@ def _multi_encoder_presets() -> dict[str, dict]:
     presets["small-prime-dual"] = dict(
         presets["small"], encoder_branches=[dict(type="self_attention", layers=4), prime]
     )
-    presets["tiny-prime-dual"] = dict(presets["tiny-dual"], encoder_branches=[
-        dict(type="self_attention", layers=2), dict(prime, layers=2, conv_kernel_sizes=[3, 5])])
+    presets["tiny-prime-dual"] = dict(
+        presets["tiny-dual"],
+        encoder_branches=[dict(type="self_attention", layers=2), dict(prime, layers=2, conv_kernel_sizes=[3, 5])],
+    )
     return presets
 
 
@@ -102,12 +113,25 @@ def _multi_unit_presets() -> dict[str, dict]:
     4-unit encoder layers and relative positions (k 16); dropout 0.1 (the paper: 0.4 NIST, 0.2 WMT14, 0.1 WMT18),
     label smoothing 0.1. "base" = MUTE (identical units), "base-bias" = + Bias, "base-bias-seq" = + Bias + Seq.,
     "base-relative" = the one-unit "Transformer + Relative" baseline."""
-    base = dict(BASE, dropout=0.1, activation_dropout=0.1, attention_dropout=0.0, num_units=4,
-                relative_attention_max_distance=16, label_smoothing=0.1)
+    base = dict(
+        BASE,
+        dropout=0.1,
+        activation_dropout=0.1,
+        attention_dropout=0.0,
+        num_units=4,
+        relative_attention_max_distance=16,
+        label_smoothing=0.1,
+    )
     return {
         # Unit tests: k = 4 so that short test sentences exercise the clipping of relative distances.
-        "tiny": dict(TINY, max_position_embeddings=128, dropout=0.1, activation_dropout=0.1, num_units=4,
-                     relative_attention_max_distance=4),
+        "tiny": dict(
+            TINY,
+            max_position_embeddings=128,
+            dropout=0.1,
+            activation_dropout=0.1,
+            num_units=4,
+            relative_attention_max_distance=4,
+        ),
         "small": dict(SMALL, activation_dropout=0.1, num_units=4, label_smoothing=0.1),
         "base": base,
         "base-bias": dict(base, use_bias_module=True),
@@ -163,8 +187,15 @@ MARIAN_PRESETS: dict[str, dict[str, int]] = {
     "small": shape(256, 4, 4, 1024),  # the `small` family's shape (`SMALL`)
     "base": dict(BASE),
 }
-MARIAN_COMMON = dict(activation_function="relu", dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
-                     scale_embedding=True, share_encoder_decoder_embeddings=True, tie_word_embeddings=True)
+MARIAN_COMMON = dict(
+    activation_function="relu",
+    dropout=0.1,
+    attention_dropout=0.0,
+    activation_dropout=0.0,
+    scale_embedding=True,
+    share_encoder_decoder_embeddings=True,
+    tie_word_embeddings=True,
+)
 
 
 def available_presets(arch: str | None = None) -> dict[str, list[str]]:
