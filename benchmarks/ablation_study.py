@@ -333,6 +333,36 @@ ARMS: list[Arm] = [
         dict(init_law="normal"),
         stage=4,
     ),
+    # H2, depth: an 8+8 Prime stack with and without DS-Init (paper 001), and against 4+4 Prime at equal updates (the
+    # equal wall-clock comparison reads the runs' training minutes).
+    Arm(
+        "000-prime-8x8",
+        "000",
+        "Prime 8+8 (its own init law)",
+        "unified_transformer",
+        _sized("small"),
+        dict(encoder_layers=8, decoder_layers=8),
+        stage=4,
+    ),
+    Arm(
+        "000-prime-8x8-dsinit",
+        "000",
+        "Prime 8+8 + DS-Init",
+        "unified_transformer",
+        _sized("small"),
+        dict(encoder_layers=8, decoder_layers=8, init_law="ds_init"),
+        stage=4,
+    ),
+    # H5: Prime layers (paper 000) in the Multi-Pass encoder's passes, against the Transformer layers of 004-p2-hard.
+    Arm(
+        "004-p2-hard-prime",
+        "004",
+        "MPT, P = 2, hard connections, Prime layers",
+        "multi_pass_transformer",
+        _sized("small"),
+        dict(num_passes=2, connection_type="hard", encoder_layer={"type": "prime"}),
+        stage=4,
+    ),
     # H4: a Prime encoder (paper 000) as the Multi-Encoder's second branch, beside the self-attention encoder.
     Arm(
         "003-prime-dual",
@@ -385,6 +415,9 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("003", "003-single", "003-single-normal", "H1 (composition): N(0, 0.02) instead of the shared law"),
     ("003", "003-single", "003-prime-dual", "H4 (composition): a Prime encoder beside the self-attention encoder"),
     ("003", "003-dual", "003-prime-dual", "H4 (composition): a Prime encoder instead of Static Expansion"),
+    ("000", "000-prime-8x8", "000-prime-8x8-dsinit", "H2 (composition): DS-Init under an 8+8 Prime stack"),
+    ("000", "000-prime", "000-prime-8x8-dsinit", "H2 (composition): 8+8 Prime with DS-Init against 4+4, equal updates"),
+    ("004", "004-p2-hard", "004-p2-hard-prime", "H5 (composition): Prime layers in the passes"),
 ]
 PAPER_TITLES = {
     "000": "Unified Transformer (Zhao et al.)",
