@@ -13,7 +13,6 @@ Fourier transform see zeros at padded positions (the transform over a fixed leng
 distributes only real tokens over its expansion vectors.
 """
 
-import copy
 import math
 
 import torch
@@ -30,11 +29,9 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
-from .configuration_unified_transformer import PRIME_LAYER_FIXED, PRIME_LAYER_OPTIONS
 from .modeling_deep_transformer import decoder_layer_class, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
-    LayerConfig,
     MTAttention,
     MTDecoder,
     MTEncoder,
@@ -46,7 +43,7 @@ from .modeling_mt_common import (
     ScaledWordEmbedding,
     SinusoidalPositionalEmbedding,
 )
-from .modeling_unified_transformer import UnifiedTransformerEncoderLayer
+from .modeling_unified_transformer import UnifiedTransformerEncoderLayer, prime_layer_config
 
 
 def mask_padding(hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
@@ -395,8 +392,7 @@ class PrimeBranch(EncoderBranch):
     spec's convolution options over the model's config."""
 
     def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
-        options = {name: copy.deepcopy(spec[name]) for name in PRIME_LAYER_OPTIONS}
-        layer_config = LayerConfig(config, **options, **PRIME_LAYER_FIXED)
+        layer_config = prime_layer_config(config, spec)
         super().__init__([UnifiedTransformerEncoderLayer(layer_config, layer_idx=i) for i in range(spec["layers"])])
 
 

@@ -17,7 +17,6 @@ text (the package documentation's architecture notes, §5, discuss its readings)
 objectives are defined here.
 """
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -37,11 +36,9 @@ from transformers.utils.output_capturing import (
 )
 
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig, check_pass
-from .configuration_unified_transformer import PRIME_LAYER_FIXED, PRIME_LAYER_OPTIONS
 from .modeling_deep_transformer import decoder_layer_class, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
-    LayerConfig,
     MTAttention,
     MTDecoder,
     MTEncoder,
@@ -51,7 +48,7 @@ from .modeling_mt_common import (
     MTPreTrainedModel,
     accepts_past_key_values,
 )
-from .modeling_unified_transformer import UnifiedTransformerEncoderLayer
+from .modeling_unified_transformer import UnifiedTransformerEncoderLayer, prime_layer_config
 
 
 logger = logging.get_logger(__name__)
@@ -236,8 +233,7 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
 
     def make_layer(self, config: MultiPassTransformerConfig, layer_idx: int) -> nn.Module:
         if config.encoder_layer["type"] == "prime":
-            options = {name: copy.deepcopy(config.encoder_layer[name]) for name in PRIME_LAYER_OPTIONS}
-            return MultiPassPrimeEncoderLayer(LayerConfig(config, **options, **PRIME_LAYER_FIXED), layer_idx)
+            return MultiPassPrimeEncoderLayer(prime_layer_config(config, config.encoder_layer), layer_idx)
         return super().make_layer(config, layer_idx)
 
     def extra_repr(self) -> str:

@@ -8,6 +8,8 @@ deliberate deviations are marked "Deviation" (the package documentation's archit
 derivations).
 """
 
+import copy
+
 import torch
 from torch import nn
 from transformers import initialization as init
@@ -20,9 +22,10 @@ from transformers.utils import TransformersKwargs
 from transformers.utils.output_capturing import OutputRecorder
 
 from .cache_mt import StatefulDecoderCacheLayer
-from .configuration_unified_transformer import UnifiedTransformerConfig
+from .configuration_unified_transformer import PRIME_LAYER_FIXED, PRIME_LAYER_OPTIONS, UnifiedTransformerConfig
 from .modeling_mt_common import (
     EncoderHiddenStates,
+    LayerConfig,
     MTAttention,
     MTDecoder,
     MTEncoder,
@@ -31,6 +34,14 @@ from .modeling_mt_common import (
     MTPreTrainedModel,
     cache_layer_for,
 )
+
+
+def prime_layer_config(config, spec: dict) -> LayerConfig:
+    """The config a Prime layer composed into another architecture reads: the model's config with the spec's Prime
+    options (`PRIME_LAYER_OPTIONS`: a Multi-Encoder branch, the Multi-Pass `encoder_layer`) and the Unified
+    Transformer's defaults for the rest (`PRIME_LAYER_FIXED`)."""
+    options = {name: copy.deepcopy(spec[name]) for name in PRIME_LAYER_OPTIONS}
+    return LayerConfig(config, **options, **PRIME_LAYER_FIXED)
 
 
 class PrimeDynamicConvolution(nn.Module):
