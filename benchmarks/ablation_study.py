@@ -363,6 +363,25 @@ ARMS: list[Arm] = [
         dict(num_passes=2, connection_type="hard", encoder_layer={"type": "prime"}),
         stage=4,
     ),
+    # H3: Prime layers (paper 000) as MUTE's units (a post-norm model), 4 units against 1 and against MUTE's own 4
+    # Transformer units (MUTE's Xavier law for all three).
+    Arm(
+        "002-prime-4units",
+        "002",
+        "MUTE, 4 Prime units (kernels 3/15), post-norm",
+        "multi_unit_transformer",
+        _sized("small-prime-units", "tiny-prime-units"),
+        stage=4,
+    ),
+    Arm(
+        "002-prime-1unit",
+        "002",
+        "1 Prime unit, post-norm",
+        "multi_unit_transformer",
+        _sized("small-prime-units", "tiny-prime-units"),
+        dict(num_units=1),
+        stage=4,
+    ),
     # H4: a Prime encoder (paper 000) as the Multi-Encoder's second branch, beside the self-attention encoder.
     Arm(
         "003-prime-dual",
@@ -418,6 +437,8 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("000", "000-prime-8x8", "000-prime-8x8-dsinit", "H2 (composition): DS-Init under an 8+8 Prime stack"),
     ("000", "000-prime", "000-prime-8x8-dsinit", "H2 (composition): 8+8 Prime with DS-Init against 4+4, equal updates"),
     ("004", "004-p2-hard", "004-p2-hard-prime", "H5 (composition): Prime layers in the passes"),
+    ("002", "002-4units", "002-prime-4units", "H3 (composition): Prime layers as MUTE's 4 units"),
+    ("002", "002-prime-1unit", "002-prime-4units", "H3 (composition): 4 Prime units against 1"),
 ]
 PAPER_TITLES = {
     "000": "Unified Transformer (Zhao et al.)",

@@ -196,6 +196,8 @@ def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, c
         "hard_connections",
         "unit_noise_types",
         "encoder_layer",  # stage 4: the layer type of the Multi-Pass passes
+        "unit_layer",  # stage 4: the layer type of MUTE's units ...
+        "normalize_before",  # ... Prime units being post-norm
     }  # (noise types: one per unit)
     if 4 in (a.stage, b.stage):  # stage 4's depth comparison (H2): a deeper stack is its factor
         mechanism_keys |= {"encoder_layers", "decoder_layers", "layer_types"}

@@ -1,8 +1,8 @@
 """The composition matrix: the papers' layers (Transformer, Prime with and without the convolution) in each wrapper
-(a plain stack, a Multi-Encoder branch, the Multi-Pass passes), under each initialisation law, with each decoder
-variant. The full matrix is large; this samples it so that every layer type, wrapper, law and decoder variant appears,
-and checks what composition can break: incremental decoding equals the full forward, a sentence decodes the same alone
-and padded, and the model saves and reloads. (The contract suite runs everything on six compositions.)"""
+(a plain stack, a Multi-Encoder branch, the Multi-Pass passes, MUTE's units), under each initialisation law, with each
+decoder variant. The full matrix is large; this samples it so that every layer type, wrapper, law and decoder variant
+appears, and checks what composition can break: incremental decoding equals the full forward, a sentence decodes the
+same alone and padded, and the model saves and reloads. (The contract suite runs everything on seven compositions.)"""
 
 import itertools
 
@@ -21,7 +21,7 @@ LAYERS = {
     "prime": dict(type="prime", conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0),
     "prime-simple": dict(type="prime", use_convolution=False),
 }
-WRAPPERS = ("stack", "multi-encoder-branch", "multi-pass")
+WRAPPERS = ("stack", "multi-encoder-branch", "multi-pass", "multi-unit")
 TINY = dict(
     vocab_size=VOCAB_SIZE,
     pad_token_id=0,
@@ -59,6 +59,15 @@ def composed_config(layer: str, wrapper: str, law: str, decoder: str):
             "tiny-dual",
             **common,
             encoder_branches=[dict(type="self_attention", layers=2), second],
+        )
+    if wrapper == "multi-unit":  # Prime units are post-norm; MUTE's own units pre-norm
+        return hf_unified_mt.get_config(
+            "multi_unit_transformer",
+            "tiny",
+            **common,
+            num_units=2,
+            unit_layer=spec or dict(type="transformer"),
+            normalize_before=spec is None,
         )
     return hf_unified_mt.get_config(
         "multi_pass_transformer", "tiny", **common, num_passes=2, encoder_layer=spec or dict(type="transformer")

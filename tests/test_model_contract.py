@@ -101,6 +101,12 @@ VARIANTS = {
             encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0),
         ),
     ),
+    # composition: Prime layers (paper 000) as MUTE's units (002)
+    "mute-prime-units": (
+        "multi_unit_transformer",
+        "tiny-prime-units",
+        dict(unit_layer=dict(type="prime", conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0)),
+    ),
     "unified-prime-dsinit": ("unified_transformer", "tiny", dict(conv_weight_dropout=0.0, init_law="ds_init")),
     # decoder variants of paper 001 across architectures, and its variant 6 (merged sublayer with self-attention)
     "deep-merged-self": ("deep_transformer", "tiny", dict(decoder_attention_type="merged_self")),
@@ -634,14 +640,15 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
     model = AutoModelForSeq2SeqLM.from_config(config)
     model.save_pretrained(tmp_path)
     saved = {path.name for path in tmp_path.glob("*.py")}
-    # Compositions carry the files of the papers they compose: Prime layers (paper 000) in the Multi-Encoder and the
-    # Multi-Pass encoder, paper 001's decoder variants in every architecture with a Transformer-style decoder.
+    # Compositions carry the files of the papers they compose: Prime layers (paper 000) in the Multi-Encoder, the
+    # Multi-Pass encoder and MUTE's units, paper 001's decoder variants in every architecture with a Transformer-style
+    # decoder.
     prime = {"modeling_unified_transformer.py", "configuration_unified_transformer.py"}
     deep = {"modeling_deep_transformer.py", "configuration_deep_transformer.py"}
     composed = {
         "multi_encoder_transformer": prime | deep,
         "multi_pass_transformer": prime | deep,
-        "multi_unit_transformer": deep,
+        "multi_unit_transformer": prime | deep,
     }
     assert saved == {f"modeling_{arch}.py", f"configuration_{arch}.py", *COMMON_CODE_FILES, *composed.get(arch, ())}
     assert not list(tmp_path.glob("**/training/*.py"))
@@ -754,7 +761,10 @@ def expected_in_repr(config) -> list[str]:
             shown += [f"kernel_sizes={list(config.conv_kernel_sizes)}", "convolution_projection=shared"]
     elif config.model_type == "multi_unit_transformer":
         combination = "sequential" if config.use_sequential_dependency else "weighted sum"
-        shown.append(f"units={config.num_units}, pre-norm, combination={combination}")
+        units = "Prime units, post-norm" if config.unit_layer["type"] == "prime" else "pre-norm"
+        shown.append(f"units={config.num_units}, {units}, combination={combination}")
+        if config.unit_layer["type"] == "prime":
+            shown.append(f"kernel_sizes={list(config.unit_layer['conv_kernel_sizes'])}")
         if config.decoder_attention_type == "self":  # the paper's decoder: relative-position self-attention
             shown.append("relative_max_distance=")
         if config.use_bias_module:

@@ -2,19 +2,16 @@
 """Configuration of the Multi-Pass Transformer (Gao et al., "Multi-Pass Transformer for Machine
 Translation", MPT)."""
 
-import copy
-
 from huggingface_hub.dataclasses import strict
 
 from .configuration_mt_common import MTConfig, _check_positive
-from .configuration_unified_transformer import PRIME_LAYER_OPTIONS, check_prime_layer_options
+from .configuration_unified_transformer import check_layer_spec, layer_spec_with_defaults
 
 
 CONNECTION_TYPES = ("hard", "soft")
 ROUTING_PATTERNS = ("a", "b", "c", "d")
 TRAINING_OBJECTIVES = ("last", "sum", "random")
 SOFT_CONNECTION_INITS = ("uniform", "identity")
-ENCODER_LAYER_TYPES = ("transformer", "prime")
 
 
 @strict
@@ -76,10 +73,7 @@ class MultiPassTransformerConfig(MTConfig):
     encoder_layer: dict | None = None
 
     def __post_init__(self, **kwargs):
-        if self.encoder_layer is None:
-            self.encoder_layer = {"type": "transformer"}
-        elif isinstance(self.encoder_layer, dict) and self.encoder_layer.get("type") == "prime":
-            self.encoder_layer = {"type": "prime", **copy.deepcopy(PRIME_LAYER_OPTIONS), **self.encoder_layer}
+        self.encoder_layer = layer_spec_with_defaults(self.encoder_layer)
         if self.hard_connections is None and self.connection_type == "hard":
             self.hard_connections = list(range(self.encoder_layers))  # the paper's default MPT, alpha = delta
         elif isinstance(self.hard_connections, tuple):  # e.g. straight from itertools.permutations
@@ -106,17 +100,8 @@ class MultiPassTransformerConfig(MTConfig):
             check_pass(self.inference_pass, self.num_passes, "inference_pass")
 
     def _validate_encoder_layer(self) -> None:
-        layer = self.encoder_layer
-        if not isinstance(layer, dict) or layer.get("type") not in ENCODER_LAYER_TYPES:
-            raise ValueError(f"`encoder_layer` must be a dict with `type` in {ENCODER_LAYER_TYPES}, got {layer!r}")
-        allowed = {"type"} | (set(PRIME_LAYER_OPTIONS) if layer["type"] == "prime" else set())
-        unknown = sorted(set(layer) - allowed)
-        if unknown:
-            raise ValueError(
-                f"`encoder_layer` ({layer['type']}) has unknown options {unknown}; options: {sorted(allowed)}"
-            )
-        if layer["type"] == "prime":
-            check_prime_layer_options("`encoder_layer` (prime)", layer, self.normalize_before)
+        check_layer_spec("`encoder_layer`", self.encoder_layer, self.normalize_before)
+        if self.encoder_layer["type"] == "prime":
             if self.routing_pattern != "a":
                 raise ValueError(
                     f"`encoder_layer` (prime) and `routing_pattern={self.routing_pattern!r}` do not combine: patterns "

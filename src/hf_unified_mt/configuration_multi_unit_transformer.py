@@ -5,6 +5,7 @@ Neural Machine Translation")."""
 from huggingface_hub.dataclasses import strict
 
 from .configuration_mt_common import MTConfig, _check_positive
+from .configuration_unified_transformer import check_layer_spec, layer_spec_with_defaults
 
 
 NOISE_TYPES = ("identity", "swap", "disorder", "mask")
@@ -33,6 +34,13 @@ class MultiUnitTransformerConfig(MTConfig):
 
     Args:
         init_law (`str`): `"xavier"` by default, the authors' OpenNMT `param_init_glorot` (see [`MTConfig`]).
+        unit_layer (`dict`, *optional*): What a unit is: `{"type": "transformer"}` (default, the paper: pre-norm
+            self-attention with relative positions + FFN, each with its residual) or, a composition,
+            `{"type": "prime", ...}`: the Unified Transformer's Prime encoder layer (Zhao et al., Eq. 4: attention,
+            dynamic convolution and FFN in parallel on one residual, one post-LayerNorm; options `use_convolution`,
+            `conv_kernel_sizes`, `conv_weight_dropout`, defaults `True`, `[3, 15]`, 0.1). Prime units are post-norm,
+            so they take `normalize_before=False` (the whole model, decoder included, is then post-norm), and run
+            one after the other (`batched_units` does not apply); their attention uses the absolute positions only.
         num_units (`int`): Parallel units per encoder layer (I).
         batched_units (`bool`): Compute the I units as batched tensor operations over stacked weights (one
             batched matmul per projection). False runs a Python loop over the units with the same weights; same
@@ -73,6 +81,7 @@ class MultiUnitTransformerConfig(MTConfig):
     normalize_before: bool = True
     dropout: float | int = 0.1
     activation_dropout: float | int = 0.1
+    unit_layer: dict | None = None
     num_units: int = 4
     batched_units: bool = True
     relative_attention_max_distance: int = 16
@@ -93,11 +102,13 @@ class MultiUnitTransformerConfig(MTConfig):
                 self.unit_noise_types = [defaults[i % len(defaults)] for i in range(self.num_units)]
             else:
                 self.unit_noise_types = ["identity"] * self.num_units
+        self.unit_layer = layer_spec_with_defaults(self.unit_layer)
         super().__post_init__(**kwargs)
 
     def validate_architecture_options(self):
         super().validate_architecture_options()
-        if not self.normalize_before:
+        check_layer_spec("`unit_layer`", self.unit_layer, self.normalize_before)
+        if self.unit_layer["type"] == "transformer" and not self.normalize_before:
             raise ValueError(
                 "`normalize_before` must be True: MUTE layers are pre-norm (the authors' OpenNMT Transformer), the "
                 "units share the layer's input LayerNorm"

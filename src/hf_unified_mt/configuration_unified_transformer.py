@@ -2,6 +2,8 @@
 """Configuration of the Unified Transformer (Zhao et al., "Unified Transformer for
 Sequence-to-Sequence Learning"; Prime / MUSE)."""
 
+import copy
+
 from huggingface_hub.dataclasses import strict
 
 from .configuration_mt_common import MTConfig, _check_probability
@@ -13,6 +15,32 @@ PRIME_LAYER_OPTIONS = dict(use_convolution=True, conv_kernel_sizes=[3, 15], conv
 PRIME_LAYER_FIXED = dict(
     shared_projection=True, input_dropout=0.0, mask_padding_before_conv=True, fuse_projections_for_inference=True
 )
+
+
+LAYER_TYPES = ("transformer", "prime")
+
+
+def layer_spec_with_defaults(spec):
+    """A layer spec of a composing config (`{"type": "transformer"}`, `{"type": "prime", ...}`; None is the
+    architecture's own Transformer layer) with the Prime defaults filled in; anything else is returned as it is,
+    for `check_layer_spec` to reject."""
+    if spec is None:
+        return {"type": "transformer"}
+    if isinstance(spec, dict) and spec.get("type") == "prime":
+        return {"type": "prime", **copy.deepcopy(PRIME_LAYER_OPTIONS), **spec}
+    return spec
+
+
+def check_layer_spec(where: str, spec, normalize_before: bool) -> None:
+    """Validates a layer spec (`layer_spec_with_defaults`); `where` names the config field."""
+    if not isinstance(spec, dict) or spec.get("type") not in LAYER_TYPES:
+        raise ValueError(f"{where} must be a dict with `type` in {LAYER_TYPES}, got {spec!r}")
+    allowed = {"type"} | (set(PRIME_LAYER_OPTIONS) if spec["type"] == "prime" else set())
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise ValueError(f"{where} ({spec['type']}) has unknown options {unknown}; options: {sorted(allowed)}")
+    if spec["type"] == "prime":
+        check_prime_layer_options(f"{where} (prime)", spec, normalize_before)
 
 
 def check_prime_layer_options(where: str, options: dict, normalize_before: bool) -> None:

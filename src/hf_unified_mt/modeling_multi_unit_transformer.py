@@ -48,6 +48,7 @@ from .modeling_mt_common import (
     matrix_role,
     translation_cross_entropy,
 )
+from .modeling_unified_transformer import UnifiedTransformerEncoderLayer, prime_layer_config
 
 
 logger = logging.get_logger(__name__)
@@ -260,6 +261,48 @@ class MultiUnitFeedForward(nn.Module):
         hidden = self.activation_fn(unit_linear(normed, self.fc1_weight[units], self.fc1_bias[units]))
         hidden = nn.functional.dropout(hidden, p=self.activation_dropout, training=self.training)
         return unit_linear(hidden, self.fc2_weight[units], self.fc2_bias[units])
+
+
+class PrimeUnits(nn.Module):
+    """Composition: I Prime layers (Zhao et al., Eq. 4) as the units of a MUTE layer. Unit i maps its input x̃_i (the
+    layer input, or its corrupted copy from the bias module) to F_i = LN_i(x̃_i + Drop(S_i) + Drop(FFN_i)), where S_i
+    is attention and dynamic convolution reading x̃_i (Eq. 2-5 of Zhao et al.); F_i takes the place of Eq. 8-9 of Yan
+    et al., and the layer combines the F_i as it combines Transformer units (Eq. 10 / 15). A Prime layer's residual
+    is its own input, so with the bias module the corrupted copy is the whole input of its unit.
+
+    Returns what `MultiUnitSelfAttention` returns, so that the layer and the output recorders treat both unit types
+    alike: the unit outputs `[I, B, T, d]`, the layer's map `[B, H, T, T]` (the plain mean of the units' maps) and the
+    units' maps `[B, I, H, T, T]` (both None where the attention implementation returns no maps)."""
+
+    def __init__(self, config: MultiUnitTransformerConfig, layer_idx: int):
+        super().__init__()
+        unit_config = prime_layer_config(config, config.unit_layer)
+        self.units = nn.ModuleList(
+            [UnifiedTransformerEncoderLayer(unit_config, layer_idx) for _ in range(config.num_units)]
+        )
+
+    def extra_repr(self) -> str:
+        return f"units={len(self.units)}, Prime layers run one after the other"
+
+    def forward(
+        self,
+        unit_inputs: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        outputs, maps = [], []
+        for i, unit in enumerate(self.units):
+            unit_input = unit_inputs[i] if unit_inputs.dim() == 4 else unit_inputs
+            output, weights = unit.forward_with_weights(
+                unit_input, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs
+            )
+            outputs.append(output)
+            maps.append(weights)
+        if any(weights is None for weights in maps):
+            return torch.stack(outputs), None, None
+        unit_maps = torch.stack(maps, dim=1)  # [B, I, H, T, T]
+        return torch.stack(outputs), unit_maps.mean(dim=1), unit_maps
 
 
 # ------------------------------------------------------------------------------------------------ bias module
@@ -488,23 +531,30 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
         F_i = s_i + Drop(FFN_i(LN_i(s_i)))                 (Eq. 9)
         out = Σ_i c_i F_i                                  (Eq. 10 / 12 / 15)
 
-    with c = α (MUTE, biased MUTE) or the sequential-dependency weights of `combination_weights`."""
+    with c = α (MUTE, biased MUTE) or the sequential-dependency weights of `combination_weights`. With Prime units
+    (`config.unit_layer`, a composition; post-norm), F_i = Prime_i(Bias_i(x)) (`PrimeUnits`), combined alike."""
 
     def __init__(self, config: MultiUnitTransformerConfig, layer_idx: int | None = None):
         super().__init__()
         self.num_units = config.num_units
         self.dropout = config.dropout
-        self.layer_norm = nn.LayerNorm(config.d_model)
         self.bias_module = UnitBiasModule(config) if config.use_bias_module else None
-        self.self_attn = MultiUnitSelfAttention(config)
-        self.ffn = MultiUnitFeedForward(config)
+        if config.unit_layer["type"] == "prime":
+            self.layer_norm, self.self_attn, self.ffn = None, None, None
+            self.prime_units = PrimeUnits(config, layer_idx)
+        else:
+            self.layer_norm = nn.LayerNorm(config.d_model)
+            self.self_attn = MultiUnitSelfAttention(config)
+            self.ffn = MultiUnitFeedForward(config)
+            self.prime_units = None
         # α of Eq. (10): unconstrained, initialised to 1/I (the authors' code).
         self.unit_weights = nn.Parameter(torch.full((config.num_units,), 1.0 / config.num_units))
         self.unit_order = AutoShuffle(config.num_units) if config.use_sequential_dependency else None
 
     def extra_repr(self) -> str:
         combination = "sequential" if self.unit_order is not None else "weighted sum"
-        return f"units={self.num_units}, pre-norm, combination={combination}"
+        units = "Prime units, post-norm" if self.prime_units is not None else "pre-norm"
+        return f"units={self.num_units}, {units}, combination={combination}"
 
     def forward(
         self,
@@ -513,13 +563,19 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
         padding_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
-        unit_inputs = self.layer_norm(hidden_states)
-        if self.bias_module is not None:
-            unit_inputs = self.bias_module(unit_inputs, padding_mask)  # Eq. (11)
-        attention = self.self_attn(unit_inputs, attention_mask)[0]
-        states = hidden_states + nn.functional.dropout(attention, p=self.dropout, training=self.training)  # Eq. (8)
-        ffn = self.ffn(states)
-        unit_outputs = states + nn.functional.dropout(ffn, p=self.dropout, training=self.training)  # Eq. (9)
+        if self.prime_units is not None:
+            unit_inputs = hidden_states
+            if self.bias_module is not None:
+                unit_inputs = self.bias_module(unit_inputs, padding_mask)  # Eq. (11)
+            unit_outputs = self.prime_units(unit_inputs, attention_mask, padding_mask, **kwargs)[0]
+        else:
+            unit_inputs = self.layer_norm(hidden_states)
+            if self.bias_module is not None:
+                unit_inputs = self.bias_module(unit_inputs, padding_mask)  # Eq. (11)
+            attention = self.self_attn(unit_inputs, attention_mask)[0]
+            states = hidden_states + nn.functional.dropout(attention, p=self.dropout, training=self.training)  # Eq. 8
+            ffn = self.ffn(states)
+            unit_outputs = states + nn.functional.dropout(ffn, p=self.dropout, training=self.training)  # Eq. (9)
         weights = self.combination_weights().to(unit_outputs.dtype)
         return torch.einsum("u,ubtd->btd", weights, unit_outputs)
 
@@ -663,8 +719,8 @@ class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder
     output_class = MultiUnitEncoderOutput
     _can_record_outputs = {
         "hidden_states": EncoderHiddenStates(MultiUnitTransformerEncoderLayer),
-        "attentions": OutputRecorder(MultiUnitSelfAttention, index=1),
-        "unit_attentions": OutputRecorder(MultiUnitSelfAttention, index=2),
+        "attentions": [OutputRecorder(MultiUnitSelfAttention, index=1), OutputRecorder(PrimeUnits, index=1)],
+        "unit_attentions": [OutputRecorder(MultiUnitSelfAttention, index=2), OutputRecorder(PrimeUnits, index=2)],
     }
 
     def forward(

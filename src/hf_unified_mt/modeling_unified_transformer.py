@@ -301,6 +301,22 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         padding_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
+        return self.forward_with_weights(
+            hidden_states, attention_mask, encoder_hidden_states, encoder_attention_mask, cache, padding_mask, **kwargs
+        )[0]
+
+    def forward_with_weights(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The layer's output and its self-attention map `[B, H, T, S]` (None where the attention implementation
+        does not return one): what a module that runs several Prime layers side by side (MUTE's units) reports."""
         if self.is_decoder and encoder_hidden_states is None:
             raise ValueError("The Unified Transformer decoder needs `encoder_hidden_states`")
         fused = self.use_fused()
@@ -312,7 +328,7 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         else:
             self_projections, cross_query, ffn_input = None, None, self.fc1(hidden_states)
 
-        mixed, _ = self.self_attn(  # (attention, convolution) or (attention,)
+        mixed, weights = self.self_attn(  # (attention, convolution) or (attention,)
             hidden_states,
             attention_mask=attention_mask,
             cache=cache,
@@ -344,7 +360,7 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
             update = update + nn.functional.dropout(self.fc2(ffn_hidden), p=self.dropout, training=self.training)
             if cross is not None:
                 update = update + nn.functional.dropout(cross, p=self.dropout, training=self.training)
-        return self.layer_norm(hidden_states + update)  # Eq. (1)/(4): one post-LayerNorm per layer
+        return self.layer_norm(hidden_states + update), weights  # Eq. (1)/(4): one post-LayerNorm per layer
 
 
 class UnifiedTransformerEncoderLayer(UnifiedTransformerPrimeLayer):

@@ -119,6 +119,11 @@ CONFIGS = {
             encoder_layer=dict(type="prime", conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0),
         ),
     ),
+    "mute-prime-units": (
+        "multi_unit_transformer",
+        "tiny-prime-units",
+        dict(unit_layer=dict(type="prime", conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0)),
+    ),
 }
 
 

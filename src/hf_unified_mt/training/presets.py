@@ -122,7 +122,7 @@ def _multi_unit_presets() -> dict[str, dict]:
         relative_attention_max_distance=16,
         label_smoothing=0.1,
     )
-    return {
+    presets = {
         # Unit tests: k = 4 so that short test sentences exercise the clipping of relative distances.
         "tiny": dict(
             TINY,
@@ -138,6 +138,13 @@ def _multi_unit_presets() -> dict[str, dict]:
         "base-bias-seq": dict(base, use_bias_module=True, use_sequential_dependency=True),
         "base-relative": dict(base, num_units=1),
     }
+    # Composition: Prime layers (Zhao et al., kernels 3/15) as the units, which makes the model post-norm.
+    prime = dict(type="prime", conv_kernel_sizes=[3, 15])
+    presets["small-prime-units"] = dict(presets["small"], unit_layer=prime, normalize_before=False)
+    presets["tiny-prime-units"] = dict(
+        presets["tiny"], unit_layer=dict(prime, conv_kernel_sizes=[3, 5]), normalize_before=False
+    )
+    return presets
 
 
 def _unified_transformer_presets() -> dict[str, dict]:
