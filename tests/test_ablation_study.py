@@ -432,3 +432,22 @@ def test_the_report_rebuilds_only_its_block_of_the_document(tmp_path, capsys):
     assert study.parse_args(["--size", "tiny"]).report_doc is None
     assert study.parse_args(["--results_dir", str(tmp_path)]).report_doc is None
     assert study.parse_args(["--results_dir", str(tmp_path), "--report_doc", str(doc)]).report_doc == doc
+
+
+@pytest.mark.subprocess
+def test_training_cost_times_every_stage_four_arm_side_by_side(tmp_path):
+    """`benchmarks/training_cost.py` at tiny size: every stage-4 arm and control timed, the reference at ratio 1."""
+    output = tmp_path / "cost.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "training_cost.py"), "--size", "tiny", "--repeats", "1"]
+    command += ["--updates-per-round", "1", "--batch", "2", "--threads", "1", "--output", str(output)]
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    result = json.loads(output.read_text())
+    timed = {row["arm"]: row for row in result["arms"]}
+    stage_four = {arm.key for arm in study.ARMS if arm.stage == 4}
+    assert stage_four <= set(timed) and {"000-prime", "002-4units", "003-single"} <= set(timed)
+    assert timed["000-prime"]["ratio"] == 1.0
+    assert all(row["seconds_per_update"] > 0 and row["parameters"] > 0 for row in timed.values())
+    assert timed["002-prime-4units"]["parameters"] > timed["002-prime-1unit"]["parameters"]
+    bad = [sys.executable, str(ROOT / "benchmarks" / "training_cost.py"), "--arms", "000-prime", "no-such-arm"]
+    refused = subprocess.run(bad, capture_output=True, text=True)
+    assert refused.returncode == 2 and "unknown arm 'no-such-arm'" in refused.stderr
