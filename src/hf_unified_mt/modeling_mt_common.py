@@ -149,6 +149,16 @@ class ScaledWordEmbedding(nn.Embedding):
         return super().forward(input_ids) * self.embed_scale
 
 
+def token_and_position_embeddings(
+    config: MTConfig, vocab_size: int
+) -> tuple[ScaledWordEmbedding, SinusoidalPositionalEmbedding]:
+    """The one embedding of every stack of the package (encoders, decoders, the Multi-Encoder's shared source
+    embedding): tokens scaled by sqrt(d_model) when `config.scale_embedding`, plus fixed sinusoidal positions."""
+    embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+    tokens = ScaledWordEmbedding(vocab_size, config.d_model, config.pad_token_id, embed_scale)
+    return tokens, SinusoidalPositionalEmbedding(config.d_model)
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -622,9 +632,7 @@ class MTEncoder(MTPreTrainedModel):
     def __init__(self, config: MTConfig):
         super().__init__(config)
         self.dropout = config.dropout
-        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = ScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale)
-        self.embed_positions = SinusoidalPositionalEmbedding(config.d_model)
+        self.embed_tokens, self.embed_positions = token_and_position_embeddings(config, config.vocab_size)
         self.layers = nn.ModuleList([self.make_layer(config, i) for i in range(config.encoder_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.gradient_checkpointing = False
@@ -689,11 +697,7 @@ class MTDecoder(MTPreTrainedModel):
     def __init__(self, config: MTConfig):
         super().__init__(config)
         self.dropout = config.dropout
-        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = ScaledWordEmbedding(
-            config.decoder_vocab_size, config.d_model, config.pad_token_id, embed_scale
-        )
-        self.embed_positions = SinusoidalPositionalEmbedding(config.d_model)
+        self.embed_tokens, self.embed_positions = token_and_position_embeddings(config, config.decoder_vocab_size)
         self.layers = nn.ModuleList([self.layer_class(config, layer_idx=i) for i in range(config.decoder_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.gradient_checkpointing = False

@@ -40,8 +40,7 @@ from .modeling_mt_common import (
     MTForConditionalGeneration,
     MTModel,
     MTPreTrainedModel,
-    ScaledWordEmbedding,
-    SinusoidalPositionalEmbedding,
+    token_and_position_embeddings,
 )
 from .modeling_unified_transformer import UnifiedTransformerEncoderLayer, prime_layer_config
 
@@ -477,9 +476,7 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
     def __init__(self, config: MultiEncoderTransformerConfig):
         super().__init__(config)
         self.dropout = config.dropout
-        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = ScaledWordEmbedding(config.vocab_size, config.d_model, config.pad_token_id, embed_scale)
-        self.embed_positions = SinusoidalPositionalEmbedding(config.d_model)
+        self.embed_tokens, self.embed_positions = token_and_position_embeddings(config, config.vocab_size)
         self.branches = nn.ModuleList([BRANCH_CLASSES[spec["type"]](config, spec) for spec in config.encoder_branches])
         self.combination = BranchCombination(config)
         self.gradient_checkpointing = False
