@@ -1117,6 +1117,9 @@ def build_report(args) -> dict:
                 training_minutes=statistics.fmean(r["wall_minutes"]["training"] for r in records),
             )
         )
+    cost = measured_training_cost(args.results_dir, args.size)
+    for row in arms:
+        row["cost_ratio"] = cost["ratios"].get(row["arm"]) if cost else None
     comparisons = compare_arms(runs, references, args.bootstrap_samples)
     first = next(iter(next(iter(runs.values())).values())) if runs else None
     summary = dict(
@@ -1127,6 +1130,7 @@ def build_report(args) -> dict:
         chrf_signature=first["test"]["chrf_signature"] if first else None,
         arms=arms,
         comparisons=comparisons,
+        training_cost=cost and {key: cost[key] for key in ("reference", "machine", "threads", "commit")},
     )
     (args.results_dir / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False))
     table = format_tables(summary)
@@ -1137,6 +1141,20 @@ def build_report(args) -> dict:
     if args.report_doc is not None:
         update_report_doc(args.report_doc, args.size, report_block(summary, args.results_dir, args.report_doc))
     return summary
+
+
+def measured_training_cost(results_dir: Path, size: str) -> dict | None:
+    """The arms' training cost per update measured side by side (`benchmarks/training_cost.py`, written beside the
+    results as `training_cost.json`), as ratios to its reference arm; None where it was not measured at this size.
+    The runs' own training minutes are no substitute: each ran on whatever else its machine did meanwhile."""
+    path = results_dir / "training_cost.json"
+    if not path.exists():
+        return None
+    measured = json.loads(path.read_text())
+    if measured["size"] != size:
+        return None
+    ratios = {row["arm"]: row["ratio"] for row in measured["arms"]}
+    return dict(measured, ratios=ratios)
 
 
 def report_markers(size: str) -> tuple[str, str]:
@@ -1196,15 +1214,20 @@ def _verdict_text(row: dict) -> str:
 
 
 def format_tables(summary: dict) -> str:
+    cost = summary.get("training_cost")
+    cost_header = f" cost × {cost['reference']} |" if cost else ""
     lines = [
-        "| arm | model | params | seeds | updates (epochs) | val. CE | test BLEU | test chrF | train min |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| arm | model | params | seeds | updates (epochs) | val. CE | test BLEU | test chrF | train min |"
+        + cost_header,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if cost else ""),
     ]
     for row in summary["arms"]:
+        ratio = row.get("cost_ratio")
+        cost_cell = (" – |" if ratio is None else f" {ratio:.2f} |") if cost else ""
         lines.append(
             f"| {row['arm']} | {row['label']} | {row['num_parameters'] / 1e6:.2f}M | {len(row['seeds'])} | "
             f"{row['updates']} ({row['epochs']:.1f}) | {_pm(row['validation_ce'], 3)} | {_pm(row['bleu'])} | "
-            f"{_pm(row['chrf'])} | {row['training_minutes']:.0f} |"
+            f"{_pm(row['chrf'])} | {row['training_minutes']:.0f} |" + cost_cell
         )
     lines += [
         "",
@@ -1225,6 +1248,12 @@ def format_tables(summary: dict) -> str:
         lines += [
             f"Training minutes: {hardware['concurrent_runs']} runs shared one {hardware['gpu']} at once; they "
             f"are not speeds."
+        ]
+    if cost:
+        lines += [
+            f"Cost: seconds per update relative to {cost['reference']}, measured side by side in one run "
+            f"(`benchmarks/training_cost.py`, {cost['threads']} threads on {cost['machine']['cpus']} CPUs of "
+            f"{cost['machine']['processor']}, commit {str(cost['commit'])[:7]}); train min are each run's own clock."
         ]
     lines += [
         f"BLEU: `{summary['bleu_signature']}`; chrF: `{summary['chrf_signature']}`; test: {summary['test_subset']}",

@@ -434,6 +434,41 @@ def test_the_report_rebuilds_only_its_block_of_the_document(tmp_path, capsys):
     assert study.parse_args(["--results_dir", str(tmp_path), "--report_doc", str(doc)]).report_doc == doc
 
 
+def test_the_report_shows_the_measured_training_cost_of_its_size_only(tmp_path):
+    """With `training_cost.json` of the study's size beside the results, the arms table gains the cost column (an arm
+    not measured shows a dash); measured at another size, it is ignored."""
+    measured = dict(
+        size="small",
+        reference="000-prime",
+        machine=dict(processor="x86_64", cpus=2),
+        threads=2,
+        commit="0123456789abcdef",
+        arms=[dict(arm="000-prime", ratio=1.0), dict(arm="002-prime-4units", ratio=2.31)],
+    )
+    (tmp_path / "training_cost.json").write_text(json.dumps(measured))
+    assert study.measured_training_cost(tmp_path, "base") is None
+    cost = study.measured_training_cost(tmp_path, "small")
+    assert cost["ratios"] == {"000-prime": 1.0, "002-prime-4units": 2.31}
+    row = dict(
+        label="x", num_parameters=1e6, seeds=[1], updates=2000, epochs=2.9, validation_ce=(3.0, float("nan")),
+        bleu=(20.0, float("nan")), chrf=(40.0, float("nan")), training_minutes=40.0,
+    )  # fmt: skip
+    summary = dict(
+        arms=[dict(row, arm="002-prime-4units", cost_ratio=2.31), dict(row, arm="002-4units", cost_ratio=None)],
+        comparisons=[],
+        hardware={},
+        bleu_signature="b",
+        chrf_signature="c",
+        test_subset="t",
+        training_cost={key: measured[key] for key in ("reference", "machine", "threads", "commit")},
+    )
+    table = study.format_tables(summary)
+    assert "| cost × 000-prime |" in table.splitlines()[0]
+    assert table.splitlines()[2].endswith("| 2.31 |") and table.splitlines()[3].endswith("| – |")
+    assert "measured side by side" in table and "commit 0123456" in table
+    assert "cost ×" not in study.format_tables(dict(summary, training_cost=None))
+
+
 @pytest.mark.subprocess
 def test_training_cost_times_every_stage_four_arm_side_by_side(tmp_path):
     """`benchmarks/training_cost.py` at tiny size: every stage-4 arm and control timed, the reference at ratio 1."""
