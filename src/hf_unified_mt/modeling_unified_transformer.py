@@ -291,19 +291,9 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         return self._fused is not None and not self.training and not torch.is_grad_enabled()
 
     # --------------------------------------------------------------- forward
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        cache: Cache | None = None,
-        padding_mask: torch.Tensor | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> torch.Tensor:
-        return self.forward_with_weights(
-            hidden_states, attention_mask, encoder_hidden_states, encoder_attention_mask, cache, padding_mask, **kwargs
-        )[0]
+    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        """The layer's output; the arguments are those of `forward_with_weights`."""
+        return self.forward_with_weights(hidden_states, *args, **kwargs)[0]
 
     def forward_with_weights(
         self,
