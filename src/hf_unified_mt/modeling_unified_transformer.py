@@ -92,12 +92,12 @@ class PrimeDynamicConvolution(nn.Module):
     def kernels(self, inputs: torch.Tensor) -> torch.Tensor:
         """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7)."""
         batch, length, _ = inputs.shape
-        gate = torch.softmax(self.kernel_gate, dim=0)
+        gates = torch.softmax(self.kernel_gate, dim=0).unbind()  # one operator call, not one index per cell
         taps = None
-        for i, (size, generator) in enumerate(zip(self.kernel_sizes, self.kernel_generators)):
+        for gate, size, generator in zip(gates, self.kernel_sizes, self.kernel_generators):
             weights = torch.softmax(generator(inputs).view(batch, length, self.num_heads, size), dim=-1)
             weights = dropout_if_training(weights, self.weight_dropout, self.training)  # DropConnect
-            weights = gate[i] * weights
+            weights = gate * weights
             if size < self.max_kernel_size:  # a narrower cell's taps sit at the centre (causal: the most recent)
                 start = self.max_kernel_size - size if self.is_causal else (self.max_kernel_size - size) // 2
                 weights = nn.functional.pad(weights, (start, self.max_kernel_size - size - start))
