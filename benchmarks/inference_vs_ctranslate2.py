@@ -56,8 +56,6 @@ from hf_unified_mt.training.inference import quantize_int8
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_JOB_CONFIG = ROOT / "training" / "configs" / "cpu_default.yaml"
 REFERENCE = "marian/ct2-int8"  # the backend every ratio is taken against
-# Where the ONNX Runtime backend lives once it is merged (issue 33); see `onnx_backends`.
-ONNX_MODULE = "hf_unified_mt.onnx"
 # `--quick`: tiny models and short sequences, one round; for the test that the script runs end to end.
 QUICK = dict(
     preset="tiny", vocab_size=300, source_length=8, new_tokens=4, batch_size=4, beams=2, repeats=1, main_job_d_model=32
@@ -229,21 +227,25 @@ def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_toke
 
 
 def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tokens: int) -> dict[str, GenerateFn]:
-    """The ONNX Runtime backends of `model` (float32 and int8), or none, with a printed note, when the ONNX backend
-    (`ONNX_MODULE`, issue 33) or ONNX Runtime is not installed. The one place to adapt to that backend's API: it is
-    expected to export `model` to a directory and to load it into an object with a `generate` that takes the same
-    arguments as `model.generate`."""
+    """The ONNX Runtime backends of `model`, float32 and int8, or none, with a printed note, when the ONNX backend
+    (issue 33: `hf_unified_mt.training.onnx_export` / `onnx_runtime`) or ONNX Runtime is not installed, or when the
+    export refuses the model. The one place to adapt if that backend's API changes: `export_onnx(model, tokenizer,
+    directory)` writes the graphs, `ORTModelForSeq2SeqLM.from_pretrained(directory, int8=..., num_threads=...)` loads
+    them into a model whose `generate` takes the same arguments as the PyTorch model's."""
     try:
-        onnx = __import__(ONNX_MODULE, fromlist=["export_onnx", "OnnxSeq2SeqModel"])
-        export, runtime_model = onnx.export_onnx, onnx.OnnxSeq2SeqModel
-    except (ImportError, AttributeError) as error:
-        print(f"note: ONNX Runtime backends skipped ({error})")
+        from hf_unified_mt.training.onnx_export import export_onnx
+        from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM
+
+        export_onnx(model, directory, int8=True, verify=False)  # its tests compare the graphs with PyTorch
+        return {
+            label: torch_backend(
+                ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=threads), new_tokens
+            )
+            for label, int8 in (("onnx-fp32", False), ("onnx-int8", True))
+        }
+    except (ImportError, NotImplementedError, ValueError) as error:
+        print(f"note: ONNX Runtime backends skipped for {type(model).__name__} ({error})", file=sys.stderr)
         return {}
-    backends = {}
-    for label, int8 in (("onnx-fp32", False), ("onnx-int8", True)):
-        exported = export(model, directory / label, int8=int8)
-        backends[label] = torch_backend(runtime_model(exported, threads=threads), new_tokens)
-    return backends
 
 
 # ---------------------------------------------------------------------------------------------------- timing
