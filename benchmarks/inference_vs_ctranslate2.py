@@ -209,14 +209,14 @@ def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_toke
 
     translator = ctranslate2.Translator(str(directory), device="cpu", intra_threads=threads, inter_threads=1)
     names = {i: name for name, i in _VocabularyOnly(vocab_size).vocabulary.items()}
-    tokens_of: dict[int, list[list[str]]] = {}  # by id() of the input tensor, which the caller keeps alive
+    # Token strings by input tensor; the tensor is kept with them, so that its id() cannot be reused by another.
+    tokens_of: dict[int, tuple[torch.Tensor, list[list[str]]]] = {}
 
     def generate(input_ids, attention_mask, num_beams):
-        key = id(input_ids)
-        if key not in tokens_of:
-            tokens_of[key] = [[names[int(i)] for i in row] for row in input_ids]
+        if id(input_ids) not in tokens_of:
+            tokens_of[id(input_ids)] = (input_ids, [[names[int(i)] for i in row] for row in input_ids])
         return translator.translate_batch(
-            tokens_of[key],
+            tokens_of[id(input_ids)][1],
             beam_size=num_beams,
             num_hypotheses=1,
             min_decoding_length=new_tokens,
