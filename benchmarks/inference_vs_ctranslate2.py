@@ -47,6 +47,7 @@ import torch
 import yaml
 from bench_timing import interleaved_times
 from transformers import MarianMTModel
+from transformers.utils import logging as transformers_logging
 
 import hf_unified_mt
 from hf_unified_mt.training.baselines import count_parameters
@@ -625,6 +626,7 @@ def run_profile(args) -> list[dict]:
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    transformers_logging.disable_progress_bar()  # saving and reloading the MarianMT for the converter
     load_before = os.getloadavg()[0]
     if args.profile:
         results = run_profile(args)
