@@ -77,9 +77,11 @@ def parse_args(argv=None):
     parser.add_argument("--beams", type=int, default=4, help="Beams of the beam-search setting")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help=f"Tiny everything, one round ({QUICK})")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"Tiny everything, one round; overrides these options: {QUICK}"
+    )
     parser.add_argument("--profile", action="store_true", help="Profile PyTorch decoding instead of timing")
-    parser.add_argument("--profile-arch", default="unified_transformer")
+    parser.add_argument("--profile-arch", default="unified_transformer", choices=list(hf_unified_mt.ARCHITECTURES))
     parser.add_argument("--profile-setting", choices=["greedy", "beam"], default="greedy")
     parser.add_argument("--profile-calls", type=int, default=5, help="Profiled generate() calls per model")
     parser.add_argument("--workdir", type=Path, help="Keep the saved and converted MarianMT models here")
