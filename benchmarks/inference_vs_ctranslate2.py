@@ -20,6 +20,7 @@ speed cancel.
     python benchmarks/inference_vs_ctranslate2.py            # table on stdout, JSON to benchmarks/results/
     python benchmarks/inference_vs_ctranslate2.py --quick    # tiny models, 1 round: checks that everything runs
     python benchmarks/inference_vs_ctranslate2.py --profile  # where the time of PyTorch decoding goes (no table)
+    python benchmarks/inference_vs_ctranslate2.py --compile  # adds the decoding step under torch.compile
 
 Needs the `bench` extra (`pip install -e ".[train,bench]"`): CTranslate2. The models have random weights (no
 download); speed does not depend on the values of the weights. The converted MarianMT starts decoding from a zero
@@ -28,6 +29,7 @@ work. A JSON written while the machine's load average exceeded half a core says 
 """
 
 import argparse
+import copy
 import cProfile
 import json
 import os
@@ -79,6 +81,12 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
         "--quick", action="store_true", help=f"Tiny everything, one round; overrides these options: {QUICK}"
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="Add a `pytorch-fp32-compiled` backend: the decoding step under torch.compile (Inductor, dynamic "
+        "shapes); compiling takes minutes per model on 2 cores",
     )
     parser.add_argument("--profile", action="store_true", help="Profile PyTorch decoding instead of timing")
     parser.add_argument("--profile-arch", default="unified_transformer", choices=list(hf_unified_mt.ARCHITECTURES))
@@ -166,6 +174,24 @@ def torch_backend(model: torch.nn.Module, new_tokens: int) -> GenerateFn:
         )
 
     return generate
+
+
+def compiled_backend(model: torch.nn.Module, new_tokens: int) -> GenerateFn:
+    """`generate()` of a copy of `model` whose forward (one decoding step; `generate()` runs the encoder apart) is
+    compiled with `torch.compile` (Inductor, dynamic shapes, so that the growing cache and the beams do not recompile
+    every step). The copy fuses its projections once beforehand, which `generate()` would otherwise do and undo at
+    every call, changing what the compiled graphs depend on. Compiles on its first call.
+
+    The models share their forward's code, on which TorchDynamo counts recompilations: the graphs of the models
+    measured before (done with) are dropped, and the limit is raised above the few graphs one model needs (the first
+    step, the second, the dynamic rest; the cross-attention cache's state), so that no model falls back to eager."""
+    torch._dynamo.reset()
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
+    clone = copy.deepcopy(model).eval()
+    if hasattr(clone, "fuse_projections"):
+        clone.fuse_projections()
+    clone.forward = torch.compile(clone.forward, dynamic=True)
+    return torch_backend(clone, new_tokens)
 
 
 class _VocabularyOnly:
@@ -284,6 +310,7 @@ def measure_subject(subject: dict, args, workdir: Path) -> dict:
     converted = convert_to_ctranslate2(marian, workdir / subject["name"].replace(" ", "_").strip("()"))
     backends = {
         "pytorch-fp32": torch_backend(model, args.new_tokens),
+        **({"pytorch-fp32-compiled": compiled_backend(model, args.new_tokens)} if args.compile else {}),
         "pytorch-int8": torch_backend(quantize_int8(model), args.new_tokens),
         **onnx_backends(model, workdir / "onnx" / subject["arch"], args.threads, args.new_tokens),
         "marian/pytorch-fp32": torch_backend(marian, args.new_tokens),
@@ -299,13 +326,22 @@ def measure_subject(subject: dict, args, workdir: Path) -> dict:
         marian_parameters=count_parameters(marian),
         marian_ffn_dim=marian.config.encoder_ffn_dim,
         settings={},
+        compiled_equals_eager={},
     )
     for setting, spec in settings_of(args).items():
         input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
-        calls = {}
+        calls, outputs = {}, {}
         for name, generate in backends.items():
-            check_lengths(name, generate(input_ids, attention_mask, spec["beams"]), spec["batch"], args.new_tokens)
+            outputs[name] = generate(input_ids, attention_mask, spec["beams"])
+            check_lengths(name, outputs[name], spec["batch"], args.new_tokens)
             calls[name] = partial(generate, input_ids, attention_mask, spec["beams"])
+        if "pytorch-fp32-compiled" in outputs:
+            same = torch.equal(outputs["pytorch-fp32-compiled"], outputs["pytorch-fp32"])
+            row["compiled_equals_eager"][setting] = same
+            if not same:
+                print(
+                    f"note: {subject['name']}, {setting}: compiled decoding gives other ids than eager", file=sys.stderr
+                )
         times = interleaved_times(calls, args.repeats)
         tokens = spec["batch"] * args.new_tokens
         row["settings"][setting] = {
