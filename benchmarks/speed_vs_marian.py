@@ -69,9 +69,10 @@ def switch_off_dropout(config) -> None:
             spec["dropout"] = 0.0
 
 
-def build_pair(arch: str, args):
-    """The architecture's model and a MarianMT of the same width, depth and parameter count (FFN width solved)."""
-    config = hf_unified_mt.get_config(arch, args.preset, vocab_size=args.vocab_size)
+def build_pair(arch: str, args, overrides: dict | None = None):
+    """The architecture's model and a MarianMT of the same width, depth and parameter count (FFN width solved);
+    `overrides` are config fields set on top of the preset (e.g. the main job's narrower shape)."""
+    config = hf_unified_mt.get_config(arch, args.preset, vocab_size=args.vocab_size, **(overrides or {}))
     if not args.keep_dropout:
         switch_off_dropout(config)
     torch.manual_seed(0)

@@ -74,6 +74,12 @@ def accepts_past_key_values(forward: Callable) -> Callable:
     return forward_with_alias
 
 
+def dropout_if_training(states: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """`nn.functional.dropout(states, p, training)`, without dispatching an operator when not training (the ATen
+    call returns its input then; in incremental decoding the skipped calls are a tenth of a step's operator calls)."""
+    return nn.functional.dropout(states, p=p, training=True) if training else states
+
+
 def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
     """Shift label ids one position to the right, prepend `decoder_start_token_id`, and turn -100 into padding."""
     if pad_token_id is None:
@@ -173,7 +179,7 @@ def eager_attention_forward(
     if attention_mask is not None:
         attn_weights = attn_weights + attention_mask
     attn_weights = nn.functional.softmax(attn_weights, dim=-1)
-    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_weights = dropout_if_training(attn_weights, dropout, module.training)
     attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
     return attn_output, attn_weights
 
@@ -291,7 +297,7 @@ class MTFeedForward(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         hidden_states = self.activation_fn(self.fc1(hidden_states))
-        hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        hidden_states = dropout_if_training(hidden_states, self.activation_dropout, self.training)
         return self.fc2(hidden_states)
 
 
@@ -310,7 +316,7 @@ class ResidualSublayer(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         inputs = self.layer_norm(hidden_states) if self.pre_norm else hidden_states
-        output = hidden_states + nn.functional.dropout(sublayer(inputs), p=self.dropout, training=self.training)
+        output = hidden_states + dropout_if_training(sublayer(inputs), self.dropout, self.training)
         return output if self.pre_norm else self.layer_norm(output)
 
 
@@ -659,7 +665,7 @@ class MTEncoder(MTPreTrainedModel):
         dropout, the 4D attention mask for the attention interface, and the `[B, T]` boolean padding mask for the
         sublayers that are not attention (None without padding)."""
         hidden_states = self.embed(input_ids, inputs_embeds)
-        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = dropout_if_training(hidden_states, self.dropout, self.training)
         padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
         attention_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
@@ -749,7 +755,7 @@ class MTDecoder(MTPreTrainedModel):
         check_sequence_length(past_length + seq_length, self.config, "target sequence")
         position_ids = torch.arange(past_length, past_length + seq_length, device=inputs_embeds.device)
         hidden_states = inputs_embeds + self.embed_positions(position_ids, inputs_embeds.dtype)
-        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = dropout_if_training(hidden_states, self.dropout, self.training)
 
         # Padding mask for the recurrent sublayers: None when there is nothing to mask (decode steps, no padding).
         padding_mask = create_recurrent_attention_mask(self.config, inputs_embeds, attention_mask, self_attn_cache)

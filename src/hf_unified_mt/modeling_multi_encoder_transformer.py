@@ -40,6 +40,7 @@ from .modeling_mt_common import (
     MTForConditionalGeneration,
     MTModel,
     MTPreTrainedModel,
+    dropout_if_training,
     token_and_position_embeddings,
 )
 from .modeling_unified_transformer import UnifiedTransformerEncoderLayer, prime_layer_config
@@ -112,7 +113,7 @@ class StaticExpansion(nn.Module):
         keys = self.key_proj(hidden_states)
         # Eq. (1): length-transformation matrix Z = E_q K^T / sqrt(d), [B, N, L].
         scores = torch.matmul(queries, keys.transpose(1, 2)) * self.scaling
-        scores = nn.functional.dropout(scores, p=self.dropout, training=self.training)
+        scores = dropout_if_training(scores, self.dropout, self.training)
         # Padded columns get no weight: only real tokens are distributed over the expansion vectors.
         real_columns = padding_mask.unsqueeze(1).to(scores.dtype) if padding_mask is not None else 1.0
 
@@ -121,11 +122,11 @@ class StaticExpansion(nn.Module):
             weights = nn.functional.relu(sign * scores)
             # Eq. (2), forward step L -> N: C± = Ψ(ReLU(±Z)) (X W_a|b) + E_b.
             expanded = torch.matmul(self.normalize(weights * real_columns), value_proj(hidden_states))
-            expanded = nn.functional.dropout(expanded + self.bias_vectors, p=self.dropout, training=self.training)
+            expanded = dropout_if_training(expanded + self.bias_vectors, self.dropout, self.training)
             # Eq. (3), backward step N -> L with the same Z: Y± = Ψ(ReLU(±Z)^T) C± (normalised over the vectors).
             restored = torch.matmul(self.normalize_per_group(weights.transpose(1, 2)), expanded)
             restored = restored / len(self.group_sizes)
-            directions.append(nn.functional.dropout(restored, p=self.dropout, training=self.training))
+            directions.append(dropout_if_training(restored, self.dropout, self.training))
         # Eq. (4): sigmoid selector between the positive and the negative expansion.
         selector = torch.sigmoid(self.selector_proj(hidden_states))
         return selector * directions[0] + (1.0 - selector) * directions[1]
@@ -149,7 +150,7 @@ class StaticExpansionLayer(GradientCheckpointingLayer):
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         update = self.expansion(self.layer_norm(hidden_states), padding_mask)
-        return hidden_states + nn.functional.dropout(update, p=self.dropout, training=self.training)
+        return hidden_states + dropout_if_training(update, self.dropout, self.training)
 
 
 # ================================================================================================ LSTM
@@ -237,7 +238,7 @@ class ConvS2SLayer(GradientCheckpointingLayer):
     ) -> torch.Tensor:
         residual = hidden_states
         hidden_states = mask_padding(hidden_states, padding_mask)
-        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = dropout_if_training(hidden_states, self.dropout, self.training)
         hidden_states = self.conv(hidden_states.transpose(1, 2))
         hidden_states = nn.functional.glu(hidden_states, dim=1).transpose(1, 2)  # GLU(A, B) = A ⊙ σ(B)
         return (hidden_states + residual) * math.sqrt(0.5)
@@ -293,7 +294,7 @@ class FNetLayer(GradientCheckpointingLayer):
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         hidden_states = self.mixing_layer_norm(hidden_states + self.mixing(hidden_states, padding_mask))
-        update = nn.functional.dropout(self.ffn(hidden_states), p=self.dropout, training=self.training)
+        update = dropout_if_training(self.ffn(hidden_states), self.dropout, self.training)
         return self.output_layer_norm(hidden_states + update)
 
 

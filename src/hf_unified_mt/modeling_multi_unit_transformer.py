@@ -43,6 +43,7 @@ from .modeling_mt_common import (
     MTModel,
     MTPreTrainedModel,
     cache_layer_for,
+    dropout_if_training,
     init_matrix_,
     loss_denominator,
     matrix_role,
@@ -104,7 +105,7 @@ def relative_attention(
     if attention_mask is not None:
         scores = scores + attention_mask
     weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = nn.functional.dropout(weights, p=dropout, training=training)
+    weights = dropout_if_training(weights, dropout, training)
     bucketed_weights = weights.new_zeros(*weights.shape[:-1], position_table.shape[-2]).scatter_add(-1, index, weights)
     output = torch.matmul(weights, value) + torch.matmul(bucketed_weights, position_table)
     return output, weights
@@ -259,7 +260,7 @@ class MultiUnitFeedForward(nn.Module):
         normed = nn.functional.layer_norm(states, states.shape[-1:])
         normed = normed * self.layer_norm_weight[units, None, None] + self.layer_norm_bias[units, None, None]
         hidden = self.activation_fn(unit_linear(normed, self.fc1_weight[units], self.fc1_bias[units]))
-        hidden = nn.functional.dropout(hidden, p=self.activation_dropout, training=self.training)
+        hidden = dropout_if_training(hidden, self.activation_dropout, self.training)
         return unit_linear(hidden, self.fc2_weight[units], self.fc2_bias[units])
 
 
@@ -573,9 +574,9 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
             if self.bias_module is not None:
                 unit_inputs = self.bias_module(unit_inputs, padding_mask)  # Eq. (11)
             attention = self.self_attn(unit_inputs, attention_mask)[0]
-            states = hidden_states + nn.functional.dropout(attention, p=self.dropout, training=self.training)  # Eq. 8
+            states = hidden_states + dropout_if_training(attention, self.dropout, self.training)  # Eq. (8)
             ffn = self.ffn(states)
-            unit_outputs = states + nn.functional.dropout(ffn, p=self.dropout, training=self.training)  # Eq. (9)
+            unit_outputs = states + dropout_if_training(ffn, self.dropout, self.training)  # Eq. (9)
         weights = self.combination_weights().to(unit_outputs.dtype)
         return torch.einsum("u,ubtd->btd", weights, unit_outputs)
 

@@ -33,6 +33,7 @@ from .modeling_mt_common import (
     MTModel,
     MTPreTrainedModel,
     cache_layer_for,
+    dropout_if_training,
 )
 
 
@@ -91,12 +92,12 @@ class PrimeDynamicConvolution(nn.Module):
     def kernels(self, inputs: torch.Tensor) -> torch.Tensor:
         """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7)."""
         batch, length, _ = inputs.shape
-        gate = torch.softmax(self.kernel_gate, dim=0)
+        gates = torch.softmax(self.kernel_gate, dim=0).unbind()  # one operator call, not one index per cell
         taps = None
-        for i, (size, generator) in enumerate(zip(self.kernel_sizes, self.kernel_generators)):
+        for gate, size, generator in zip(gates, self.kernel_sizes, self.kernel_generators):
             weights = torch.softmax(generator(inputs).view(batch, length, self.num_heads, size), dim=-1)
-            weights = nn.functional.dropout(weights, p=self.weight_dropout, training=self.training)  # DropConnect
-            weights = gate[i] * weights
+            weights = dropout_if_training(weights, self.weight_dropout, self.training)  # DropConnect
+            weights = gate * weights
             if size < self.max_kernel_size:  # a narrower cell's taps sit at the centre (causal: the most recent)
                 start = self.max_kernel_size - size if self.is_causal else (self.max_kernel_size - size) // 2
                 weights = nn.functional.pad(weights, (start, self.max_kernel_size - size - start))
@@ -196,7 +197,7 @@ class PrimeSelfAttention(MTAttention):
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor | None]:
         if projections is None:
-            inputs = nn.functional.dropout(hidden_states, p=self.input_dropout, training=self.training)
+            inputs = dropout_if_training(hidden_states, self.input_dropout, self.training)
             projections = tuple(projection(inputs) for projection in self.input_projections)
         query, key, value = projections[:3]
         # Deviation: pads are zeroed before the convolution (as in the LightConv block of Wu et al. 2019), so that a
@@ -327,7 +328,7 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
             **kwargs,
         )
         ffn_hidden = self.activation_fn(ffn_input)  # Eq. (3)
-        ffn_hidden = nn.functional.dropout(ffn_hidden, p=self.activation_dropout, training=self.training)
+        ffn_hidden = dropout_if_training(ffn_hidden, self.activation_dropout, self.training)
 
         cross = None
         if self.is_decoder:
@@ -346,10 +347,10 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
             update = nn.functional.linear(torch.cat(branches, dim=-1), w_out, b_out)
         else:
             mixed = torch.cat(mixed, dim=-1) if len(mixed) > 1 else mixed[0]
-            update = nn.functional.dropout(self.self_attn.out_proj(mixed), p=self.dropout, training=self.training)
-            update = update + nn.functional.dropout(self.fc2(ffn_hidden), p=self.dropout, training=self.training)
+            update = dropout_if_training(self.self_attn.out_proj(mixed), self.dropout, self.training)
+            update = update + dropout_if_training(self.fc2(ffn_hidden), self.dropout, self.training)
             if cross is not None:
-                update = update + nn.functional.dropout(cross, p=self.dropout, training=self.training)
+                update = update + dropout_if_training(cross, self.dropout, self.training)
         return self.layer_norm(hidden_states + update), weights  # Eq. (1)/(4): one post-LayerNorm per layer
 
 

@@ -1,0 +1,708 @@
+#!/usr/bin/env python
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""CPU inference speed of every architecture against CTranslate2 running a MarianMT of the same size, measured side by
+side in one run.
+
+For the main job's model (`training/configs/cpu_default.yaml`) and every architecture's `small` preset (`--preset`),
+a `MarianMTModel` of the same width, depth and parameter count (`marian_config_matching`, as in
+`speed_vs_marian.py`) is saved and converted to CTranslate2 float32 and int8. Then, on one fixed batch of
+`--source-length`-token sources, every backend decodes exactly `--new-tokens` tokens (min = max) at
+* batch 1, greedy, and
+* batch `--batch-size`, beam `--beams`,
+and the median of `--repeats` interleaved rounds gives tokens/s (generated target tokens per source sentence, not per
+beam). The backends: our model in PyTorch float32 (`generate()`), PyTorch int8 (`quantize_int8`) and, where the ONNX
+backend is installed, ONNX Runtime float32 and int8 (`onnx_backends`); the MarianMT in PyTorch float32 and in
+CTranslate2 float32 and int8. Every backend runs with `--threads` threads (`torch.set_num_threads`, CTranslate2
+`intra_threads`, `inter_threads=1`). The ratio column is the median over rounds of CTranslate2 int8's time over the
+backend's (> 1 = faster than CTranslate2 int8 on the same size of model), so that slow changes of a shared machine's
+speed cancel.
+
+    python benchmarks/inference_vs_ctranslate2.py            # table on stdout, JSON to benchmarks/results/
+    python benchmarks/inference_vs_ctranslate2.py --quick    # tiny models, 1 round: checks that everything runs
+    python benchmarks/inference_vs_ctranslate2.py --profile  # where the time of PyTorch decoding goes (no table)
+    python benchmarks/inference_vs_ctranslate2.py --compile  # adds the decoding step under torch.compile
+
+Needs the `bench` extra (`pip install -e ".[train,bench]"`): CTranslate2. The models have random weights (no
+download); speed does not depend on the values of the weights. The converted MarianMT starts decoding from a zero
+embedding (CTranslate2's Marian convention) and drops the last vocabulary entry, which changes its outputs, not its
+work. A JSON written while the machine's load average exceeded half a core says so (`machine_busy`).
+"""
+
+import argparse
+import copy
+import cProfile
+import json
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import speed_vs_marian as bench
+import torch
+import yaml
+from bench_timing import interleaved_times
+from transformers import MarianMTModel
+from transformers.utils import logging as transformers_logging
+
+import hf_unified_mt
+from hf_unified_mt.training.baselines import count_parameters
+from hf_unified_mt.training.inference import quantize_int8
+
+
+ROOT = Path(__file__).resolve().parent.parent
+MAIN_JOB_CONFIG = ROOT / "training" / "configs" / "cpu_default.yaml"
+REFERENCE = "marian/ct2-int8"  # the backend every ratio is taken against
+# `--quick`: tiny models and short sequences, one round; for the test that the script runs end to end.
+QUICK = dict(
+    preset="tiny", vocab_size=300, source_length=8, new_tokens=4, batch_size=4, beams=2, repeats=1, main_job_d_model=32
+)
+
+GenerateFn = Callable[[torch.Tensor, torch.Tensor, int], object]  # (input_ids, attention_mask, num_beams) -> outputs
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--archs", nargs="+", default=list(hf_unified_mt.ARCHITECTURES))
+    parser.add_argument("--preset", default="small")
+    parser.add_argument("--no-main-job", action="store_true", help="Leave out the main job's model")
+    parser.add_argument("--vocab-size", type=int, default=4000, help="Vocabulary of the `--preset` models")
+    parser.add_argument("--source-length", type=int, default=30)
+    parser.add_argument("--new-tokens", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=16, help="Batch of the beam-search setting")
+    parser.add_argument("--beams", type=int, default=4, help="Beams of the beam-search setting")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--quick", action="store_true", help=f"Tiny everything, one round; overrides these options: {QUICK}"
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="Add a `pytorch-fp32-compiled` backend: the decoding step under torch.compile (Inductor, dynamic "
+        "shapes); compiling takes minutes per model on 2 cores",
+    )
+    parser.add_argument("--profile", action="store_true", help="Profile PyTorch decoding instead of timing")
+    parser.add_argument("--profile-arch", default="unified_transformer", choices=list(hf_unified_mt.ARCHITECTURES))
+    parser.add_argument("--profile-setting", choices=["greedy", "beam"], default="greedy")
+    parser.add_argument("--profile-calls", type=int, default=5, help="Profiled generate() calls per model")
+    parser.add_argument("--workdir", type=Path, help="Keep the saved and converted MarianMT models here")
+    parser.add_argument(
+        "--output", type=Path, default=ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2.json"
+    )
+    args = parser.parse_args(argv)
+    args.main_job_d_model = None
+    if args.quick:
+        for name, value in QUICK.items():
+            setattr(args, name, value)
+    for name in ("source_length", "new_tokens", "batch_size", "beams", "repeats", "threads", "profile_calls"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    unknown = sorted(set(args.archs) - set(hf_unified_mt.ARCHITECTURES))
+    if unknown:
+        parser.error(f"unknown architecture(s) {unknown}; known: {list(hf_unified_mt.ARCHITECTURES)}")
+    # What `speed_vs_marian.build_pair` reads besides the preset and vocabulary.
+    args.keep_dropout, args.device = False, "cpu"
+    return args
+
+
+# ---------------------------------------------------------------------------------------------------- models
+
+
+def main_job_model(args) -> tuple[str, str, str, dict, int]:
+    """(name, architecture, preset, config overrides, vocabulary size) of the README's main job, read from its
+    training config. In `--quick` mode its width and FFNs shrink to `QUICK["main_job_d_model"]` (depth and heads
+    kept)."""
+    settings = yaml.safe_load(MAIN_JOB_CONFIG.read_text())
+    overrides = settings.get("config_overrides") or {}
+    overrides = json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
+    vocab_size = settings["tokenizer_vocab_size"]
+    if args.main_job_d_model:
+        width = args.main_job_d_model
+        overrides.update(d_model=width, encoder_ffn_dim=2 * width, decoder_ffn_dim=2 * width)
+        vocab_size = args.vocab_size
+    return f"main job ({settings['arch']})", settings["arch"], settings["preset"], overrides, vocab_size
+
+
+def subjects(args) -> list[dict]:
+    """The models to measure: the main job's (unless `--no-main-job`), then `--preset` of each of `--archs`."""
+    found = []
+    if not args.no_main_job:
+        name, arch, preset, overrides, vocab_size = main_job_model(args)
+        found.append(dict(name=name, arch=arch, preset=preset, overrides=overrides, vocab_size=vocab_size))
+    for arch in args.archs:
+        found.append(dict(name=f"{arch} ({args.preset})", arch=arch, preset=args.preset, overrides={}, vocab_size=None))
+    return found
+
+
+def build_models(subject: dict, args) -> tuple[torch.nn.Module, MarianMTModel]:
+    """The subject's model and the same-size MarianMT (`speed_vs_marian.build_pair`), both in eval mode."""
+    settings = argparse.Namespace(**{**vars(args), "preset": subject["preset"]})
+    settings.vocab_size = subject["vocab_size"] or args.vocab_size
+    pair = bench.build_pair(subject["arch"], settings, overrides=subject["overrides"])
+    return pair[subject["arch"]].eval(), pair["marian"].eval()
+
+
+def source_batch(args, size: int, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`size` random sources of `--source-length` tokens ending in `</s>`, no padding. The ids stay below the last
+    vocabulary entry, which the CTranslate2 conversion of a MarianMT drops."""
+    return bench.batch(args, size, vocab_size - 1)
+
+
+# ---------------------------------------------------------------------------------------------------- backends
+
+
+def torch_backend(model: torch.nn.Module, new_tokens: int) -> GenerateFn:
+    """`model.generate` decoding exactly `new_tokens` tokens, without gradients."""
+
+    @torch.inference_mode()
+    def generate(input_ids, attention_mask, num_beams):
+        return model.generate(
+            input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            num_beams=num_beams,
+            do_sample=False,
+            early_stopping=False,
+        )
+
+    return generate
+
+
+def compiled_backend(model: torch.nn.Module, new_tokens: int) -> GenerateFn:
+    """`generate()` of a copy of `model` whose forward (one decoding step; `generate()` runs the encoder apart) is
+    compiled with `torch.compile` (Inductor, dynamic shapes, so that the growing cache and the beams do not recompile
+    every step). The copy fuses its projections once beforehand, which `generate()` would otherwise do and undo at
+    every call, changing what the compiled graphs depend on. Compiles on its first call.
+
+    The models share their forward's code, on which TorchDynamo counts recompilations: the graphs of the models
+    measured before (done with) are dropped, and the limit is raised above the few graphs one model needs (the first
+    step, the second, the dynamic rest; the cross-attention cache's state), so that no model falls back to eager."""
+    torch._dynamo.reset()
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
+    clone = copy.deepcopy(model).eval()
+    if hasattr(clone, "fuse_projections"):
+        clone.fuse_projections()
+    clone.forward = torch.compile(clone.forward, dynamic=True)
+    return torch_backend(clone, new_tokens)
+
+
+class _VocabularyOnly:
+    """What the CTranslate2 converter reads from a Marian tokenizer: the vocabulary in id order and the special tokens.
+    The random-weight MarianMT has no tokenizer, and `AutoTokenizer` knows no tokenizer for a bare `MarianConfig`
+    (transformers 5 has no `MarianTokenizer` without sentencepiece files). Id 1 (the model's decoder start) is `<s>`,
+    2 is `</s>`, 3 is `<unk>`, the last is `<pad>` (dropped by the converter, as in the Marian models it targets)."""
+
+    def __init__(self, vocab_size: int):
+        names = {0: "<blank>", 1: "<s>", 2: "</s>", 3: "<unk>", vocab_size - 1: "<pad>"}
+        self.vocabulary = {names.get(i, f"t{i}"): i for i in range(vocab_size)}
+        self.bos_token, self.eos_token, self.unk_token = "<s>", "</s>", "<unk>"
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocabulary)
+
+
+def convert_to_ctranslate2(marian: MarianMTModel, directory: Path) -> dict[str, Path]:
+    """Saves `marian` and converts it with `ctranslate2.converters.TransformersConverter` to float32 and int8
+    (weights; CTranslate2 picks the matching compute type). Returns the converted directories by quantisation.
+
+    The converter loads the model's tokenizer only for its vocabulary; a converter subclass hands it
+    `_VocabularyOnly` instead (the least invasive way: the model itself goes through the converter's own loader)."""
+    from ctranslate2.converters import TransformersConverter
+
+    class RandomWeightsMarianConverter(TransformersConverter):
+        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
+            return _VocabularyOnly(marian.config.vocab_size)
+
+    saved = directory / "marian"
+    marian.save_pretrained(saved)
+    converted = {}
+    for quantization in ("float32", "int8"):
+        output = directory / f"ct2-{quantization}"
+        RandomWeightsMarianConverter(str(saved)).convert(str(output), quantization=quantization, force=True)
+        converted[quantization] = output
+    return converted
+
+
+def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_tokens: int) -> GenerateFn:
+    """A CTranslate2 `Translator` on the CPU decoding exactly `new_tokens` tokens; takes the same id tensors as the
+    PyTorch backends (converted to token strings once per batch, outside the timed call)."""
+    import ctranslate2
+
+    translator = ctranslate2.Translator(str(directory), device="cpu", intra_threads=threads, inter_threads=1)
+    names = {i: name for name, i in _VocabularyOnly(vocab_size).vocabulary.items()}
+    # Token strings by input tensor; the tensor is kept with them, so that its id() cannot be reused by another.
+    tokens_of: dict[int, tuple[torch.Tensor, list[list[str]]]] = {}
+
+    def generate(input_ids, attention_mask, num_beams):
+        if id(input_ids) not in tokens_of:
+            tokens_of[id(input_ids)] = (input_ids, [[names[int(i)] for i in row] for row in input_ids])
+        return translator.translate_batch(
+            tokens_of[id(input_ids)][1],
+            beam_size=num_beams,
+            num_hypotheses=1,
+            min_decoding_length=new_tokens,
+            max_decoding_length=new_tokens,
+        )
+
+    return generate
+
+
+def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tokens: int) -> dict[str, GenerateFn]:
+    """The ONNX Runtime backends of `model`, float32 and int8, or none, with a printed note, when the ONNX backend
+    (issue 33: `hf_unified_mt.training.onnx_export` / `onnx_runtime`) or ONNX Runtime is not installed, or when the
+    export refuses the model. The one place to adapt if that backend's API changes: `export_onnx(model, tokenizer,
+    directory)` writes the graphs, `ORTModelForSeq2SeqLM.from_pretrained(directory, int8=..., num_threads=...)` loads
+    them into a model whose `generate` takes the same arguments as the PyTorch model's."""
+    try:
+        from hf_unified_mt.training.onnx_export import export_onnx
+        from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM
+
+        export_onnx(model, directory, int8=True, verify=False)  # its tests compare the graphs with PyTorch
+        return {
+            label: torch_backend(
+                ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=threads), new_tokens
+            )
+            for label, int8 in (("onnx-fp32", False), ("onnx-int8", True))
+        }
+    except (ImportError, NotImplementedError, ValueError) as error:
+        print(f"note: ONNX Runtime backends skipped for {type(model).__name__} ({error})", file=sys.stderr)
+        return {}
+
+
+# ---------------------------------------------------------------------------------------------------- timing
+
+
+def settings_of(args) -> dict[str, dict]:
+    """The two decoding settings: batch 1 greedy, and batch `--batch-size` with `--beams` beams."""
+    return {
+        "greedy_b1": dict(batch=1, beams=1),
+        f"beam{args.beams}_b{args.batch_size}": dict(batch=args.batch_size, beams=args.beams),
+    }
+
+
+def check_lengths(name: str, output, batch: int, new_tokens: int) -> None:
+    """Every backend must decode exactly `new_tokens` tokens for every sentence, or tokens/s would compare unequal
+    work."""
+    if isinstance(output, torch.Tensor):
+        lengths = {output.shape[1] - 1}  # generate() returns the decoder start token too
+        rows = output.shape[0]
+    elif isinstance(output, list):  # CTranslate2 TranslationResults
+        lengths = {len(result.hypotheses[0]) for result in output}
+        rows = len(output)
+    else:
+        return
+    if lengths != {new_tokens} or rows != batch:
+        raise RuntimeError(f"{name} decoded {rows} sentences of {sorted(lengths)} tokens, not {batch} of {new_tokens}")
+
+
+def measure_subject(subject: dict, args, workdir: Path) -> dict:
+    """Tokens/s of every backend for one model and its same-size MarianMT, at both settings, in interleaved rounds."""
+    model, marian = build_models(subject, args)
+    vocab = marian.config.vocab_size
+    converted = convert_to_ctranslate2(marian, workdir / subject["name"].replace(" ", "_").strip("()"))
+    backends = {
+        "pytorch-fp32": torch_backend(model, args.new_tokens),
+        **({"pytorch-fp32-compiled": compiled_backend(model, args.new_tokens)} if args.compile else {}),
+        "pytorch-int8": torch_backend(quantize_int8(model), args.new_tokens),
+        **onnx_backends(model, workdir / "onnx" / subject["arch"], args.threads, args.new_tokens),
+        "marian/pytorch-fp32": torch_backend(marian, args.new_tokens),
+        "marian/ct2-fp32": ctranslate2_backend(converted["float32"], vocab, args.threads, args.new_tokens),
+        REFERENCE: ctranslate2_backend(converted["int8"], vocab, args.threads, args.new_tokens),
+    }
+    row = dict(
+        name=subject["name"],
+        arch=subject["arch"],
+        preset=subject["preset"],
+        config_overrides=subject["overrides"],
+        parameters=count_parameters(model),
+        marian_parameters=count_parameters(marian),
+        marian_ffn_dim=marian.config.encoder_ffn_dim,
+        settings={},
+        compiled_equals_eager={},
+    )
+    for setting, spec in settings_of(args).items():
+        input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
+        calls, outputs = {}, {}
+        for name, generate in backends.items():
+            outputs[name] = generate(input_ids, attention_mask, spec["beams"])
+            check_lengths(name, outputs[name], spec["batch"], args.new_tokens)
+            calls[name] = partial(generate, input_ids, attention_mask, spec["beams"])
+        if "pytorch-fp32-compiled" in outputs:
+            same = torch.equal(outputs["pytorch-fp32-compiled"], outputs["pytorch-fp32"])
+            row["compiled_equals_eager"][setting] = same
+            if not same:
+                print(
+                    f"note: {subject['name']}, {setting}: compiled decoding gives other ids than eager", file=sys.stderr
+                )
+        times = interleaved_times(calls, args.repeats)
+        tokens = spec["batch"] * args.new_tokens
+        row["settings"][setting] = {
+            name: dict(
+                seconds=statistics.median(seconds),
+                tokens_per_second=tokens / statistics.median(seconds),
+                vs_ct2_int8=statistics.median(r / s for r, s in zip(times[REFERENCE], seconds)),
+                rounds=seconds,
+            )
+            for name, seconds in times.items()
+        }
+        print(f"  {subject['name']}, {setting}: done", file=sys.stderr)
+    return row
+
+
+def format_table(rows: list[dict], args) -> str:
+    """Markdown: one row per model and backend, tokens/s and the ratio to CTranslate2 int8 for each setting."""
+    names = list(settings_of(args))
+    header = "| model | backend | params |"
+    rule = "|---|---|---:|"
+    for setting in names:
+        header += f" {setting} tok/s | × ct2-int8 |"
+        rule += "---:|---:|"
+    lines = [header, rule]
+    for row in rows:
+        for backend in row["settings"][names[0]]:
+            params = row["marian_parameters"] if backend.startswith("marian/") else row["parameters"]
+            line = f"| {row['name']} | {backend} | {params / 1e6:.2f}M |"
+            for setting in names:
+                result = row["settings"][setting][backend]
+                line += f" {result['tokens_per_second']:,.0f} | {result['vs_ct2_int8']:.2f} |"
+            lines.append(line)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------- machine
+
+
+def machine_description(args) -> dict:
+    """CPU model, cores, threads, load and the versions and commit the numbers belong to."""
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if "model name" in line
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
+    versions = dict(python=platform.python_version(), torch=torch.__version__, hf_unified_mt=hf_unified_mt.__version__)
+    for package in ("transformers", "ctranslate2", "onnxruntime"):
+        try:
+            versions[package] = __import__(package).__version__
+        except ImportError:
+            versions[package] = None
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=40"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    return dict(
+        cpu=cpu,
+        logical_cpus=os.cpu_count(),
+        usable_cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        torch_threads=torch.get_num_threads(),
+        ctranslate2_threads=dict(intra_threads=args.threads, inter_threads=1),
+        platform=platform.platform(),
+        versions=versions,
+        commit=commit,
+    )
+
+
+def busy(load: float) -> bool:
+    """A machine whose 1-minute load average exceeds half a core was doing other work while we measured."""
+    return load > 0.5
+
+
+# ---------------------------------------------------------------------------------------------------- profile
+
+
+def timed_forwards(module: torch.nn.Module, unless_inside: dict | None = None) -> dict:
+    """Hooks that add the seconds spent inside `module`'s forward to the returned dict ("seconds", "calls"), leaving
+    out the calls made while the forward timed by `unless_inside` (another such dict) runs."""
+    total = dict(seconds=0.0, calls=0, started=[])
+
+    def start(*_):
+        total["started"].append(None if unless_inside and unless_inside["started"] else time.perf_counter())
+
+    def stop(*_):
+        started = total["started"].pop()
+        if started is not None:
+            total["seconds"] += time.perf_counter() - started
+            total["calls"] += 1
+
+    module.register_forward_pre_hook(start)
+    module.register_forward_hook(stop)
+    return total
+
+
+def is_operator(event) -> bool:
+    """A dispatched operator call (`aten::linear`, `quantized::linear_dynamic`, ...), not a profiler annotation."""
+    return "::" in event.name
+
+
+def top_level_operators(events) -> list:
+    """The operator calls made by Python code (not inside another operator): the kernel calls a step dispatches."""
+
+    def nested(event) -> bool:
+        parent = event.cpu_parent
+        while parent is not None:
+            if is_operator(parent):
+                return True
+            parent = parent.cpu_parent
+        return False
+
+    return [event for event in events if is_operator(event) and not nested(event)]
+
+
+# Python code of the decoding path, grouped by where it lives (files matched by path suffix).
+PYTHON_REGIONS = {
+    "cache layers (cache_mt.py, transformers cache_utils.py)": ("cache_mt.py", "cache_utils.py"),
+    "masks (transformers masking_utils.py)": ("masking_utils.py",),
+    "generate() loop, logits processors, stopping criteria": (
+        "generation/utils.py",
+        "logits_process.py",
+        "stopping_criteria.py",
+        "beam_search.py",
+    ),
+    "our model code (hf_unified_mt/*.py)": ("hf_unified_mt/modeling_",),
+    "transformers config attribute reads (configuration_utils.py)": ("configuration_utils.py",),
+    "inspect.signature, called by transformers per step": ("inspect.py",),
+    "transformers output/kwargs plumbing": (
+        "dataclasses.py",
+        "copy.py",
+        "utils/generic.py",
+        "output_capturing.py",
+        "modeling_utils.py",
+        "modeling_outputs.py",
+        "integrations/sdpa_attention.py",
+    ),
+    "torch.nn.Module call machinery": ("torch/nn/modules/module.py",),
+}
+
+
+def python_self_time_by_region(stats: pstats.Stats) -> dict[str, float]:
+    """Seconds of Python self time (`tottime`: the function's own lines, not its callees) per region of
+    `PYTHON_REGIONS`, plus the built-in calls (`{built-in method ...}`: torch operators called from Python)."""
+    regions = dict.fromkeys([*PYTHON_REGIONS, "torch operators and other built-ins", "other Python"], 0.0)
+    for (filename, _, _), (_, _, self_time, _, _) in stats.stats.items():
+        region = next((name for name, suffixes in PYTHON_REGIONS.items() if any(s in filename for s in suffixes)), None)
+        if region is None:
+            region = "torch operators and other built-ins" if filename == "~" else "other Python"
+        regions[region] += self_time
+    return regions
+
+
+def stored_bytes(module: torch.nn.Module) -> int:
+    """Bytes of a module's weights as stored: float32 parameters, or a quantised linear's int8 matrix (its packed
+    parameters in the state dict, which `parameters()` does not list)."""
+    total = 0
+    for value in module.state_dict().values():
+        for tensor in value if isinstance(value, tuple) else (value,):
+            if isinstance(tensor, torch.Tensor):
+                total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def memory_traffic(model: torch.nn.Module, batch: int, beams: int, source_length: int, new_tokens: int) -> dict:
+    """Bytes one decoding step reads at least: the decoder's parameters and the output projection (each read once
+    per step, whatever the batch), and the cached cross- and self-attention keys/values of every row (self-attention
+    at the mean target length). A lower bound: activations and the models' recurrent states come on top."""
+    decoder = model.get_decoder()
+    parameter_bytes = stored_bytes(decoder) - stored_bytes(decoder.embed_tokens) + stored_bytes(model.lm_head)
+    rows, width = batch * beams, model.config.d_model
+    layers = model.config.decoder_layers
+    kv_bytes = 2 * layers * rows * width * 4 * (source_length + (new_tokens + 1) / 2)
+    return dict(parameter_bytes=parameter_bytes, kv_cache_bytes=kv_bytes, total_bytes=parameter_bytes + kv_bytes)
+
+
+def profile_decoding(model: torch.nn.Module, name: str, args) -> dict:
+    """Where one model's `generate()` time goes at the profile setting: model forward vs generate()'s own Python,
+    Python self time by region (cProfile), ATen calls per generated token and their share of the time
+    (`torch.profiler`), and the bytes a step reads at least against the time it takes."""
+    spec = dict(batch=1, beams=1) if args.profile_setting == "greedy" else dict(batch=args.batch_size, beams=args.beams)
+    input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
+    generate = torch_backend(model, args.new_tokens)
+    forward_time = timed_forwards(model)  # generate()'s decoding steps
+    encoder_time = timed_forwards(model.get_encoder(), unless_inside=forward_time)  # generate() runs it on its own
+    for _ in range(2):
+        generate(input_ids, attention_mask, spec["beams"])
+    encoder_time.update(seconds=0.0, calls=0)
+    forward_time.update(seconds=0.0, calls=0)
+    start = time.perf_counter()
+    for _ in range(args.profile_calls):
+        generate(input_ids, attention_mask, spec["beams"])
+    wall = (time.perf_counter() - start) / args.profile_calls
+    encoder = encoder_time["seconds"] / args.profile_calls
+    steps = forward_time["seconds"] / args.profile_calls
+    step_calls = forward_time["calls"] / args.profile_calls
+    tokens = args.new_tokens  # per sentence; a step decodes one token for every row
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(args.profile_calls):
+        generate(input_ids, attention_mask, spec["beams"])
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    profiled_wall = stats.total_tt / args.profile_calls
+    regions = {region: seconds / args.profile_calls for region, seconds in python_self_time_by_region(stats).items()}
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as profile:
+        for _ in range(args.profile_calls):
+            generate(input_ids, attention_mask, spec["beams"])
+    events = profile.events()
+    top = top_level_operators(events)
+    op_seconds = sum(event.cpu_time_total for event in top) / 1e6 / args.profile_calls
+    allocated = sum(max(event.cpu_memory_usage, 0) for event in top) / args.profile_calls
+    counts: dict[str, int] = {}
+    op_time: dict[str, float] = {}
+    for event in top:
+        counts[event.name] = counts.get(event.name, 0) + 1
+        op_time[event.name] = op_time.get(event.name, 0.0) + event.cpu_time_total / 1e6 / args.profile_calls
+    traffic = memory_traffic(model, spec["batch"], spec["beams"], args.source_length, args.new_tokens)
+    step_seconds = steps / max(step_calls, 1)
+    return dict(
+        model=name,
+        setting=args.profile_setting,
+        batch=spec["batch"],
+        beams=spec["beams"],
+        seconds_per_generate=wall,
+        tokens_per_second=spec["batch"] * tokens / wall,
+        share_encoder=encoder / wall,
+        share_decoder_forwards=steps / wall,
+        share_generate_outside_forward=(wall - steps - encoder) / wall,
+        decoder_forward_calls=step_calls,
+        cprofile_seconds_per_generate=profiled_wall,
+        python_self_seconds_by_region=regions,
+        operator_calls_per_generate=len(top) / args.profile_calls,
+        operator_calls_per_token=len(top) / args.profile_calls / tokens,
+        operator_share_of_wall=op_seconds / wall,
+        top_operator_calls_per_token={
+            name: count / args.profile_calls / tokens
+            for name, count in sorted(counts.items(), key=lambda item: -item[1])[:12]
+        },
+        top_operator_share_of_operator_time={
+            name: seconds / op_seconds for name, seconds in sorted(op_time.items(), key=lambda item: -item[1])[:8]
+        },
+        allocated_bytes_per_token=allocated / tokens,
+        min_bytes_read_per_step=traffic,
+        min_read_bandwidth_gb_per_s=traffic["total_bytes"] / step_seconds / 1e9,
+    )
+
+
+def format_profile(result: dict) -> str:
+    """A readable breakdown of one `profile_decoding` result."""
+    lines = [
+        f"== {result['model']}: {result['setting']} at batch {result['batch']}, beam {result['beams']}: "
+        f"{result['seconds_per_generate'] * 1e3:.1f} ms per generate(), {result['tokens_per_second']:.0f} tokens/s",
+        f"  encoder forward           {result['share_encoder']:6.1%}",
+        f"  decoder step forwards     {result['share_decoder_forwards']:6.1%}  "
+        f"({result['decoder_forward_calls']:.0f} calls)",
+        f"  generate() outside model  {result['share_generate_outside_forward']:6.1%}",
+        f"  operators (top-level) take {result['operator_share_of_wall']:6.1%} of the wall time under torch.profiler; "
+        f"{result['operator_calls_per_token']:.0f} calls per generated token",
+        "  Python self time per generate() by region (cProfile, "
+        f"{result['cprofile_seconds_per_generate'] * 1e3:.1f} ms per call under cProfile):",
+    ]
+    total = sum(result["python_self_seconds_by_region"].values())
+    for region, seconds in sorted(result["python_self_seconds_by_region"].items(), key=lambda item: -item[1]):
+        lines.append(f"    {region:<58} {seconds * 1e3:7.2f} ms  {seconds / total:6.1%}")
+    lines.append("  most frequent operator calls per generated token:")
+    for op, count in result["top_operator_calls_per_token"].items():
+        lines.append(f"    {op:<40} {count:6.1f}")
+    lines.append("  operators taking the most time (share of the top-level operators' time, children included):")
+    for op, share in result["top_operator_share_of_operator_time"].items():
+        lines.append(f"    {op:<40} {share:6.1%}")
+    traffic = result["min_bytes_read_per_step"]
+    lines.append(
+        f"  bytes read per step at least: {traffic['parameter_bytes'] / 1e6:.1f} MB parameters + "
+        f"{traffic['kv_cache_bytes'] / 1e6:.2f} MB cached keys/values -> "
+        f"{result['min_read_bandwidth_gb_per_s']:.2f} GB/s at the measured step time; "
+        f"{result['allocated_bytes_per_token'] / 1e6:.2f} MB allocated per token"
+    )
+    return "\n".join(lines)
+
+
+def run_profile(args) -> list[dict]:
+    """`--profile`: the breakdown for `--profile-arch` (its `--preset`) in PyTorch float32 and int8, and for its
+    same-size MarianMT, in one run (relative shares stay meaningful on a busy machine; absolute times do not)."""
+    subject = dict(
+        name=f"{args.profile_arch} ({args.preset})",
+        arch=args.profile_arch,
+        preset=args.preset,
+        overrides={},
+        vocab_size=None,
+    )
+    model, marian = build_models(subject, args)
+    results = []
+    for name, candidate in (
+        (subject["name"], model),
+        (f"{subject['name']} int8", quantize_int8(model)),
+        ("MarianMT, same size", marian),
+    ):
+        result = profile_decoding(candidate, name, args)
+        print(format_profile(result), flush=True)
+        results.append(result)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------------- main
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    transformers_logging.disable_progress_bar()  # saving and reloading the MarianMT for the converter
+    load_before = os.getloadavg()[0]
+    if args.profile:
+        results = run_profile(args)
+        rows, table = [], None
+    else:
+        with tempfile.TemporaryDirectory() as scratch:
+            workdir = args.workdir or Path(scratch)
+            rows = []
+            for subject in subjects(args):
+                rows.append(measure_subject(subject, args, workdir))
+        table = format_table(rows, args)
+        print(table)
+        print(
+            f"(tokens/s: generated tokens per source sentence; × ct2-int8: {REFERENCE}'s time over the backend's, "
+            "median over rounds, > 1 = faster)"
+        )
+        results = None
+    load_after = os.getloadavg()[0]
+    machine = machine_description(args)
+    machine.update(load_average_before=load_before, load_average_after=load_after)
+    machine_busy = busy(load_before) or busy(load_after - args.threads)  # during the run, our own threads add load
+    if machine_busy:
+        print(
+            f"note: the machine was busy (load average {load_before:.2f} before, {load_after:.2f} after): "
+            "absolute numbers are not valid results",
+            file=sys.stderr,
+        )
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    output = args.output
+    if args.profile and output == parse_args([]).output:
+        output = output.with_name(output.stem + "_profile.json")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    document = dict(settings=settings, machine=machine, machine_busy=machine_busy, rows=rows, table=table)
+    if results is not None:
+        document["profile"] = results
+    output.write_text(json.dumps(document, indent=1))
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The CPU inference benchmark against CTranslate2 (`benchmarks/inference_vs_ctranslate2.py`) end to end in its
+`--quick` mode (tiny models, one round), and its `--profile` breakdown. Checks that it runs and writes what it
+says; no speed is asserted (speed targets belong in the benchmark's table)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import hf_unified_mt
+from mt_checks import ROOT
+
+
+SCRIPT = ROOT / "benchmarks" / "inference_vs_ctranslate2.py"
+
+
+def run_benchmark(*arguments: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--threads", "1", *arguments],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=600,
+    )
+
+
+@pytest.mark.subprocess
+def test_quick_run_times_every_backend_against_ctranslate2(tmp_path):
+    pytest.importorskip("ctranslate2")
+    output = tmp_path / "result.json"
+    result = run_benchmark("--quick", "--output", str(output))
+    document = json.loads(output.read_text())
+    names = [row["name"] for row in document["rows"]]
+    assert names[0].startswith("main job") and len(names) == 1 + len(hf_unified_mt.ARCHITECTURES)
+    for row in document["rows"]:
+        assert set(row["settings"]) == {"greedy_b1", "beam2_b4"}
+        for setting in row["settings"].values():
+            assert {"pytorch-fp32", "pytorch-int8", "marian/pytorch-fp32", "marian/ct2-fp32", "marian/ct2-int8"} <= set(
+                setting
+            )
+            assert setting["marian/ct2-int8"]["vs_ct2_int8"] == 1.0
+            assert all(entry["tokens_per_second"] > 0 and len(entry["rounds"]) == 1 for entry in setting.values())
+    machine = document["machine"]
+    assert machine["cpu"] and machine["torch_threads"] == 1 and machine["versions"]["ctranslate2"]
+    assert isinstance(document["machine_busy"], bool)
+    assert "| main job (unified_transformer) | pytorch-fp32 |" in result.stdout
+    assert document["table"] in result.stdout
+
+
+@pytest.mark.subprocess
+def test_profile_breaks_down_decoding_time(tmp_path):
+    output = tmp_path / "profile.json"
+    result = run_benchmark("--quick", "--profile", "--profile-calls", "1", "--output", str(output))
+    profile = json.loads(output.read_text())["profile"]
+    assert [entry["model"] for entry in profile] == [
+        "unified_transformer (tiny)",
+        "unified_transformer (tiny) int8",
+        "MarianMT, same size",
+    ]
+    for entry in profile:
+        shares = entry["share_encoder"] + entry["share_decoder_forwards"] + entry["share_generate_outside_forward"]
+        assert shares == pytest.approx(1.0)
+        assert entry["operator_calls_per_token"] > 0 and entry["min_bytes_read_per_step"]["parameter_bytes"] > 0
+    assert "generate() outside model" in result.stdout
