@@ -1,0 +1,312 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Export of every architecture of the package to ONNX: an encoder graph and a decoder-step graph that takes and
+returns the whole decoder cache as flat tensors.
+
+    export_onnx(model, tokenizer, "outputs/mt-onnx")        # encoder.onnx, decoder_step.onnx, onnx_cache.json, ...
+    model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")   # onnx_runtime.py
+    model.generate(**tokenizer(["..."], return_tensors="pt"), num_beams=4)
+
+The two graphs (`torch.onnx.export`, the `torch.export`-based exporter):
+
+* `encoder.onnx`: `input_ids`, `attention_mask` `[batch, source]` -> `encoder_hidden_states` `[batch, source, d]` and,
+  for every decoder layer i, the cross-attention keys and values `cross.{i}.key` / `cross.{i}.value`
+  `[batch, heads, source, head_dim]`: they depend on the source only, so they are projected once per sentence
+  instead of once per step (what the PyTorch cache does too).
+* `decoder_step.onnx`: `decoder_input_ids` `[batch, 1]`, `encoder_attention_mask` `[batch, source]`,
+  `cache_positions` `[past]` (the positions already decoded, 0 .. past - 1: the step's position and its causal mask
+  are read from this length), the cross-attention keys/values, and the cache of the `StatefulDecoderCacheLayer`s
+  (`cache_mt.py`) as flat tensors `past.{i}.key` / `past.{i}.value` `[batch, heads, past, head_dim]` and
+  `past.{i}.state.{name}` (convolution windows, running sums and counts) -> `logits` `[batch, vocab]` and the cache
+  after the step, `present.{i}.*`, in the same order.
+
+The cache layout (which layers keep keys, which named states of which shapes) is discovered by running one PyTorch
+decoding step and written to `onnx_cache.json`; the runtime feeds empty keys and zero states at the first step,
+which is exactly what the PyTorch layers start from (a zero convolution window is the causal zero padding, a zero
+running sum and count continue as from nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+from ..cache_mt import StatefulDecoderCacheLayer
+
+
+logger = logging.getLogger(__name__)
+
+ENCODER_FILE = "encoder.onnx"
+DECODER_FILE = "decoder_step.onnx"
+LAYOUT_FILE = "onnx_cache.json"
+LAYOUT_FORMAT = 1
+OPSET = 18
+
+# The example shapes the graphs are traced with: 2, 3 and 5 are neither 0 nor 1 (which torch.export would specialise)
+# nor equal to each other (which it could take for one dimension).
+_EXAMPLE_BATCH, _EXAMPLE_SOURCE, _EXAMPLE_PAST = 2, 5, 3
+
+
+@dataclasses.dataclass
+class LayerLayout:
+    """What one decoder layer's `StatefulDecoderCacheLayer` holds after a step: self-attention keys/values
+    (`keys`, with `heads` x `head_dim`) or only a count of positions, and named states of fixed shape per sentence
+    (`states`: name -> shape without the batch dimension)."""
+
+    keys: bool
+    heads: int
+    head_dim: int
+    states: dict[str, list[int]]
+
+
+@dataclasses.dataclass
+class CacheLayout:
+    """The decoder cache of a model, layer by layer, and the cross-attention heads; the ONNX graphs' input and output
+    names follow from it (`cache_names`)."""
+
+    layers: list[LayerLayout]
+    cross_heads: list[int]
+    cross_head_dim: int
+    format: int = LAYOUT_FORMAT
+
+    def cross_names(self) -> list[str]:
+        return [f"cross.{i}.{kind}" for i in range(len(self.layers)) for kind in ("key", "value")]
+
+    def cache_names(self, prefix: str) -> list[str]:
+        """`past.{i}.key`, `past.{i}.value` (layers with keys), then `past.{i}.state.{name}`, layer by layer."""
+        names = []
+        for i, layer in enumerate(self.layers):
+            if layer.keys:
+                names += [f"{prefix}.{i}.key", f"{prefix}.{i}.value"]
+            names += [f"{prefix}.{i}.state.{name}" for name in layer.states]
+        return names
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> CacheLayout:
+        if data.get("format") != LAYOUT_FORMAT:
+            raise ValueError(f"{LAYOUT_FILE} has format {data.get('format')!r}; this version reads {LAYOUT_FORMAT}")
+        layers = [LayerLayout(**layer) for layer in data["layers"]]
+        return cls(layers=layers, cross_heads=data["cross_heads"], cross_head_dim=data["cross_head_dim"])
+
+
+def _example_inputs(model, batch: int, source: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Source ids avoiding the special tokens, the last row right-padded by one position."""
+    generator = torch.Generator().manual_seed(0)
+    low = max(int(t) for t in (model.config.pad_token_id, model.config.eos_token_id, 3) if t is not None) + 1
+    ids = torch.randint(low, max(low + 1, model.config.vocab_size), (batch, source), generator=generator)
+    ids = ids.clamp(max=model.config.vocab_size - 1)
+    mask = torch.ones_like(ids)
+    mask[-1, -1], ids[-1, -1] = 0, model.config.pad_token_id
+    return ids, mask
+
+
+def _cross_attentions(model) -> list[nn.Module]:
+    """The cross-attention of every decoder layer (`layer.encoder_attn` in every architecture of the package)."""
+    modules = []
+    for i, layer in enumerate(model.get_decoder().layers):
+        attention = getattr(layer, "encoder_attn", None)
+        if attention is None or not hasattr(attention, "key_values"):
+            raise ValueError(
+                f"{type(model).__name__}: decoder layer {i} ({type(layer).__name__}) has no `encoder_attn` "
+                "cross-attention whose keys and values the encoder graph could compute"
+            )
+        modules.append(attention)
+    return modules
+
+
+@torch.no_grad()
+def discover_cache_layout(model) -> CacheLayout:
+    """Runs one PyTorch decoding step and reads what the cache holds afterwards. Also checks that the cross-attention
+    keys the encoder graph computes (`_cross_attentions`) are the ones the step cached."""
+    ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
+    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+    cache = model.get_decoder().new_cache()
+    start = torch.full((ids.shape[0], 1), model.config.decoder_start_token_id, dtype=torch.long)
+    model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=start, cache=cache, use_cache=True)
+    layers = []
+    for i, layer in enumerate(cache.self_attention_cache.layers):
+        if not isinstance(layer, StatefulDecoderCacheLayer):
+            raise ValueError(f"decoder cache layer {i} is a {type(layer).__name__}, not a StatefulDecoderCacheLayer")
+        has_keys = layer._keys_length() > 0
+        _, heads, _, head_dim = layer.keys.shape
+        states = {name: list(state.shape[1:]) for name, state in layer.states.items()}
+        layers.append(LayerLayout(keys=has_keys, heads=heads, head_dim=head_dim, states=states))
+    cross_heads, head_dims = [], set()
+    for i, attention in enumerate(_cross_attentions(model)):
+        cached = cache.cross_attention_cache.layers[i]
+        keys, values = attention.key_values(encoder_outputs.last_hidden_state, None, is_cross_attention=True)
+        if not cached.is_initialized or not (torch.equal(keys, cached.keys) and torch.equal(values, cached.values)):
+            raise ValueError(
+                f"{type(model).__name__}: the cross-attention keys of decoder layer {i} are not those of its "
+                "`encoder_attn`; the encoder graph cannot compute them"
+            )
+        cross_heads.append(keys.shape[1])
+        head_dims.add(keys.shape[-1])
+    return CacheLayout(layers=layers, cross_heads=cross_heads, cross_head_dim=head_dims.pop())
+
+
+class ExportEncoder(nn.Module):
+    """`input_ids, attention_mask -> encoder_hidden_states, cross.0.key, cross.0.value, ...`."""
+
+    def __init__(self, model, encoder_kwargs: dict):
+        super().__init__()
+        self.encoder = model.get_encoder()
+        self.cross_attentions = nn.ModuleList(_cross_attentions(model))
+        self.encoder_kwargs = encoder_kwargs
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **self.encoder_kwargs)
+        states = states.last_hidden_state
+        cross = []
+        for attention in self.cross_attentions:
+            cross += attention.key_values(states, None, is_cross_attention=True)
+        return (states, *cross)
+
+
+def _set_cache_length(layer: StatefulDecoderCacheLayer, length) -> None:
+    """Makes `layer.get_seq_length()` return `length` (the symbolic length of `cache_positions` while exporting):
+    the layer's own rule reads the keys' length when it is positive, which the exporter would have to branch on."""
+    layer.tokens_seen = length
+    layer.get_seq_length = lambda: layer.tokens_seen
+
+
+class ExportDecoderStep(nn.Module):
+    """One decoding step with the cache as flat tensors (the module docstring has the names and shapes). The cache is
+    rebuilt from them as the `EncoderDecoderCache` of `StatefulDecoderCacheLayer`s that the model reads in PyTorch, so
+    the step runs the model's own code."""
+
+    def __init__(self, model, layout: CacheLayout):
+        super().__init__()
+        self.model = model
+        self.layout = layout
+
+    def build_cache(self, past_length, cross: list[torch.Tensor], cache: list[torch.Tensor]) -> EncoderDecoderCache:
+        config = self.model.config
+        self_cache, cross_cache = DynamicCache(config=config), DynamicCache(config=config)
+        flat = iter(cache)
+        batch = cross[0].shape[0]
+        for i, (spec, layer) in enumerate(zip(self.layout.layers, self_cache.layers)):
+            if spec.keys:
+                layer.keys, layer.values = next(flat), next(flat)
+            else:
+                empty = cross[0].new_zeros(batch, spec.heads, 0, spec.head_dim)
+                layer.keys, layer.values = empty, empty.clone()
+            layer.is_initialized, layer.device = True, cross[0].device
+            layer.states = {name: next(flat) for name in spec.states}
+            _set_cache_length(layer, past_length)
+            cross_layer = cross_cache.layers[i]
+            cross_layer.keys, cross_layer.values = cross[2 * i], cross[2 * i + 1]
+            cross_layer.is_initialized, cross_layer.device = True, cross[0].device
+        encoder_decoder = EncoderDecoderCache(self_cache, cross_cache)
+        encoder_decoder.is_updated = dict.fromkeys(range(len(self.layout.layers)), True)
+        return encoder_decoder
+
+    def forward(
+        self,
+        decoder_input_ids: torch.Tensor,
+        encoder_attention_mask: torch.Tensor,
+        cache_positions: torch.Tensor,
+        *flat: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        num_cross = 2 * len(self.layout.layers)
+        cross, past = list(flat[:num_cross]), list(flat[num_cross:])
+        cache = self.build_cache(cache_positions.shape[0], cross, past)
+        # The decoder reads the encoder output only through the cross-attention keys/values given here; its shape
+        # still sets the cross-attention mask's, so a placeholder of the right shape stands in for it.
+        batch, source = encoder_attention_mask.shape
+        placeholder = cross[0].new_zeros(batch, source, self.model.config.d_model)
+        outputs = self.model(
+            attention_mask=encoder_attention_mask,
+            encoder_outputs=(placeholder,),
+            decoder_input_ids=decoder_input_ids,
+            cache=cache,
+            use_cache=True,
+        )
+        present = []
+        for spec, layer in zip(self.layout.layers, cache.self_attention_cache.layers):
+            if spec.keys:
+                present += [layer.keys, layer.values]
+            present += [layer.states[name] for name in spec.states]
+        return (outputs.logits[:, -1], *present)
+
+
+def _dims(model):
+    limit = model.config.max_position_embeddings
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    source = torch.export.Dim("source", min=1, max=limit)
+    past = torch.export.Dim("past", min=0, max=limit - 1)
+    return batch, source, past
+
+
+def export_encoder(model, path: str | os.PathLike, layout: CacheLayout, encoder_kwargs: dict | None = None) -> None:
+    batch, source, _ = _dims(model)
+    ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
+    output_names = ["encoder_hidden_states", *layout.cross_names()]
+    torch.onnx.export(
+        ExportEncoder(model, encoder_kwargs or {}),
+        (ids, mask),
+        str(path),
+        input_names=["input_ids", "attention_mask"],
+        output_names=output_names,
+        dynamic_shapes=({0: batch, 1: source}, {0: batch, 1: source}),
+        opset_version=OPSET,
+        external_data=False,
+        dynamo=True,
+    )
+
+
+def _zero_cache(layout: CacheLayout, batch: int, past: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    tensors = []
+    for spec in layout.layers:
+        if spec.keys:
+            tensors += [torch.zeros(batch, spec.heads, past, spec.head_dim, dtype=dtype) for _ in range(2)]
+        tensors += [torch.zeros(batch, *shape, dtype=dtype) for shape in spec.states.values()]
+    return tensors
+
+
+def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> None:
+    batch, source, past = _dims(model)
+    dtype = next(model.parameters()).dtype
+    _, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
+    heads, head_dim = layout.cross_heads, layout.cross_head_dim
+    cross = [
+        torch.randn(_EXAMPLE_BATCH, heads[i], _EXAMPLE_SOURCE, head_dim, dtype=dtype)
+        for i in range(len(layout.layers))
+        for _ in range(2)
+    ]
+    cache = _zero_cache(layout, _EXAMPLE_BATCH, _EXAMPLE_PAST, dtype)
+    ids = torch.full((_EXAMPLE_BATCH, 1), model.config.decoder_start_token_id, dtype=torch.long)
+    positions = torch.arange(_EXAMPLE_PAST)
+    dynamic = [{0: batch, 2: source}] * len(cross)
+    for spec in layout.layers:
+        if spec.keys:
+            dynamic += [{0: batch, 2: past}] * 2
+        dynamic += [{0: batch}] * len(spec.states)
+    torch.onnx.export(
+        ExportDecoderStep(model, layout),
+        (ids, mask, positions, *cross, *cache),
+        str(path),
+        input_names=[
+            "decoder_input_ids",
+            "encoder_attention_mask",
+            "cache_positions",
+            *layout.cross_names(),
+            *layout.cache_names("past"),
+        ],
+        output_names=["logits", *layout.cache_names("present")],
+        dynamic_shapes=({0: batch}, {0: batch, 1: source}, {0: past}, tuple(dynamic)),
+        opset_version=OPSET,
+        external_data=False,
+        dynamo=True,
+    )
