@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -156,6 +157,47 @@ def discover_cache_layout(model) -> CacheLayout:
     return CacheLayout(layers=layers, cross_heads=cross_heads, cross_head_dim=head_dims.pop())
 
 
+def _unpacked_lstm_forward(stack: nn.Module, hidden_states: torch.Tensor, padding_mask=None, **kwargs):
+    """The Multi-Encoder's `LSTMStack.forward` without packing: the LSTM runs over the right-padded batch and the
+    padded positions are zeroed afterwards. A uni-directional LSTM's state at a real token depends only on the tokens
+    before it, so the real positions get the states of the packed run, and `pad_packed_sequence` gives the padded ones
+    zeros; packing itself reads the lengths on the host, which a graph cannot."""
+    output = stack.lstm(hidden_states)[0]
+    if padding_mask is None:
+        return output
+    return output * padding_mask.unsqueeze(-1).to(output.dtype)
+
+
+def _real_padded_fourier_forward(mixing: nn.Module, hidden_states: torch.Tensor, padding_mask=None) -> torch.Tensor:
+    """The Multi-Encoder's `FourierMixing.forward` (FNet) with the sequence axis zero-padded to `fft_length` before the
+    transform instead of by it (`fft2(..., s=...)` pads the complex tensor, which the ONNX translation does not
+    cover): the same transform of the same zero-padded input. The export limits the source length to `fft_length`
+    (`max_source_length`), so the length check of the original cannot be reached."""
+    length = hidden_states.shape[1]
+    valid = padding_mask.unsqueeze(-1).to(hidden_states.dtype) if padding_mask is not None else 1.0
+    inputs = nn.functional.pad((hidden_states * valid).float(), (0, 0, 0, mixing.fft_length - length))
+    mixed = torch.fft.fft2(inputs, dim=(1, 2)).real[:, :length]
+    return mixed.to(hidden_states.dtype) * valid
+
+
+_EXPORT_FORWARDS = {"LSTMStack": _unpacked_lstm_forward, "FourierMixing": _real_padded_fourier_forward}
+
+
+@contextlib.contextmanager
+def _exportable(model):
+    """While exporting, the Multi-Encoder's LSTM branches run unpacked (`_unpacked_lstm_forward`) and its FNet mixing
+    pads before the transform (`_real_padded_fourier_forward`). Found by class name, so that a model loaded with its
+    own copy of the modeling code is covered too."""
+    patched = [module for module in model.modules() if type(module).__name__ in _EXPORT_FORWARDS]
+    for module in patched:
+        module.forward = functools.partial(_EXPORT_FORWARDS[type(module).__name__], module)
+    try:
+        yield
+    finally:
+        for module in patched:
+            del module.forward
+
+
 class ExportEncoder(nn.Module):
     """`input_ids, attention_mask -> encoder_hidden_states, cross.0.key, cross.0.value, ...`."""
 
@@ -241,10 +283,16 @@ class ExportDecoderStep(nn.Module):
         return (outputs.logits[:, -1], *present)
 
 
+def max_source_length(model) -> int:
+    """The longest source the graphs take: `max_position_embeddings`, or an FNet branch's `fft_length` if shorter."""
+    lengths = [module.fft_length for module in model.modules() if type(module).__name__ == "FourierMixing"]
+    return min([model.config.max_position_embeddings, *lengths])
+
+
 def _dims(model):
     limit = model.config.max_position_embeddings
     batch = torch.export.Dim("batch", min=1, max=4096)
-    source = torch.export.Dim("source", min=1, max=limit)
+    source = torch.export.Dim("source", min=1, max=max_source_length(model))
     past = torch.export.Dim("past", min=0, max=limit - 1)
     return batch, source, past
 
@@ -253,17 +301,19 @@ def export_encoder(model, path: str | os.PathLike, layout: CacheLayout, encoder_
     batch, source, _ = _dims(model)
     ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
     output_names = ["encoder_hidden_states", *layout.cross_names()]
-    torch.onnx.export(
-        ExportEncoder(model, encoder_kwargs or {}),
-        (ids, mask),
-        str(path),
-        input_names=["input_ids", "attention_mask"],
-        output_names=output_names,
-        dynamic_shapes=({0: batch, 1: source}, {0: batch, 1: source}),
-        opset_version=OPSET,
-        external_data=False,
-        dynamo=True,
-    )
+    with _exportable(model):
+        torch.onnx.export(
+            ExportEncoder(model, encoder_kwargs or {}),
+            (ids, mask),
+            str(path),
+            input_names=["input_ids", "attention_mask"],
+            output_names=output_names,
+            dynamic_shapes=({0: batch, 1: source}, {0: batch, 1: source}),
+            opset_version=OPSET,
+            external_data=False,
+            dynamo=True,
+            optimize=False,
+        )
 
 
 def _zero_cache(layout: CacheLayout, batch: int, past: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -309,4 +359,5 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
         opset_version=OPSET,
         external_data=False,
         dynamo=True,
+        optimize=False,
     )
