@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import io
 import json
 import logging
 import os
@@ -76,6 +77,8 @@ class CacheLayout:
     layers: list[LayerLayout]
     cross_heads: list[int]
     cross_head_dim: int
+    max_source_length: int
+    encoder_kwargs: dict = dataclasses.field(default_factory=dict)
     format: int = LAYOUT_FORMAT
 
     def cross_names(self) -> list[str]:
@@ -97,8 +100,7 @@ class CacheLayout:
     def from_json(cls, data: dict) -> CacheLayout:
         if data.get("format") != LAYOUT_FORMAT:
             raise ValueError(f"{LAYOUT_FILE} has format {data.get('format')!r}; this version reads {LAYOUT_FORMAT}")
-        layers = [LayerLayout(**layer) for layer in data["layers"]]
-        return cls(layers=layers, cross_heads=data["cross_heads"], cross_head_dim=data["cross_head_dim"])
+        return cls(**{**data, "layers": [LayerLayout(**layer) for layer in data["layers"]]})
 
 
 def _example_inputs(model, batch: int, source: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,11 +129,12 @@ def _cross_attentions(model) -> list[nn.Module]:
 
 
 @torch.no_grad()
-def discover_cache_layout(model) -> CacheLayout:
+def discover_cache_layout(model, encoder_kwargs: dict | None = None) -> CacheLayout:
     """Runs one PyTorch decoding step and reads what the cache holds afterwards. Also checks that the cross-attention
     keys the encoder graph computes (`_cross_attentions`) are the ones the step cached."""
     ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
-    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+    encoder_kwargs = dict(encoder_kwargs or {})
+    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask, **encoder_kwargs)
     cache = model.get_decoder().new_cache()
     start = torch.full((ids.shape[0], 1), model.config.decoder_start_token_id, dtype=torch.long)
     model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=start, cache=cache, use_cache=True)
@@ -154,7 +157,13 @@ def discover_cache_layout(model) -> CacheLayout:
             )
         cross_heads.append(keys.shape[1])
         head_dims.add(keys.shape[-1])
-    return CacheLayout(layers=layers, cross_heads=cross_heads, cross_head_dim=head_dims.pop())
+    return CacheLayout(
+        layers=layers,
+        cross_heads=cross_heads,
+        cross_head_dim=head_dims.pop(),
+        max_source_length=max_source_length(model),
+        encoder_kwargs=encoder_kwargs,
+    )
 
 
 def _unpacked_lstm_forward(stack: nn.Module, hidden_states: torch.Tensor, padding_mask=None, **kwargs):
@@ -191,11 +200,24 @@ def _exportable(model):
     patched = [module for module in model.modules() if type(module).__name__ in _EXPORT_FORWARDS]
     for module in patched:
         module.forward = functools.partial(_EXPORT_FORWARDS[type(module).__name__], module)
+    # Prime's convolution switches from a band matmul to sliding windows above `band_max_length` positions (the same
+    # result): a graph for every source length takes the sliding windows in the encoder. The decoder's steps (one
+    # position) keep the band, whose one-position case is a plain matmul.
+    convolutions = [
+        module
+        for module in model.modules()
+        if type(module).__name__ == "PrimeDynamicConvolution" and not module.is_causal
+    ]
+    band_max_lengths = [module.band_max_length for module in convolutions]
+    for module in convolutions:
+        module.band_max_length = 0
     try:
         yield
     finally:
         for module in patched:
             del module.forward
+        for module, length in zip(convolutions, band_max_lengths):
+            module.band_max_length = length
 
 
 class ExportEncoder(nn.Module):
@@ -297,13 +319,13 @@ def _dims(model):
     return batch, source, past
 
 
-def export_encoder(model, path: str | os.PathLike, layout: CacheLayout, encoder_kwargs: dict | None = None) -> None:
+def export_encoder(model, path: str | os.PathLike, layout: CacheLayout) -> None:
     batch, source, _ = _dims(model)
     ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
     output_names = ["encoder_hidden_states", *layout.cross_names()]
     with _exportable(model):
         torch.onnx.export(
-            ExportEncoder(model, encoder_kwargs or {}),
+            ExportEncoder(model, layout.encoder_kwargs).eval(),
             (ids, mask),
             str(path),
             input_names=["input_ids", "attention_mask"],
@@ -344,7 +366,7 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
             dynamic += [{0: batch, 2: past}] * 2
         dynamic += [{0: batch}] * len(spec.states)
     torch.onnx.export(
-        ExportDecoderStep(model, layout),
+        ExportDecoderStep(model, layout).eval(),
         (ids, mask, positions, *cross, *cache),
         str(path),
         input_names=[
@@ -361,3 +383,138 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
         dynamo=True,
         optimize=False,
     )
+
+
+def int8_file_name(name: str) -> str:
+    """`encoder.onnx` -> `encoder.int8.onnx`."""
+    return name.removesuffix(".onnx") + ".int8.onnx"
+
+
+def quantize_onnx_int8(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """ONNX Runtime's dynamic int8 quantisation of a graph: the weight matrices of the matmuls in int8, their inputs
+    quantised on the fly (the ONNX counterpart of `inference.quantize_int8`)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+
+
+def check_exportable(model, encoder_kwargs: dict) -> None:
+    """The options the graphs cannot carry, as `ValueError`s naming them, before anything is traced."""
+    parameter = next(model.parameters())
+    if parameter.dtype != torch.float32:
+        raise ValueError(f"ONNX export takes a float32 model, not {parameter.dtype}: load it with dtype=torch.float32")
+    if parameter.device.type != "cpu":
+        raise ValueError(f"ONNX export runs on CPU: move the model there first (it is on {parameter.device})")
+    quantized = [name for name, module in model.named_modules() if "quantized" in type(module).__module__]
+    if quantized:
+        raise ValueError(
+            f"ONNX export takes a float32 model, not a quantised one ({quantized[0]}); export the float32 model and "
+            "quantise the graphs (`export_onnx(..., int8=True)`)"
+        )
+    implementation = model.config._attn_implementation
+    if implementation not in ("eager", "sdpa"):
+        raise ValueError(
+            f"ONNX export supports attn_implementation 'eager' and 'sdpa', not {implementation!r}: load the model "
+            "with attn_implementation='sdpa'"
+        )
+    for flag in ("output_attentions", "output_hidden_states"):
+        if getattr(model.config, flag, False):
+            raise ValueError(f"ONNX export returns no attention maps or hidden states: set `config.{flag}=False`")
+    if "encoder_pass" in encoder_kwargs and model.config.model_type != "multi_pass_transformer":
+        raise ValueError(f"encoder_pass is an option of the Multi-Pass Transformer, not of {model.config.model_type}")
+
+
+@contextlib.contextmanager
+def _quiet_exporter():
+    """The exporter's progress lines (stdout) and its known harmless notices: unused axis names, a pytree deprecation
+    inside torch, and optional torchvision operators that are not installed."""
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="# The axis name", category=UserWarning)
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`", category=FutureWarning)
+            yield
+    finally:
+        registration.setLevel(level)
+
+
+@torch.no_grad()
+def verify_export(model, output_dir: str | os.PathLike, steps: int = 4, atol: float = 1e-4) -> float:
+    """Decodes the example batch (one row padded) for `steps` positions with the graphs in ONNX Runtime and with the
+    PyTorch model, feeding both the same tokens, and raises a `ValueError` when the logits differ by more than
+    `atol` (times the largest logit, if above 1). Returns the largest difference."""
+    from .onnx_runtime import ORTModelForSeq2SeqLM
+
+    runtime = ORTModelForSeq2SeqLM.from_pretrained(output_dir, num_threads=1)
+    ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
+    generator = torch.Generator().manual_seed(1)
+    targets = torch.randint(0, model.config.decoder_vocab_size, (ids.shape[0], steps - 1), generator=generator)
+    start = torch.full((ids.shape[0], 1), model.config.decoder_start_token_id, dtype=torch.long)
+    decoder_input_ids = torch.cat([start, targets], dim=1)
+    expected = model(
+        input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids, **runtime.layout.encoder_kwargs
+    ).logits
+    got = runtime(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+    difference = float((expected - got).abs().max())
+    if not difference <= atol * max(1.0, float(expected.abs().max())):
+        raise ValueError(
+            f"The exported graphs do not reproduce the PyTorch model: logits differ by up to {difference:.3g}; "
+            "please report this with the model's config"
+        )
+    return difference
+
+
+def export_onnx(
+    model,
+    output_dir: str | os.PathLike,
+    tokenizer=None,
+    *,
+    encoder_pass: int | None = None,
+    int8: bool = False,
+    verify: bool = True,
+) -> Path:
+    """Exports `model` (any architecture of the package, float32, on CPU) to `output_dir`: `encoder.onnx`,
+    `decoder_step.onnx`, the cache layout `onnx_cache.json`, the config, the generation config and the tokenizer if
+    given; `ORTModelForSeq2SeqLM.from_pretrained(output_dir)` loads it. Both graphs are checked with
+    `onnx.checker`, and with `verify` the graphs' logits are compared with the model's (`verify_export`). `int8` also
+    writes the graphs quantised by ONNX Runtime (`*.int8.onnx`). `encoder_pass` fixes the Multi-Pass encoder's pass.
+
+    Options the graphs cannot carry raise a `ValueError` naming them (`check_exportable`). Layers that fuse their
+    projections for inference (`config.fuse_projections_for_inference`) are exported fused, as `generate()` runs them.
+    """
+    import onnx
+
+    encoder_kwargs = {"encoder_pass": encoder_pass} if encoder_pass is not None else {}
+    check_exportable(model, encoder_kwargs)
+    was_training = model.training
+    model.eval()
+    fuse = getattr(model.config, "fuse_projections_for_inference", False) and hasattr(model, "fuse_projections")
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        if fuse:
+            model.fuse_projections()
+        layout = discover_cache_layout(model, encoder_kwargs)
+        with _quiet_exporter(), torch.no_grad():
+            export_encoder(model, output_dir / ENCODER_FILE, layout)
+            export_decoder_step(model, output_dir / DECODER_FILE, layout)
+        for name in (ENCODER_FILE, DECODER_FILE):
+            onnx.checker.check_model(str(output_dir / name), full_check=True)
+        (output_dir / LAYOUT_FILE).write_text(json.dumps(layout.to_json(), indent=2) + "\n")
+        model.config.save_pretrained(output_dir)
+        if model.generation_config is not None:
+            model.generation_config.save_pretrained(output_dir)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(output_dir)
+        if verify:
+            verify_export(model, output_dir)
+    finally:
+        if fuse:
+            model.unfuse_projections()
+        model.train(was_training)
+    if int8:
+        for name in (ENCODER_FILE, DECODER_FILE):
+            quantize_onnx_int8(output_dir / name, output_dir / int8_file_name(name))
+    return output_dir
