@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
-from transformers import AutoConfig, GenerationConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, PreTrainedModel
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
@@ -32,7 +34,18 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 import hf_unified_mt  # noqa: F401  (registers the configs and the stateful cache layer)
 
 from ..modeling_mt_common import CACHE_FIELD
-from .onnx_export import DECODER_FILE, ENCODER_FILE, LAYOUT_FILE, CacheLayout, int8_file_name, quantize_onnx_int8
+from .onnx_export import (
+    DECODER_FILE,
+    ENCODER_FILE,
+    LAYOUT_FILE,
+    CacheLayout,
+    export_onnx,
+    int8_file_name,
+    quantize_onnx_int8,
+)
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -142,13 +155,15 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         if (path / "generation_config.json").is_file():
             generation_config = GenerationConfig.from_pretrained(path)
         files = [path / ENCODER_FILE, path / DECODER_FILE]
-        if int8:
-            quantized = [path / int8_file_name(file.name) for file in files]
-            for source, target in zip(files, quantized):
-                if not target.is_file():
-                    quantize_onnx_int8(source, target)
-            files = quantized
-        encoder, decoder = (_session(file, num_threads) for file in files)
+        with tempfile.TemporaryDirectory() as scratch:
+            if int8:  # quantised next to the graphs, or in a scratch folder when that one is read-only
+                folder = path if os.access(path, os.W_OK) else Path(scratch)
+                quantized = [folder / int8_file_name(file.name) for file in files]
+                for source, target in zip(files, quantized):
+                    if not target.is_file():
+                        quantize_onnx_int8(source, target)
+                files = quantized
+            encoder, decoder = (_session(file, num_threads) for file in files)  # the sessions hold the graphs
         return cls(config, encoder, decoder, layout, generation_config)
 
     @property
@@ -260,3 +275,36 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             **{CACHE_FIELD: cache if use_cache is not False else None},
         )
+
+
+def is_onnx_export(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder written by `export_onnx`."""
+    return (Path(path) / LAYOUT_FILE).is_file()
+
+
+def onnx_backend_problem(int8: bool, device: str | None, dtype: str = "float32") -> str | None:
+    """What stands against running ONNX Runtime with these options (the scripts' one-line errors), or None."""
+    import importlib.util
+
+    missing = [name for name in ("onnx", "onnxruntime") if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"--backend onnx needs {' and '.join(missing)}: pip install 'hf-unified-mt[onnx]'"
+    if (device or "cpu") != "cpu" or dtype != "float32":
+        return "--backend onnx runs float32 graphs on CPU: leave --device and --dtype at their defaults"
+    return None
+
+
+def load_onnx_model(
+    path: str | os.PathLike, int8: bool = False, trust_remote_code: bool = False, num_threads: int | None = None
+) -> tuple[ORTModelForSeq2SeqLM, object]:
+    """The ONNX Runtime model and tokenizer of `path`: an `export_onnx` folder, or a saved PyTorch model, which is then
+    exported to a temporary folder first (for repeated use, export it once with `export_onnx`)."""
+    if is_onnx_export(path):
+        model = ORTModelForSeq2SeqLM.from_pretrained(path, int8=int8, num_threads=num_threads)
+        return model, AutoTokenizer.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=trust_remote_code)
+    logger.info("Exporting %s to ONNX for this run (export_onnx keeps an export for reuse)", path)
+    with tempfile.TemporaryDirectory() as folder:
+        export_onnx(model, folder, tokenizer)
+        return ORTModelForSeq2SeqLM.from_pretrained(folder, int8=int8, num_threads=num_threads), tokenizer
