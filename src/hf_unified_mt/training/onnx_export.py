@@ -34,6 +34,7 @@ import io
 import json
 import logging
 import os
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -392,10 +393,23 @@ def int8_file_name(name: str) -> str:
 
 def quantize_onnx_int8(source: str | os.PathLike, target: str | os.PathLike) -> None:
     """ONNX Runtime's dynamic int8 quantisation of a graph: the weight matrices of the matmuls in int8, their inputs
-    quantised on the fly (the ONNX counterpart of `inference.quantize_int8`)."""
+    quantised on the fly (the ONNX counterpart of `inference.quantize_int8`). The graph is first optimised by ONNX
+    Runtime (`quant_pre_process`), which folds the exporter's weight transposes into the initialisers that the
+    quantiser looks for. The quantiser's notices about tensors it leaves in float (integer and boolean ones) go to the
+    root logger; they are silenced here."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            prepared = Path(scratch) / "prepared.onnx"
+            quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+            quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8)
+    finally:
+        root.setLevel(level)
 
 
 def check_exportable(model, encoder_kwargs: dict) -> None:
