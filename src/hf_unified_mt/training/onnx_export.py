@@ -45,8 +45,6 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from ..cache_mt import StatefulDecoderCacheLayer
 
 
-logger = logging.getLogger(__name__)
-
 ENCODER_FILE = "encoder.onnx"
 DECODER_FILE = "decoder_step.onnx"
 LAYOUT_FILE = "onnx_cache.json"
@@ -532,3 +530,34 @@ def export_onnx(
         for name in (ENCODER_FILE, DECODER_FILE):
             quantize_onnx_int8(output_dir / name, output_dir / int8_file_name(name))
     return output_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m hf_unified_mt.training.onnx_export MODEL OUTPUT_DIR [--int8] [--encoder_pass N]`."""
+    import argparse
+    import sys
+
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    parser = argparse.ArgumentParser(description="Export a saved model of the package to ONNX (export_onnx).")
+    parser.add_argument("model", help="Directory of a saved model and tokenizer.")
+    parser.add_argument("output_dir", help="Where to write the graphs, the config and the tokenizer.")
+    parser.add_argument("--int8", action="store_true", help="Also write the graphs quantised to int8 by ONNX Runtime.")
+    parser.add_argument("--encoder_pass", type=int, default=None, help="Multi-Pass Transformer: the encoder pass.")
+    parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
+    args = parser.parse_args(argv)
+    if not os.path.isfile(os.path.join(args.model, "config.json")):
+        parser.exit(2, f"onnx_export: error: {args.model} is not a saved model: it has no config.json\n")
+    tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+    model = AutoModelForSeq2SeqLM.from_pretrained(
+        args.model, dtype=torch.float32, trust_remote_code=args.trust_remote_code
+    )
+    try:
+        export_onnx(model, args.output_dir, tokenizer, encoder_pass=args.encoder_pass, int8=args.int8)
+    except ValueError as error:
+        parser.exit(2, f"onnx_export: error: {error}\n")
+    print(f"Wrote {args.output_dir}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
