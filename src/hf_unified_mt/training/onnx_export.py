@@ -323,18 +323,28 @@ def export_encoder(model, path: str | os.PathLike, layout: CacheLayout) -> None:
     ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
     output_names = ["encoder_hidden_states", *layout.cross_names()]
     with _exportable(model):
-        torch.onnx.export(
+        program = torch.onnx.export(
             ExportEncoder(model, layout.encoder_kwargs).eval(),
             (ids, mask),
-            str(path),
             input_names=["input_ids", "attention_mask"],
             output_names=output_names,
             dynamic_shapes=({0: batch, 1: source}, {0: batch, 1: source}),
             opset_version=OPSET,
-            external_data=False,
             dynamo=True,
             optimize=False,
         )
+    _save(program, path)
+
+
+def _save(program, path: str | os.PathLike) -> None:
+    """Folds the constants of an exported graph and saves it with its weights inside. Only constant folding: the
+    exporter's full optimiser (`optimize=True`, onnxscript 0.7) drops the `+ 1e-9` of Static Expansion's L1
+    normalisation, turning a row without positive weights into NaN instead of zeros."""
+    from onnxscript import optimizer
+
+    optimizer.fold_constants(program.model)
+    optimizer.remove_unused_nodes(program.model)
+    program.save(str(path), external_data=False)
 
 
 def _zero_cache(layout: CacheLayout, batch: int, past: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -364,10 +374,9 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
         if spec.keys:
             dynamic += [{0: batch, 2: past}] * 2
         dynamic += [{0: batch}] * len(spec.states)
-    torch.onnx.export(
+    program = torch.onnx.export(
         ExportDecoderStep(model, layout).eval(),
         (ids, mask, positions, *cross, *cache),
-        str(path),
         input_names=[
             "decoder_input_ids",
             "encoder_attention_mask",
@@ -378,10 +387,10 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
         output_names=["logits", *layout.cache_names("present")],
         dynamic_shapes=({0: batch}, {0: batch, 1: source}, {0: past}, tuple(dynamic)),
         opset_version=OPSET,
-        external_data=False,
         dynamo=True,
         optimize=False,
     )
+    _save(program, path)
 
 
 def int8_file_name(name: str) -> str:

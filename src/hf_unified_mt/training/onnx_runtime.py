@@ -61,8 +61,6 @@ def _session(path: Path, num_threads: int | None):
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    # Warnings off: ONNX Runtime reports the exporter's CastLike nodes that it cannot fold ahead of time (harmless).
-    options.log_severity_level = 3
     if num_threads is not None:
         options.intra_op_num_threads = num_threads
         options.inter_op_num_threads = 1
