@@ -196,3 +196,20 @@ def test_translate_py_backend_onnx_translates_like_torch(tmp_path):
         outputs[backend] = output.read_text(encoding="utf-8")
     assert outputs["onnx"] == outputs["torch"]
     assert outputs["torch"].split("\n")[1] == "" and outputs["torch"].split("\n")[0]
+
+
+def test_score_py_backend_onnx_scores_the_pytorch_translations(exported, tmp_path):
+    model, _, folder = exported("unified-prime")
+    model.save_pretrained(tmp_path / "model")
+    make_tokenizer().save_pretrained(tmp_path / "model")
+    sources, references = tmp_path / "test.es", tmp_path / "test.en"
+    sources.write_text("en el principio\ny dijo dios sea la luz\n", encoding="utf-8")
+    references.write_text("in the beginning\nand god said let there be light\n", encoding="utf-8")
+    score_script = load_script("score")
+    hypotheses = {}
+    for backend, path in (("torch", tmp_path / "model"), ("onnx", folder)):
+        arguments = [str(path), "--source_file", str(sources), "--reference_file", str(references)]
+        arguments += ["--backend", backend, "--num_beams", "3", "--max_new_tokens", "6", "--no_progress"]
+        score_script.main([*arguments, "--output_dir", str(tmp_path / backend)])
+        hypotheses[backend] = (tmp_path / backend / "hypotheses_test.txt").read_text(encoding="utf-8")
+    assert hypotheses["onnx"] == hypotheses["torch"] and hypotheses["torch"].strip()

@@ -70,6 +70,11 @@ def _session(path: Path, num_threads: int | None):
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def _refuse_maps(output_attentions: bool | None, output_hidden_states: bool | None) -> None:
+    if output_attentions or output_hidden_states:
+        raise ValueError("The ONNX graphs return no attention maps or hidden states; run the PyTorch model for them")
+
+
 def _numpy(tensor: torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(tensor.detach().cpu().numpy())
 
@@ -93,10 +98,7 @@ class ORTEncoder(nn.Module):
         return_dict: bool = True,
         **kwargs,
     ) -> ORTEncoderOutput:
-        if output_attentions or output_hidden_states:
-            raise ValueError(
-                "The ONNX graphs return no attention maps or hidden states; run the PyTorch model for them"
-            )
+        _refuse_maps(output_attentions, output_hidden_states)
         fixed = self.layout.encoder_kwargs
         extra = sorted(name for name, value in kwargs.items() if value is not None and fixed.get(name) != value)
         if extra:
@@ -248,13 +250,14 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
     ) -> Seq2SeqLMOutput:
         """Logits `[batch, new positions, vocab]` for the `decoder_input_ids` that follow what `cache` holds: one step
         graph run per new position (one per call in `generate()` with the cache; the whole prefix without it)."""
-        if output_attentions or output_hidden_states:
-            raise ValueError(
-                "The ONNX graphs return no attention maps or hidden states; run the PyTorch model for them"
-            )
+        _refuse_maps(output_attentions, output_hidden_states)
         extra = sorted(name for name, value in kwargs.items() if value is not None)
         if extra:
             raise ValueError(f"The ONNX model does not take {extra}")
+        if decoder_attention_mask is not None and not bool(decoder_attention_mask.all()):
+            raise ValueError(
+                "The ONNX decoder step takes no padding inside the target: give no `decoder_attention_mask`"
+            )
         if decoder_input_ids is None:
             raise ValueError("The ONNX model needs `decoder_input_ids`")
         cache = cache if cache is not None else past_key_values
