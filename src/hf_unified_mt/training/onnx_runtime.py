@@ -129,7 +129,6 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
 
     main_input_name = "input_ids"
     _is_stateful = True  # generate() refuses assisted decoding, which would crop the recurrent state
-    _supports_cache_class = True
 
     def __init__(self, config, encoder_session, decoder_session, layout: CacheLayout, generation_config=None):
         super().__init__(config)
@@ -137,6 +136,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         self.decoder_session = decoder_session
         self.layout = layout
         self.decoder_input_names = [node.name for node in decoder_session.get_inputs()]
+        self._cross = None  # (encoder output's cross_key_values, their arrays): see `_cross_arrays`
         if generation_config is not None:
             self.generation_config = generation_config
 
@@ -233,6 +233,14 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         self._store_cache(cache, outputs[1:], batch)
         return torch.from_numpy(outputs[0])
 
+    def _cross_arrays(self, cross_key_values: torch.Tensor) -> list[np.ndarray]:
+        """The step graph's `cross.{i}.key` / `cross.{i}.value` inputs, split from the encoder output once per
+        `generate()` call (kept while the same tensor comes back at every step)."""
+        if self._cross is None or self._cross[0] is not cross_key_values:
+            pairs = cross_key_values.split([2 * heads for heads in self.layout.cross_heads], dim=1)
+            self._cross = (cross_key_values, [_numpy(part) for pair in pairs for part in pair.chunk(2, dim=1)])
+        return self._cross[1]
+
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -269,9 +277,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             cache = self.new_cache()
         past = cache.self_attention_cache.layers[0].get_seq_length()
         new_tokens = decoder_input_ids[:, past:] if decoder_input_ids.shape[1] > past else decoder_input_ids
-        cross_sizes = [2 * heads for heads in self.layout.cross_heads]
-        pairs = encoder_outputs.cross_key_values.split(cross_sizes, dim=1)
-        cross = [_numpy(part) for pair in pairs for part in pair.chunk(2, dim=1)]
+        cross = self._cross_arrays(encoder_outputs.cross_key_values)
         mask = _numpy(attention_mask.long())
         logits = [self._step(new_tokens[:, i : i + 1], mask, cross, cache) for i in range(new_tokens.shape[1])]
         return Seq2SeqLMOutput(
