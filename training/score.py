@@ -37,6 +37,7 @@ from hf_unified_mt.training.metrics import (
     compute_translation_scores,
     format_scores,
 )
+from hf_unified_mt.training.onnx_runtime import load_onnx_model, onnx_backend_problem
 
 
 logger = logging.getLogger("score")
@@ -64,7 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max_source_length", type=int, default=None, help="Truncate longer sources (tokens).")
     gen.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available).")
     gen.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
-    gen.add_argument("--int8", action="store_true", help="Dynamic int8 quantisation of the linear layers (CPU).")
+    gen.add_argument(
+        "--backend",
+        choices=["torch", "onnx"],
+        default="torch",
+        help="torch (default), or onnx: ONNX Runtime on CPU (the model exported for the run unless it is an "
+        "export_onnx folder).",
+    )
+    gen.add_argument(
+        "--int8",
+        action="store_true",
+        help="Dynamic int8 quantisation of the linear layers (CPU; with --backend onnx, of the ONNX graphs).",
+    )
     out = parser.add_argument_group("output")
     out.add_argument("--output_dir", default=None, help="Where to write results (default: the model directory).")
     out.add_argument(
@@ -87,6 +99,10 @@ def check_arguments(args) -> None:
     """Every option and path, before any data or model is loaded."""
     if args.int8 and (args.device or "cpu") != "cpu":
         raise UsageError("--int8 quantises the model for CPU: leave --device at its default")
+    if args.backend == "onnx":
+        problem = onnx_backend_problem(args.int8, args.device)
+        if problem is not None:
+            raise UsageError(problem)
     for name, least in (
         ("num_beams", 1),
         ("batch_size", 1),
@@ -207,11 +223,14 @@ def main(argv: list[str] | None = None) -> dict:
     check_arguments(args)
     name, sources, references = read_pairs(args)
 
-    device = "cpu" if args.int8 else args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code).to(device)
-    if args.int8:
-        model = quantize_int8(model)
+    if args.backend == "onnx":
+        model, tokenizer = load_onnx_model(args.model, args.int8, args.trust_remote_code)
+    else:
+        device = "cpu" if args.int8 else args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+        model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code).to(device)
+        if args.int8:
+            model = quantize_int8(model)
     try:
         hypotheses = translate(
             model,

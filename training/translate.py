@@ -5,6 +5,7 @@
 
     python training/translate.py outputs/mt --input source.es --output output.en --num_beams 5
     echo "En el principio era el Verbo." | python training/translate.py outputs/mt
+    python training/translate.py outputs/mt --backend onnx --int8 -i source.es    # ONNX Runtime (the onnx extra)
 
 Each input line gives one output line (empty lines stay empty). Lines are separated by `\\n` (a `\\r\\n` ending is
 accepted); other Unicode line separators are part of the text. A source longer than the model accepts stops the
@@ -27,6 +28,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.data import describe_binary_start
 from hf_unified_mt.training.inference import quantize_int8, split_lines, translate
+from hf_unified_mt.training.onnx_runtime import load_onnx_model, onnx_backend_problem
 
 
 class UsageError(Exception):
@@ -50,7 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--length_penalty", type=float, default=None, help="Beam-search length penalty.")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available).")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="Weights dtype for inference.")
-    parser.add_argument("--int8", action="store_true", help="Dynamic int8 quantisation of the linear layers (CPU).")
+    parser.add_argument(
+        "--backend",
+        choices=["torch", "onnx"],
+        default="torch",
+        help="torch (default), or onnx: ONNX Runtime on CPU; the model is an export_onnx folder or a saved model, "
+        "exported for the run.",
+    )
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="Dynamic int8 quantisation of the linear layers (CPU; with --backend onnx, of the ONNX graphs).",
+    )
     parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
     parser.add_argument("--no_progress", action="store_true", help="Hide the progress bar.")
     return parser
@@ -109,6 +122,10 @@ def check_arguments(args) -> None:
             raise UsageError(f"cannot write --output {args.output}: the folder {folder} is not writable")
     if args.int8 and (args.dtype != "float32" or (args.device or "cpu") != "cpu"):
         raise UsageError("--int8 quantises a float32 model for CPU: leave --dtype and --device at their defaults")
+    if args.backend == "onnx":
+        problem = onnx_backend_problem(args.int8, args.device, args.dtype)
+        if problem is not None:
+            raise UsageError(problem)
     check_model_path(args.model)
 
 
@@ -144,11 +161,14 @@ def main(argv: list[str] | None = None) -> None:
     check_arguments(args)
     lines = read_input(args)
     try:
-        device = "cpu" if args.int8 else args.device
-        model, tokenizer = load_model(args.model, device, args.dtype, args.trust_remote_code)
+        if args.backend == "onnx":
+            model, tokenizer = load_onnx_model(args.model, args.int8, args.trust_remote_code)
+        else:
+            device = "cpu" if args.int8 else args.device
+            model, tokenizer = load_model(args.model, device, args.dtype, args.trust_remote_code)
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot load the model {args.model}: {str(error).splitlines()[0]}") from error
-    if args.int8:
+    if args.int8 and args.backend == "torch":
         model = quantize_int8(model)
 
     generate_kwargs = {}

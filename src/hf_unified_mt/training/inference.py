@@ -161,7 +161,7 @@ def translate(
             f"(max_position_embeddings={model_limit})"
         )
     model.eval()
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    device = torch.device(device) if device is not None else model.device
     outputs = [""] * len(texts)
     todo = [i for i, text in enumerate(texts) if text.strip()]
     if not todo:

@@ -1,0 +1,572 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Export of every architecture of the package to ONNX: an encoder graph and a decoder-step graph that takes and
+returns the whole decoder cache as flat tensors.
+
+    export_onnx(model, tokenizer, "outputs/mt-onnx")        # encoder.onnx, decoder_step.onnx, onnx_cache.json, ...
+    model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")   # onnx_runtime.py
+    model.generate(**tokenizer(["..."], return_tensors="pt"), num_beams=4)
+
+The two graphs (`torch.onnx.export`, the `torch.export`-based exporter):
+
+* `encoder.onnx`: `input_ids`, `attention_mask` `[batch, source]` -> `encoder_hidden_states` `[batch, source, d]` and,
+  for every decoder layer i, the cross-attention keys and values `cross.{i}.key` / `cross.{i}.value`
+  `[batch, heads, source, head_dim]`: they depend on the source only, so they are projected once per sentence
+  instead of once per step (what the PyTorch cache does too).
+* `decoder_step.onnx`: `decoder_input_ids` `[batch, 1]`, `encoder_attention_mask` `[batch, source]`,
+  `cache_positions` `[past]` (the positions already decoded, 0 .. past - 1: the step's position and its causal mask
+  are read from this length), the cross-attention keys/values, and the cache of the `StatefulDecoderCacheLayer`s
+  (`cache_mt.py`) as flat tensors `past.{i}.key` / `past.{i}.value` `[batch, heads, past, head_dim]` and
+  `past.{i}.state.{name}` (convolution windows, running sums and counts) -> `logits` `[batch, vocab]` and the cache
+  after the step, `present.{i}.*`, in the same order.
+
+The cache layout (which layers keep keys, which named states of which shapes) is discovered by running one PyTorch
+decoding step and written to `onnx_cache.json`; the runtime feeds empty keys and zero states at the first step,
+which is exactly what the PyTorch layers start from (a zero convolution window is the causal zero padding, a zero
+running sum and count continue as from nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import io
+import json
+import logging
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+from ..cache_mt import StatefulDecoderCacheLayer
+
+
+ENCODER_FILE = "encoder.onnx"
+DECODER_FILE = "decoder_step.onnx"
+LAYOUT_FILE = "onnx_cache.json"
+LAYOUT_FORMAT = 1
+OPSET = 18
+
+# The example shapes the graphs are traced with: 2, 3 and 5 are neither 0 nor 1 (which torch.export would specialise)
+# nor equal to each other (which it could take for one dimension).
+_EXAMPLE_BATCH, _EXAMPLE_SOURCE, _EXAMPLE_PAST = 2, 5, 3
+
+
+@dataclasses.dataclass
+class LayerLayout:
+    """What one decoder layer's `StatefulDecoderCacheLayer` holds after a step: self-attention keys/values
+    (`keys`, with `heads` x `head_dim`) or only a count of positions, and named states of fixed shape per sentence
+    (`states`: name -> shape without the batch dimension)."""
+
+    keys: bool
+    heads: int
+    head_dim: int
+    states: dict[str, list[int]]
+
+
+@dataclasses.dataclass
+class CacheLayout:
+    """The decoder cache of a model, layer by layer, and the cross-attention heads; the ONNX graphs' input and output
+    names follow from it (`cache_names`)."""
+
+    layers: list[LayerLayout]
+    cross_heads: list[int]
+    cross_head_dim: int
+    max_source_length: int
+    encoder_kwargs: dict = dataclasses.field(default_factory=dict)
+    format: int = LAYOUT_FORMAT
+
+    def cross_names(self) -> list[str]:
+        return [f"cross.{i}.{kind}" for i in range(len(self.layers)) for kind in ("key", "value")]
+
+    def cache_names(self, prefix: str) -> list[str]:
+        """`past.{i}.key`, `past.{i}.value` (layers with keys), then `past.{i}.state.{name}`, layer by layer."""
+        names = []
+        for i, layer in enumerate(self.layers):
+            if layer.keys:
+                names += [f"{prefix}.{i}.key", f"{prefix}.{i}.value"]
+            names += [f"{prefix}.{i}.state.{name}" for name in layer.states]
+        return names
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> CacheLayout:
+        if data.get("format") != LAYOUT_FORMAT:
+            raise ValueError(f"{LAYOUT_FILE} has format {data.get('format')!r}; this version reads {LAYOUT_FORMAT}")
+        return cls(**{**data, "layers": [LayerLayout(**layer) for layer in data["layers"]]})
+
+
+def _example_inputs(model, batch: int, source: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Source ids avoiding the special tokens, the last row right-padded by one position."""
+    generator = torch.Generator().manual_seed(0)
+    low = max(int(t) for t in (model.config.pad_token_id, model.config.eos_token_id, 3) if t is not None) + 1
+    ids = torch.randint(low, max(low + 1, model.config.vocab_size), (batch, source), generator=generator)
+    ids = ids.clamp(max=model.config.vocab_size - 1)
+    mask = torch.ones_like(ids)
+    mask[-1, -1], ids[-1, -1] = 0, model.config.pad_token_id
+    return ids, mask
+
+
+def _cross_attentions(model) -> list[nn.Module]:
+    """The cross-attention of every decoder layer (`layer.encoder_attn` in every architecture of the package)."""
+    modules = []
+    for i, layer in enumerate(model.get_decoder().layers):
+        attention = getattr(layer, "encoder_attn", None)
+        if attention is None or not hasattr(attention, "key_values"):
+            raise ValueError(
+                f"{type(model).__name__}: decoder layer {i} ({type(layer).__name__}) has no `encoder_attn` "
+                "cross-attention whose keys and values the encoder graph could compute"
+            )
+        modules.append(attention)
+    return modules
+
+
+@torch.no_grad()
+def discover_cache_layout(model, encoder_kwargs: dict | None = None) -> CacheLayout:
+    """Runs one PyTorch decoding step and reads what the cache holds afterwards. Also checks that the cross-attention
+    keys the encoder graph computes (`_cross_attentions`) are the ones the step cached."""
+    ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
+    encoder_kwargs = dict(encoder_kwargs or {})
+    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask, **encoder_kwargs)
+    cache = model.get_decoder().new_cache()
+    start = torch.full((ids.shape[0], 1), model.config.decoder_start_token_id, dtype=torch.long)
+    model(attention_mask=mask, encoder_outputs=encoder_outputs, decoder_input_ids=start, cache=cache, use_cache=True)
+    layers = []
+    for i, layer in enumerate(cache.self_attention_cache.layers):
+        if not isinstance(layer, StatefulDecoderCacheLayer):
+            raise ValueError(f"decoder cache layer {i} is a {type(layer).__name__}, not a StatefulDecoderCacheLayer")
+        has_keys = layer._keys_length() > 0
+        _, heads, _, head_dim = layer.keys.shape
+        states = {name: list(state.shape[1:]) for name, state in layer.states.items()}
+        layers.append(LayerLayout(keys=has_keys, heads=heads, head_dim=head_dim, states=states))
+    cross_heads, head_dims = [], set()
+    for i, attention in enumerate(_cross_attentions(model)):
+        cached = cache.cross_attention_cache.layers[i]
+        keys, values = attention.key_values(encoder_outputs.last_hidden_state, None, is_cross_attention=True)
+        if not cached.is_initialized or not (torch.equal(keys, cached.keys) and torch.equal(values, cached.values)):
+            raise ValueError(
+                f"{type(model).__name__}: the cross-attention keys of decoder layer {i} are not those of its "
+                "`encoder_attn`; the encoder graph cannot compute them"
+            )
+        cross_heads.append(keys.shape[1])
+        head_dims.add(keys.shape[-1])
+    return CacheLayout(
+        layers=layers,
+        cross_heads=cross_heads,
+        cross_head_dim=head_dims.pop(),
+        max_source_length=max_source_length(model),
+        encoder_kwargs=encoder_kwargs,
+    )
+
+
+def _unpacked_lstm_forward(stack: nn.Module, hidden_states: torch.Tensor, padding_mask=None, **kwargs):
+    """The Multi-Encoder's `LSTMStack.forward` without packing: the LSTM runs over the right-padded batch and the
+    padded positions are zeroed afterwards. A uni-directional LSTM's state at a real token depends only on the tokens
+    before it, so the real positions get the states of the packed run, and `pad_packed_sequence` gives the padded ones
+    zeros; packing itself reads the lengths on the host, which a graph cannot."""
+    output = stack.lstm(hidden_states)[0]
+    if padding_mask is None:
+        return output
+    return output * padding_mask.unsqueeze(-1).to(output.dtype)
+
+
+def _real_padded_fourier_forward(mixing: nn.Module, hidden_states: torch.Tensor, padding_mask=None) -> torch.Tensor:
+    """The Multi-Encoder's `FourierMixing.forward` (FNet) with the sequence axis zero-padded to `fft_length` before the
+    transform instead of by it (`fft2(..., s=...)` pads the complex tensor, which the ONNX translation does not
+    cover): the same transform of the same zero-padded input. The export limits the source length to `fft_length`
+    (`max_source_length`), so the length check of the original cannot be reached."""
+    length = hidden_states.shape[1]
+    valid = padding_mask.unsqueeze(-1).to(hidden_states.dtype) if padding_mask is not None else 1.0
+    inputs = nn.functional.pad((hidden_states * valid).float(), (0, 0, 0, mixing.fft_length - length))
+    mixed = torch.fft.fft2(inputs, dim=(1, 2)).real[:, :length]
+    return mixed.to(hidden_states.dtype) * valid
+
+
+_EXPORT_FORWARDS = {"LSTMStack": _unpacked_lstm_forward, "FourierMixing": _real_padded_fourier_forward}
+
+
+@contextlib.contextmanager
+def _exportable(model):
+    """While exporting, the Multi-Encoder's LSTM branches run unpacked (`_unpacked_lstm_forward`) and its FNet mixing
+    pads before the transform (`_real_padded_fourier_forward`). Found by class name, so that a model loaded with its
+    own copy of the modeling code is covered too."""
+    patched = [module for module in model.modules() if type(module).__name__ in _EXPORT_FORWARDS]
+    for module in patched:
+        module.forward = functools.partial(_EXPORT_FORWARDS[type(module).__name__], module)
+    # Prime's convolution switches from a band matmul to sliding windows above `band_max_length` positions (the same
+    # result): a graph for every source length takes the sliding windows in the encoder. The decoder's steps (one
+    # position) keep the band, whose one-position case is a plain matmul.
+    convolutions = [
+        module
+        for module in model.modules()
+        if type(module).__name__ == "PrimeDynamicConvolution" and not module.is_causal
+    ]
+    band_max_lengths = [module.band_max_length for module in convolutions]
+    for module in convolutions:
+        module.band_max_length = 0
+    try:
+        yield
+    finally:
+        for module in patched:
+            del module.forward
+        for module, length in zip(convolutions, band_max_lengths):
+            module.band_max_length = length
+
+
+class ExportEncoder(nn.Module):
+    """`input_ids, attention_mask -> encoder_hidden_states, cross.0.key, cross.0.value, ...`."""
+
+    def __init__(self, model, encoder_kwargs: dict):
+        super().__init__()
+        self.encoder = model.get_encoder()
+        self.cross_attentions = nn.ModuleList(_cross_attentions(model))
+        self.encoder_kwargs = encoder_kwargs
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **self.encoder_kwargs)
+        states = states.last_hidden_state
+        cross = []
+        for attention in self.cross_attentions:
+            cross += attention.key_values(states, None, is_cross_attention=True)
+        return (states, *cross)
+
+
+def _set_cache_length(layer: StatefulDecoderCacheLayer, length) -> None:
+    """Makes `layer.get_seq_length()` return `length` (the symbolic length of `cache_positions` while exporting):
+    the layer's own rule reads the keys' length when it is positive, which the exporter would have to branch on."""
+    layer.tokens_seen = length
+    layer.get_seq_length = lambda: layer.tokens_seen
+
+
+class ExportDecoderStep(nn.Module):
+    """One decoding step with the cache as flat tensors (the module docstring has the names and shapes). The cache is
+    rebuilt from them as the `EncoderDecoderCache` of `StatefulDecoderCacheLayer`s that the model reads in PyTorch, so
+    the step runs the model's own code."""
+
+    def __init__(self, model, layout: CacheLayout):
+        super().__init__()
+        self.model = model
+        self.layout = layout
+
+    def build_cache(self, past_length, cross: list[torch.Tensor], cache: list[torch.Tensor]) -> EncoderDecoderCache:
+        config = self.model.config
+        self_cache, cross_cache = DynamicCache(config=config), DynamicCache(config=config)
+        flat = iter(cache)
+        batch = cross[0].shape[0]
+        for i, (spec, layer) in enumerate(zip(self.layout.layers, self_cache.layers)):
+            if spec.keys:
+                layer.keys, layer.values = next(flat), next(flat)
+            else:
+                empty = cross[0].new_zeros(batch, spec.heads, 0, spec.head_dim)
+                layer.keys, layer.values = empty, empty.clone()
+            layer.is_initialized, layer.device = True, cross[0].device
+            layer.states = {name: next(flat) for name in spec.states}
+            _set_cache_length(layer, past_length)
+            cross_layer = cross_cache.layers[i]
+            cross_layer.keys, cross_layer.values = cross[2 * i], cross[2 * i + 1]
+            cross_layer.is_initialized, cross_layer.device = True, cross[0].device
+        encoder_decoder = EncoderDecoderCache(self_cache, cross_cache)
+        encoder_decoder.is_updated = dict.fromkeys(range(len(self.layout.layers)), True)
+        return encoder_decoder
+
+    def forward(
+        self,
+        decoder_input_ids: torch.Tensor,
+        encoder_attention_mask: torch.Tensor,
+        cache_positions: torch.Tensor,
+        *flat: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        num_cross = 2 * len(self.layout.layers)
+        cross, past = list(flat[:num_cross]), list(flat[num_cross:])
+        cache = self.build_cache(cache_positions.shape[0], cross, past)
+        # The decoder reads the encoder output only through the cross-attention keys/values given here; its shape
+        # still sets the cross-attention mask's, so a placeholder of the right shape stands in for it.
+        batch, source = encoder_attention_mask.shape
+        placeholder = cross[0].new_zeros(batch, source, self.model.config.d_model)
+        outputs = self.model(
+            attention_mask=encoder_attention_mask,
+            encoder_outputs=(placeholder,),
+            decoder_input_ids=decoder_input_ids,
+            cache=cache,
+            use_cache=True,
+        )
+        present = []
+        for spec, layer in zip(self.layout.layers, cache.self_attention_cache.layers):
+            if spec.keys:
+                present += [layer.keys, layer.values]
+            present += [layer.states[name] for name in spec.states]
+        return (outputs.logits[:, -1], *present)
+
+
+def max_source_length(model) -> int:
+    """The longest source the graphs take: `max_position_embeddings`, or an FNet branch's `fft_length` if shorter."""
+    lengths = [module.fft_length for module in model.modules() if type(module).__name__ == "FourierMixing"]
+    return min([model.config.max_position_embeddings, *lengths])
+
+
+def _dims(model):
+    limit = model.config.max_position_embeddings
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    source = torch.export.Dim("source", min=1, max=max_source_length(model))
+    past = torch.export.Dim("past", min=0, max=limit - 1)
+    return batch, source, past
+
+
+def export_encoder(model, path: str | os.PathLike, layout: CacheLayout) -> None:
+    batch, source, _ = _dims(model)
+    ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
+    output_names = ["encoder_hidden_states", *layout.cross_names()]
+    with _exportable(model):
+        program = torch.onnx.export(
+            ExportEncoder(model, layout.encoder_kwargs).eval(),
+            (ids, mask),
+            input_names=["input_ids", "attention_mask"],
+            output_names=output_names,
+            dynamic_shapes=({0: batch, 1: source}, {0: batch, 1: source}),
+            opset_version=OPSET,
+            dynamo=True,
+            optimize=False,
+        )
+    _save(program, path)
+
+
+def _save(program, path: str | os.PathLike) -> None:
+    """Folds the constants of an exported graph and saves it with its weights inside. Only constant folding: the
+    exporter's full optimiser (`optimize=True`, onnxscript 0.7) drops the `+ 1e-9` of Static Expansion's L1
+    normalisation, turning a row without positive weights into NaN instead of zeros."""
+    from onnxscript import optimizer
+
+    optimizer.fold_constants(program.model)
+    optimizer.remove_unused_nodes(program.model)
+    program.save(str(path), external_data=False)
+
+
+def _zero_cache(layout: CacheLayout, batch: int, past: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    tensors = []
+    for spec in layout.layers:
+        if spec.keys:
+            tensors += [torch.zeros(batch, spec.heads, past, spec.head_dim, dtype=dtype) for _ in range(2)]
+        tensors += [torch.zeros(batch, *shape, dtype=dtype) for shape in spec.states.values()]
+    return tensors
+
+
+def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> None:
+    batch, source, past = _dims(model)
+    dtype = next(model.parameters()).dtype
+    _, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
+    heads, head_dim = layout.cross_heads, layout.cross_head_dim
+    cross = [
+        torch.randn(_EXAMPLE_BATCH, heads[i], _EXAMPLE_SOURCE, head_dim, dtype=dtype)
+        for i in range(len(layout.layers))
+        for _ in range(2)
+    ]
+    cache = _zero_cache(layout, _EXAMPLE_BATCH, _EXAMPLE_PAST, dtype)
+    ids = torch.full((_EXAMPLE_BATCH, 1), model.config.decoder_start_token_id, dtype=torch.long)
+    positions = torch.arange(_EXAMPLE_PAST)
+    dynamic = [{0: batch, 2: source}] * len(cross)
+    for spec in layout.layers:
+        if spec.keys:
+            dynamic += [{0: batch, 2: past}] * 2
+        dynamic += [{0: batch}] * len(spec.states)
+    program = torch.onnx.export(
+        ExportDecoderStep(model, layout).eval(),
+        (ids, mask, positions, *cross, *cache),
+        input_names=[
+            "decoder_input_ids",
+            "encoder_attention_mask",
+            "cache_positions",
+            *layout.cross_names(),
+            *layout.cache_names("past"),
+        ],
+        output_names=["logits", *layout.cache_names("present")],
+        dynamic_shapes=({0: batch}, {0: batch, 1: source}, {0: past}, tuple(dynamic)),
+        opset_version=OPSET,
+        dynamo=True,
+        optimize=False,
+    )
+    _save(program, path)
+
+
+def int8_file_name(name: str) -> str:
+    """`encoder.onnx` -> `encoder.int8.onnx`."""
+    return name.removesuffix(".onnx") + ".int8.onnx"
+
+
+def quantize_onnx_int8(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """ONNX Runtime's dynamic int8 quantisation of a graph: the weight matrices of the matmuls in int8, their inputs
+    quantised on the fly (the ONNX counterpart of `inference.quantize_int8`). The graph is first optimised by ONNX
+    Runtime (`quant_pre_process`), which folds the exporter's weight transposes into the initialisers that the
+    quantiser looks for. The quantiser's notices about tensors it leaves in float (integer and boolean ones) go to the
+    root logger; they are silenced here."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            prepared = Path(scratch) / "prepared.onnx"
+            quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+            quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8)
+    finally:
+        root.setLevel(level)
+
+
+def check_exportable(model, encoder_kwargs: dict) -> None:
+    """The options the graphs cannot carry, as `ValueError`s naming them, before anything is traced."""
+    parameter = next(model.parameters())
+    if parameter.dtype != torch.float32:
+        raise ValueError(f"ONNX export takes a float32 model, not {parameter.dtype}: load it with dtype=torch.float32")
+    if parameter.device.type != "cpu":
+        raise ValueError(f"ONNX export runs on CPU: move the model there first (it is on {parameter.device})")
+    quantized = [name for name, module in model.named_modules() if "quantized" in type(module).__module__]
+    if quantized:
+        raise ValueError(
+            f"ONNX export takes a float32 model, not a quantised one ({quantized[0]}); export the float32 model and "
+            "quantise the graphs (`export_onnx(..., int8=True)`)"
+        )
+    implementation = model.config._attn_implementation
+    if implementation not in ("eager", "sdpa"):
+        raise ValueError(
+            f"ONNX export supports attn_implementation 'eager' and 'sdpa', not {implementation!r}: load the model "
+            "with attn_implementation='sdpa'"
+        )
+    for flag in ("output_attentions", "output_hidden_states"):
+        if getattr(model.config, flag, False):
+            raise ValueError(f"ONNX export returns no attention maps or hidden states: set `config.{flag}=False`")
+    if "encoder_pass" in encoder_kwargs and model.config.model_type != "multi_pass_transformer":
+        raise ValueError(f"encoder_pass is an option of the Multi-Pass Transformer, not of {model.config.model_type}")
+
+
+@contextlib.contextmanager
+def _quiet_exporter():
+    """The exporter's progress lines (stdout) and its known harmless notices: unused axis names, a pytree deprecation
+    inside torch, and optional torchvision operators that are not installed."""
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="# The axis name", category=UserWarning)
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`", category=FutureWarning)
+            yield
+    finally:
+        registration.setLevel(level)
+
+
+@torch.no_grad()
+def verify_export(model, output_dir: str | os.PathLike, steps: int = 4, atol: float = 1e-4) -> float:
+    """Decodes the example batch (one row padded) for `steps` positions with the graphs in ONNX Runtime and with the
+    PyTorch model, feeding both the same tokens, and raises a `ValueError` when the logits differ by more than
+    `atol` (times the largest logit, if above 1). Returns the largest difference."""
+    from .onnx_runtime import ORTModelForSeq2SeqLM
+
+    runtime = ORTModelForSeq2SeqLM.from_pretrained(output_dir, num_threads=1)
+    ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
+    generator = torch.Generator().manual_seed(1)
+    targets = torch.randint(0, model.config.decoder_vocab_size, (ids.shape[0], steps - 1), generator=generator)
+    start = torch.full((ids.shape[0], 1), model.config.decoder_start_token_id, dtype=torch.long)
+    decoder_input_ids = torch.cat([start, targets], dim=1)
+    expected = model(
+        input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids, **runtime.layout.encoder_kwargs
+    ).logits
+    got = runtime(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+    difference = float((expected - got).abs().max())
+    if not difference <= atol * max(1.0, float(expected.abs().max())):
+        raise ValueError(
+            f"The exported graphs do not reproduce the PyTorch model: logits differ by up to {difference:.3g}; "
+            "please report this with the model's config"
+        )
+    return difference
+
+
+def export_onnx(
+    model,
+    output_dir: str | os.PathLike,
+    tokenizer=None,
+    *,
+    encoder_pass: int | None = None,
+    int8: bool = False,
+    verify: bool = True,
+) -> Path:
+    """Exports `model` (any architecture of the package, float32, on CPU) to `output_dir`: `encoder.onnx`,
+    `decoder_step.onnx`, the cache layout `onnx_cache.json`, the config, the generation config and the tokenizer if
+    given; `ORTModelForSeq2SeqLM.from_pretrained(output_dir)` loads it. Both graphs are checked with
+    `onnx.checker`, and with `verify` the graphs' logits are compared with the model's (`verify_export`). `int8` also
+    writes the graphs quantised by ONNX Runtime (`*.int8.onnx`). `encoder_pass` fixes the Multi-Pass encoder's pass.
+
+    Options the graphs cannot carry raise a `ValueError` naming them (`check_exportable`). Layers that fuse their
+    projections for inference (`config.fuse_projections_for_inference`) are exported fused, as `generate()` runs them.
+    """
+    import onnx
+
+    encoder_kwargs = {"encoder_pass": encoder_pass} if encoder_pass is not None else {}
+    check_exportable(model, encoder_kwargs)
+    was_training = model.training
+    model.eval()
+    fuse = getattr(model.config, "fuse_projections_for_inference", False) and hasattr(model, "fuse_projections")
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        if fuse:
+            model.fuse_projections()
+        layout = discover_cache_layout(model, encoder_kwargs)
+        with _quiet_exporter(), torch.no_grad():
+            export_encoder(model, output_dir / ENCODER_FILE, layout)
+            export_decoder_step(model, output_dir / DECODER_FILE, layout)
+        for name in (ENCODER_FILE, DECODER_FILE):
+            onnx.checker.check_model(str(output_dir / name), full_check=True)
+        (output_dir / LAYOUT_FILE).write_text(json.dumps(layout.to_json(), indent=2) + "\n")
+        model.config.save_pretrained(output_dir)
+        if model.generation_config is not None:
+            model.generation_config.save_pretrained(output_dir)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(output_dir)
+        if verify:
+            verify_export(model, output_dir)
+    finally:
+        if fuse:
+            model.unfuse_projections()
+        model.train(was_training)
+    if int8:
+        for name in (ENCODER_FILE, DECODER_FILE):
+            quantize_onnx_int8(output_dir / name, output_dir / int8_file_name(name))
+    return output_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m hf_unified_mt.training.onnx_export MODEL OUTPUT_DIR [--int8] [--encoder_pass N]`."""
+    import argparse
+    import sys
+
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    parser = argparse.ArgumentParser(description="Export a saved model of the package to ONNX (export_onnx).")
+    parser.add_argument("model", help="Directory of a saved model and tokenizer.")
+    parser.add_argument("output_dir", help="Where to write the graphs, the config and the tokenizer.")
+    parser.add_argument("--int8", action="store_true", help="Also write the graphs quantised to int8 by ONNX Runtime.")
+    parser.add_argument("--encoder_pass", type=int, default=None, help="Multi-Pass Transformer: the encoder pass.")
+    parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
+    args = parser.parse_args(argv)
+    if not os.path.isfile(os.path.join(args.model, "config.json")):
+        parser.exit(2, f"onnx_export: error: {args.model} is not a saved model: it has no config.json\n")
+    tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+    model = AutoModelForSeq2SeqLM.from_pretrained(
+        args.model, dtype=torch.float32, trust_remote_code=args.trust_remote_code
+    )
+    try:
+        export_onnx(model, args.output_dir, tokenizer, encoder_pass=args.encoder_pass, int8=args.int8)
+    except ValueError as error:
+        parser.exit(2, f"onnx_export: error: {error}\n")
+    print(f"Wrote {args.output_dir}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

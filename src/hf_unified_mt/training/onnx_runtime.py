@@ -1,0 +1,320 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Generation with the ONNX graphs of `onnx_export.py` in ONNX Runtime, through transformers' own `generate()`.
+
+    model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")          # or int8=True
+    tokenizer = AutoTokenizer.from_pretrained("outputs/mt-onnx")
+    ids = model.generate(**tokenizer(["En el principio"], return_tensors="pt"), num_beams=4)
+
+`ORTModelForSeq2SeqLM` is a parameter-free `PreTrainedModel` with `GenerationMixin`: its encoder runs `encoder.onnx`,
+its `forward` runs `decoder_step.onnx` once per new target position. The decoder cache is the one the PyTorch models
+use, an `EncoderDecoderCache` of `StatefulDecoderCacheLayer`s (`cache_mt.py`), holding the tensors the step graph
+returns; so greedy search, beam search (`reorder_cache`), batch expansion and every other decoding mode of
+`generate()` handle it exactly as they do for the PyTorch model. The cross-attention keys and values come from the
+encoder graph once per sentence, inside the encoder output (`ORTEncoderOutput.cross_key_values`), which `generate()`
+expands with the beams like the rest of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, PreTrainedModel
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.generation import GenerationMixin
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+
+import hf_unified_mt  # noqa: F401  (registers the configs and the stateful cache layer)
+
+from ..modeling_mt_common import CACHE_FIELD
+from .onnx_export import (
+    DECODER_FILE,
+    ENCODER_FILE,
+    LAYOUT_FILE,
+    CacheLayout,
+    export_onnx,
+    int8_file_name,
+    quantize_onnx_int8,
+)
+
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class ORTEncoderOutput(BaseModelOutput):
+    """The encoder output, plus the cross-attention keys and values of every decoder layer, concatenated along the
+    heads: `[batch, 2 * sum(heads), source, head_dim]` (layer 0's keys, its values, layer 1's keys, ...), one tensor so
+    that `generate()` expands it with the beams."""
+
+    cross_key_values: torch.FloatTensor | None = None
+
+
+def _session(path: Path, num_threads: int | None):
+    """A CPU session on `num_threads` threads (default: PyTorch's thread count), whose idle threads sleep rather than
+    spin: on a machine shared with other work, spinning threads took the cores from it (translating 40 verses with
+    beam 4 on 2 busy cores: 6.7 s with spinning, 3.2 s without)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = num_threads or torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _refuse_maps(output_attentions: bool | None, output_hidden_states: bool | None) -> None:
+    if output_attentions or output_hidden_states:
+        raise ValueError("The ONNX graphs return no attention maps or hidden states; run the PyTorch model for them")
+
+
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    return np.ascontiguousarray(tensor.detach().cpu().numpy())
+
+
+class ORTEncoder(nn.Module):
+    """`encoder.onnx` behind the call `generate()` makes to a model's encoder."""
+
+    main_input_name = "input_ids"
+
+    def __init__(self, session, layout: CacheLayout):
+        super().__init__()
+        self.session = session
+        self.layout = layout
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool = True,
+        **kwargs,
+    ) -> ORTEncoderOutput:
+        _refuse_maps(output_attentions, output_hidden_states)
+        fixed = self.layout.encoder_kwargs
+        extra = sorted(name for name, value in kwargs.items() if value is not None and fixed.get(name) != value)
+        if extra:
+            raise ValueError(
+                f"The ONNX encoder takes `input_ids` and `attention_mask` only, not {extra} (the options fixed at "
+                f"export are {fixed or 'none'})"
+            )
+        if input_ids.ndim != 2 or input_ids.shape[1] == 0:
+            raise ValueError(
+                f"`input_ids` must be [batch, source] with at least one position, not {list(input_ids.shape)}"
+            )
+        if input_ids.shape[1] > self.layout.max_source_length:
+            raise ValueError(
+                f"The source has {input_ids.shape[1]} positions but the exported encoder takes at most "
+                f"{self.layout.max_source_length}; shorten the input"
+            )
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        outputs = self.session.run(
+            None, {"input_ids": _numpy(input_ids.long()), "attention_mask": _numpy(attention_mask.long())}
+        )
+        cross = torch.cat([torch.from_numpy(array) for array in outputs[1:]], dim=1)
+        return ORTEncoderOutput(last_hidden_state=torch.from_numpy(outputs[0]), cross_key_values=cross)
+
+
+class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
+    """A model of this package exported with `export_onnx`, run by ONNX Runtime on CPU (see the module docstring)."""
+
+    main_input_name = "input_ids"
+    _is_stateful = True  # generate() refuses assisted decoding, which would crop the recurrent state
+
+    def __init__(self, config, encoder_session, decoder_session, layout: CacheLayout, generation_config=None):
+        super().__init__(config)
+        self.encoder = ORTEncoder(encoder_session, layout)
+        self.decoder_session = decoder_session
+        self.layout = layout
+        self.decoder_input_names = [node.name for node in decoder_session.get_inputs()]
+        self._cross = None  # (encoder output's cross_key_values, their arrays): see `_cross_arrays`
+        if generation_config is not None:
+            self.generation_config = generation_config
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | os.PathLike, int8: bool = False, num_threads: int | None = None, **kwargs
+    ) -> ORTModelForSeq2SeqLM:
+        """Loads a folder written by `export_onnx`. `int8=True` runs ONNX Runtime's dynamic int8 quantisation of the
+        graphs (written next to them on first use, `*.int8.onnx`)."""
+        if kwargs:
+            raise TypeError(f"ORTModelForSeq2SeqLM.from_pretrained() got unexpected arguments {sorted(kwargs)}")
+        path = Path(path)
+        layout_file = path / LAYOUT_FILE
+        if not layout_file.is_file():
+            raise ValueError(f"{path} is not an ONNX export of this package: it has no {LAYOUT_FILE}")
+        layout = CacheLayout.from_json(json.loads(layout_file.read_text()))
+        config = AutoConfig.from_pretrained(path)
+        generation_config = None
+        if (path / "generation_config.json").is_file():
+            generation_config = GenerationConfig.from_pretrained(path)
+        files = [path / ENCODER_FILE, path / DECODER_FILE]
+        with tempfile.TemporaryDirectory() as scratch:
+            if int8:  # quantised next to the graphs, or in a scratch folder when that one is read-only
+                folder = path if os.access(path, os.W_OK) else Path(scratch)
+                quantized = [folder / int8_file_name(file.name) for file in files]
+                for source, target in zip(files, quantized):
+                    if not target.is_file():
+                        quantize_onnx_int8(source, target)
+                files = quantized
+            encoder, decoder = (_session(file, num_threads) for file in files)  # the sessions hold the graphs
+        return cls(config, encoder, decoder, layout, generation_config)
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float32
+
+    def get_encoder(self, modality: str | None = None):
+        return self.encoder
+
+    def new_cache(self) -> EncoderDecoderCache:
+        return EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+
+    # ------------------------------------------------------------------ the decoder step
+    def _cache_inputs(self, cache: EncoderDecoderCache, batch: int) -> list[np.ndarray]:
+        """The flat cache the step graph takes (`CacheLayout.cache_names("past")`); empty keys and zero states at the
+        first step, what the PyTorch layers start from."""
+        arrays = []
+        for spec, layer in zip(self.layout.layers, cache.self_attention_cache.layers):
+            if spec.keys:
+                if layer.is_initialized:
+                    arrays += [_numpy(layer.keys), _numpy(layer.values)]
+                else:
+                    arrays += [np.zeros((batch, spec.heads, 0, spec.head_dim), dtype=np.float32)] * 2
+            for name, shape in spec.states.items():
+                state = layer.states.get(name)
+                arrays.append(_numpy(state) if state is not None else np.zeros((batch, *shape), dtype=np.float32))
+        return arrays
+
+    def _store_cache(self, cache: EncoderDecoderCache, present: list[np.ndarray], batch: int) -> None:
+        """Puts the step graph's `present.*` outputs into the cache layers, as the PyTorch layers would hold them."""
+        flat = iter(present)
+        for spec, layer in zip(self.layout.layers, cache.self_attention_cache.layers):
+            if spec.keys:
+                keys, values = torch.from_numpy(next(flat)), torch.from_numpy(next(flat))
+                if not layer.is_initialized:
+                    layer.lazy_initialization(keys, values)
+                layer.keys, layer.values = keys, values
+            else:  # a layer without keys counts the position (`StatefulDecoderCacheLayer.advance`)
+                layer.advance(torch.empty(batch, 1, spec.heads * spec.head_dim), spec.heads)
+            layer.states = {name: torch.from_numpy(next(flat)) for name in spec.states}
+
+    def _step(
+        self,
+        token: torch.Tensor,
+        encoder_attention_mask: torch.Tensor,
+        cross: list[np.ndarray],
+        cache: EncoderDecoderCache,
+    ) -> torch.Tensor:
+        layers = cache.self_attention_cache.layers
+        past = layers[0].get_seq_length()
+        if past + 1 > self.config.max_position_embeddings:
+            raise ValueError(
+                f"The target sequence has {past + 1} positions but the model supports at most "
+                f"`max_position_embeddings`={self.config.max_position_embeddings}; generate fewer tokens"
+            )
+        batch = token.shape[0]
+        feeds = [_numpy(token), encoder_attention_mask, np.arange(past, dtype=np.int64), *cross]
+        feeds += self._cache_inputs(cache, batch)
+        outputs = self.decoder_session.run(None, dict(zip(self.decoder_input_names, feeds)))
+        self._store_cache(cache, outputs[1:], batch)
+        return torch.from_numpy(outputs[0])
+
+    def _cross_arrays(self, cross_key_values: torch.Tensor) -> list[np.ndarray]:
+        """The step graph's `cross.{i}.key` / `cross.{i}.value` inputs, split from the encoder output once per
+        `generate()` call (kept while the same tensor comes back at every step)."""
+        if self._cross is None or self._cross[0] is not cross_key_values:
+            pairs = cross_key_values.split([2 * heads for heads in self.layout.cross_heads], dim=1)
+            self._cross = (cross_key_values, [_numpy(part) for pair in pairs for part in pair.chunk(2, dim=1)])
+        return self._cross[1]
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        encoder_outputs: ORTEncoderOutput | None = None,
+        cache: EncoderDecoderCache | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        use_cache: bool | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        """Logits `[batch, new positions, vocab]` for the `decoder_input_ids` that follow what `cache` holds: one step
+        graph run per new position (one per call in `generate()` with the cache; the whole prefix without it)."""
+        _refuse_maps(output_attentions, output_hidden_states)
+        extra = sorted(name for name, value in kwargs.items() if value is not None)
+        if extra:
+            raise ValueError(f"The ONNX model does not take {extra}")
+        if decoder_attention_mask is not None and not bool(decoder_attention_mask.all()):
+            raise ValueError(
+                "The ONNX decoder step takes no padding inside the target: give no `decoder_attention_mask`"
+            )
+        if decoder_input_ids is None:
+            raise ValueError("The ONNX model needs `decoder_input_ids`")
+        cache = cache if cache is not None else past_key_values
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        if attention_mask is None:
+            attention_mask = torch.ones(encoder_outputs.last_hidden_state.shape[:2], dtype=torch.long)
+        if cache is None or use_cache is False:
+            cache = self.new_cache()
+        past = cache.self_attention_cache.layers[0].get_seq_length()
+        new_tokens = decoder_input_ids[:, past:] if decoder_input_ids.shape[1] > past else decoder_input_ids
+        cross = self._cross_arrays(encoder_outputs.cross_key_values)
+        mask = _numpy(attention_mask.long())
+        logits = [self._step(new_tokens[:, i : i + 1], mask, cross, cache) for i in range(new_tokens.shape[1])]
+        return Seq2SeqLMOutput(
+            logits=torch.stack(logits, dim=1),
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            **{CACHE_FIELD: cache if use_cache is not False else None},
+        )
+
+
+def is_onnx_export(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder written by `export_onnx`."""
+    return (Path(path) / LAYOUT_FILE).is_file()
+
+
+def onnx_backend_problem(int8: bool, device: str | None, dtype: str = "float32") -> str | None:
+    """What stands against running ONNX Runtime with these options (the scripts' one-line errors), or None."""
+    import importlib.util
+
+    missing = [name for name in ("onnx", "onnxruntime") if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"--backend onnx needs {' and '.join(missing)}: pip install 'hf-unified-mt[onnx]'"
+    if (device or "cpu") != "cpu" or dtype != "float32":
+        return "--backend onnx runs float32 graphs on CPU: leave --device and --dtype at their defaults"
+    return None
+
+
+def load_onnx_model(
+    path: str | os.PathLike, int8: bool = False, trust_remote_code: bool = False, num_threads: int | None = None
+) -> tuple[ORTModelForSeq2SeqLM, object]:
+    """The ONNX Runtime model and tokenizer of `path`: an `export_onnx` folder, or a saved PyTorch model, which is then
+    exported to a temporary folder first (for repeated use, export it once with `export_onnx`)."""
+    if is_onnx_export(path):
+        model = ORTModelForSeq2SeqLM.from_pretrained(path, int8=int8, num_threads=num_threads)
+        return model, AutoTokenizer.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=trust_remote_code)
+    logger.info("Exporting %s to ONNX for this run (export_onnx keeps an export for reuse)", path)
+    with tempfile.TemporaryDirectory() as folder:
+        export_onnx(model, folder, tokenizer)
+        return ORTModelForSeq2SeqLM.from_pretrained(folder, int8=int8, num_threads=num_threads), tokenizer

@@ -1,0 +1,215 @@
+"""ONNX export and ONNX Runtime generation (`hf_unified_mt.training.onnx_export` / `onnx_runtime`, issue 33).
+
+Each variant is exported once (module-scoped; an export traces two graphs, tens of seconds on a busy machine) from a
+tiny model trained for a few steps, so that it decodes varied tokens rather than one token repeated. Against the
+PyTorch model, in float32, on a batch with a right-padded row: the logits of a decoded prefix, and the tokens of
+greedy and beam search (transformers' `generate()` running the ONNX Runtime sessions, with the beams reordering the
+cache). The fast tier covers every architecture and every kind of recurrent cache state (Prime's convolution read
+from the cached values and from its own window, running sums of average attention, the Multi-Encoder's LSTM /
+ConvS2S / FNet / Static Expansion branches, Prime layers in the Multi-Pass passes); the other contract variants are
+`slow`.
+"""
+
+import copy
+import json
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM
+
+from conftest import make_tokenizer, tiny_config, train_to_reverse
+from hf_unified_mt.training.inference import quantize_int8
+from hf_unified_mt.training.onnx_export import DECODER_FILE, ENCODER_FILE, LAYOUT_FILE, export_onnx
+from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM
+from mt_checks import load_script
+from test_model_contract import TINY, VARIANTS, batch
+
+
+ONNX_VARIANTS = {
+    **VARIANTS,
+    # Separate Projection: the convolution keeps its own window in the cache (`update_window`)
+    "unified-prime-separate": ("unified_transformer", "tiny", dict(conv_weight_dropout=0.0, shared_projection=False)),
+}
+FAST = {
+    "unified-prime",
+    "unified-prime-separate",
+    "deep-aan",
+    "mute-merged",
+    "multi-encoder-quintuple",
+    "mpt-prime",
+}
+NAMES = [pytest.param(name, marks=() if name in FAST else pytest.mark.slow) for name in ONNX_VARIANTS]
+DECODING = {"greedy": dict(num_beams=1), "beam": dict(num_beams=4, num_return_sequences=2)}
+NEW_TOKENS = 10
+
+
+def trained_model(name: str):
+    """The variant's tiny model (eager attention), trained for 30 steps to reverse 16 sentences so that it decodes
+    varied tokens (`train_to_reverse`, as the contract tests), in eval mode."""
+    arch, preset, overrides = ONNX_VARIANTS[name]
+    config = tiny_config(arch, preset, **{**TINY, **overrides})
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager")
+    return train_to_reverse(model, steps=30, lr=1e-2, memorise=True)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """`exported(name)` -> (PyTorch model, ORTModelForSeq2SeqLM, export folder), each variant exported once."""
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            model = trained_model(name)
+            folder = tmp_path_factory.mktemp(f"onnx-{name}")
+            export_onnx(model, folder, make_tokenizer())
+            cache[name] = (model, ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1), folder)
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_onnx_logits_match_pytorch(exported, name):
+    model, runtime, _ = exported(name)
+    ids, mask, target = batch()
+    start = torch.full((ids.shape[0], 1), model.config.decoder_start_token_id)
+    decoder_input_ids = torch.cat([start, target], dim=1)
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+    got = runtime(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("decoding", DECODING)
+@pytest.mark.parametrize("name", NAMES)
+def test_onnx_generate_matches_pytorch_token_for_token(exported, name, decoding):
+    model, runtime, _ = exported(name)
+    ids, mask, _ = batch()
+    settings = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, **DECODING[decoding])
+    expected = model.generate(input_ids=ids, attention_mask=mask, **settings)
+    got = runtime.generate(input_ids=ids, attention_mask=mask, **settings)
+    assert got.tolist() == expected.tolist()
+    assert len(set(expected[:, 1:].flatten().tolist())) >= 3, "the model decodes too few distinct tokens to compare"
+    # the padded row translates as it does alone
+    alone = runtime.generate(input_ids=ids[1:, : int(mask[1].sum())], **settings)
+    rows = DECODING[decoding].get("num_return_sequences", 1)
+    assert alone.tolist() == got[rows:].tolist()
+
+
+def test_onnx_export_folder_and_graphs(exported):
+    _, runtime, folder = exported("unified-prime-separate")
+    layout = json.loads((folder / LAYOUT_FILE).read_text())
+    width = max(runtime.config.conv_kernel_sizes) - 1
+    assert [(layer["keys"], layer["states"]) for layer in layout["layers"]] == [(True, {"prime_conv": [width, 16]})] * 2
+    for name in (ENCODER_FILE, DECODER_FILE):
+        graph = onnx.load(folder / name).graph
+        onnx.checker.check_model(onnx.load(folder / name))
+        for value in graph.input:
+            dims = value.type.tensor_type.shape.dim
+            assert not dims[0].HasField("dim_value") or value.name == "cache_positions", f"{name}: {value.name}"
+    decoder = onnx.load(folder / DECODER_FILE).graph
+    names = [f"past.{i}.{kind}" for i in range(2) for kind in ("key", "value", "state.prime_conv")]
+    assert [value.name for value in decoder.input if value.name.startswith("past.")] == names
+    assert [value.name for value in decoder.output][1:] == [name.replace("past", "present") for name in names]
+    assert {"config.json", "generation_config.json", "tokenizer.json"} <= {path.name for path in folder.iterdir()}
+
+
+def test_onnx_refuses_what_the_graphs_cannot_carry(exported, tmp_path):
+    model, runtime, _ = exported("unified-prime")
+    with pytest.raises(ValueError, match="float32 model, not torch.float16"):
+        export_onnx(copy.deepcopy(model).half(), tmp_path)
+    with pytest.raises(ValueError, match="encoder_pass is an option of the Multi-Pass"):
+        export_onnx(model, tmp_path, encoder_pass=1)
+    flex = copy.deepcopy(model)
+    flex.config._attn_implementation = "flex_attention"
+    with pytest.raises(ValueError, match="attn_implementation 'eager' and 'sdpa', not 'flex_attention'"):
+        export_onnx(flex, tmp_path)
+    with pytest.raises(ValueError, match="not a quantised one"):
+        export_onnx(quantize_int8(model), tmp_path)
+    assert not any(tmp_path.iterdir()), "nothing is written before the checks"
+    ids = torch.randint(4, 99, (1, model.config.max_position_embeddings + 1))
+    with pytest.raises(ValueError, match="exported encoder takes at most 64"):
+        runtime.generate(input_ids=ids, max_new_tokens=2)
+    with pytest.raises(ValueError, match="no attention maps"):
+        runtime.generate(input_ids=ids[:, :5], max_new_tokens=2, output_attentions=True, return_dict_in_generate=True)
+
+
+def test_onnx_int8_graphs_are_quantised_and_close(exported):
+    model, runtime, folder = exported("unified-prime")
+    quantized = ORTModelForSeq2SeqLM.from_pretrained(folder, int8=True, num_threads=1)
+    operators = {node.op_type for node in onnx.load(folder / "decoder_step.int8.onnx").graph.node}
+    assert operators & {"MatMulInteger", "DynamicQuantizeMatMul", "DynamicQuantizeLinear"}
+    ids, mask, target = batch()
+    decoder_input_ids = torch.cat([torch.full((2, 1), model.config.decoder_start_token_id), target], dim=1)
+    exact = runtime(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+    approximate = quantized(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+    assert not torch.equal(exact, approximate)
+    correlation = np.corrcoef(exact.flatten().numpy(), approximate.flatten().numpy())[0, 1]
+    assert correlation > 0.99
+
+
+def test_translate_py_onnx_options_are_checked_before_loading(exported, tmp_path, monkeypatch):
+    _, _, folder = exported("unified-prime")
+    translate_script = load_script("translate")
+    monkeypatch.setattr(translate_script, "load_onnx_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    for extra, message in (
+        (["--device", "cuda"], "--backend onnx runs float32 graphs on CPU"),
+        (["--dtype", "float16"], "--backend onnx runs float32 graphs on CPU"),
+        (["--backend", "tensorrt"], None),
+    ):
+        arguments = [str(folder), "--backend", "onnx", *extra]
+        if message is None:
+            with pytest.raises(SystemExit):
+                translate_script.main(arguments)
+        else:
+            with pytest.raises(translate_script.UsageError, match=message):
+                translate_script.main(arguments)
+
+
+@pytest.mark.subprocess
+def test_translate_py_backend_onnx_translates_like_torch(tmp_path):
+    """`translate.py --backend onnx` on a saved PyTorch model (exported for the run) gives the lines `--backend torch`
+    gives, greedy and with beams."""
+    import subprocess
+    import sys
+
+    from mt_checks import ROOT
+    from test_training import run_env
+
+    model = trained_model("unified-prime")
+    model.save_pretrained(tmp_path / "model")
+    make_tokenizer().save_pretrained(tmp_path / "model")
+    source = tmp_path / "input.es"
+    source.write_text("en el principio\n\ny dijo dios sea la luz\n", encoding="utf-8")
+    outputs = {}
+    for backend in ("torch", "onnx"):
+        output = tmp_path / f"{backend}.en"
+        command = [sys.executable, "training/translate.py", str(tmp_path / "model"), "--input", str(source)]
+        command += ["--output", str(output), "--backend", backend, "--num_beams", "3", "--max_new_tokens", "8"]
+        result = subprocess.run(command, cwd=ROOT, env=run_env(), capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-4000:]
+        assert "Warning" not in result.stderr, result.stderr[-4000:]
+        outputs[backend] = output.read_text(encoding="utf-8")
+    assert outputs["onnx"] == outputs["torch"]
+    assert outputs["torch"].split("\n")[1] == "" and outputs["torch"].split("\n")[0]
+
+
+def test_score_py_backend_onnx_scores_the_pytorch_translations(exported, tmp_path):
+    model, _, folder = exported("unified-prime")
+    model.save_pretrained(tmp_path / "model")
+    make_tokenizer().save_pretrained(tmp_path / "model")
+    sources, references = tmp_path / "test.es", tmp_path / "test.en"
+    sources.write_text("en el principio\ny dijo dios sea la luz\n", encoding="utf-8")
+    references.write_text("in the beginning\nand god said let there be light\n", encoding="utf-8")
+    score_script = load_script("score")
+    hypotheses = {}
+    for backend, path in (("torch", tmp_path / "model"), ("onnx", folder)):
+        arguments = [str(path), "--source_file", str(sources), "--reference_file", str(references)]
+        arguments += ["--backend", backend, "--num_beams", "3", "--max_new_tokens", "6", "--no_progress"]
+        score_script.main([*arguments, "--output_dir", str(tmp_path / backend)])
+        hypotheses[backend] = (tmp_path / backend / "hypotheses_test.txt").read_text(encoding="utf-8")
+    assert hypotheses["onnx"] == hypotheses["torch"] and hypotheses["torch"].strip()
