@@ -448,7 +448,7 @@ def check_exportable(model, encoder_kwargs: dict) -> None:
 @contextlib.contextmanager
 def _quiet_exporter():
     """The exporter's progress lines (stdout) and its known harmless notices: unused axis names, a pytree deprecation
-    inside torch, and optional torchvision operators that are not installed."""
+    inside torch, torch's deprecated traced size checks, and optional torchvision operators that are not installed."""
     registration = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = registration.level
     registration.setLevel(logging.ERROR)
@@ -456,6 +456,8 @@ def _quiet_exporter():
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="# The axis name", category=UserWarning)
             warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`", category=FutureWarning)
+            # torch's own traced size checks (the LSTM/FNet branches), deprecated inside torch
+            warnings.filterwarnings("ignore", message="_check_is_size will be removed", category=FutureWarning)
             yield
     finally:
         registration.setLevel(level)
