@@ -458,6 +458,8 @@ def _quiet_exporter():
             warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`", category=FutureWarning)
             # torch's own traced size checks (the LSTM/FNet branches), deprecated inside torch
             warnings.filterwarnings("ignore", message="_check_is_size will be removed", category=FutureWarning)
+            # nn.LSTM refreshes its `_flat_weights` list while traced (the parameters themselves are registered)
+            warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights", category=UserWarning)
             yield
     finally:
         registration.setLevel(level)
