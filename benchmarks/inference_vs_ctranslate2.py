@@ -89,6 +89,11 @@ def parse_args(argv=None):
         "shapes); compiling takes minutes per model on 2 cores",
     )
     parser.add_argument("--profile", action="store_true", help="Profile PyTorch decoding instead of timing")
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="Print the README's before/after table from the JSON at --output (no measuring)",
+    )
     parser.add_argument("--profile-arch", default="unified_transformer", choices=list(hf_unified_mt.ARCHITECTURES))
     parser.add_argument("--profile-setting", choices=["greedy", "beam"], default="greedy")
     parser.add_argument("--profile-calls", type=int, default=5, help="Profiled generate() calls per model")
@@ -377,6 +382,36 @@ def format_table(rows: list[dict], args) -> str:
     return "\n".join(lines)
 
 
+BEFORE, AFTER = "pytorch-fp32", "onnx-int8"  # what a user ran before the ONNX backend, and the fastest backend now
+
+
+def summary_table(document: dict) -> str:
+    """The README's table from a result JSON: per model and setting, tokens/s of PyTorch float32 `generate()`
+    (before: the only backend) and of ONNX Runtime int8 (after), each with its ratio to CTranslate2 int8 running the
+    same-size MarianMT, all from the same run."""
+    rows = document["rows"]
+    names = list(rows[0]["settings"])
+    header = "| model |"
+    rule = "|---|"
+    for setting in names:
+        label = setting.replace("greedy_b1", "batch 1 greedy").replace("_b", " batch ").replace("beam", "beam ")
+        header += f" {label}: before → after, tokens/s | × CT2 int8 |"
+        rule += "---:|---:|"
+    lines = [header, rule]
+    for row in rows:
+        line = f"| {row['name']} |"
+        for setting in names:
+            results = row["settings"][setting]
+            before, after = results[BEFORE], results[AFTER]
+            line += (
+                f" {before['tokens_per_second']:,.0f} → {after['tokens_per_second']:,.0f}"
+                f" (CT2 int8: {results[REFERENCE]['tokens_per_second']:,.0f}) |"
+                f" {before['vs_ct2_int8']:.2f} → **{after['vs_ct2_int8']:.2f}** |"
+            )
+        lines.append(line)
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------------- machine
 
 
@@ -635,9 +670,101 @@ def format_profile(result: dict) -> str:
     return "\n".join(lines)
 
 
+def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8: bool) -> dict:
+    """Where ONNX Runtime's `generate()` time goes at the profile setting: inside the encoder graph, inside the
+    decoder-step graph, and outside both (`generate()`'s own Python, beam bookkeeping, the cache handed between
+    steps); and, from ONNX Runtime's own profiler, the decoder graph's node time by operator type."""
+    from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM
+
+    spec = dict(batch=1, beams=1) if args.profile_setting == "greedy" else dict(batch=args.batch_size, beams=args.beams)
+    input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
+    runtime = ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=args.threads)
+    generate = torch_backend(runtime, args.new_tokens)
+    clocks = {}
+    for part, session in (("encoder", runtime.encoder.session), ("decoder", runtime.decoder_session)):
+        clock = clocks[part] = dict(seconds=0.0, calls=0)
+
+        def timed_run(*arguments, _run=session.run, _clock=clock, **keywords):
+            start = time.perf_counter()
+            try:
+                return _run(*arguments, **keywords)
+            finally:
+                _clock["seconds"] += time.perf_counter() - start
+                _clock["calls"] += 1
+
+        session.run = timed_run
+    generate(input_ids, attention_mask, spec["beams"])
+    for clock in clocks.values():
+        clock.update(seconds=0.0, calls=0)
+    start = time.perf_counter()
+    for _ in range(args.profile_calls):
+        generate(input_ids, attention_mask, spec["beams"])
+    wall = (time.perf_counter() - start) / args.profile_calls
+    encoder = clocks["encoder"]["seconds"] / args.profile_calls
+    decoder = clocks["decoder"]["seconds"] / args.profile_calls
+    steps = clocks["decoder"]["calls"] / args.profile_calls
+
+    # ONNX Runtime's profiler on a session of its own over the same decoder graph
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = args.threads, 1
+    options.enable_profiling = True
+    options.profile_file_prefix = str(directory / "ort_profile")
+    profiled = onnxruntime.InferenceSession(
+        runtime.decoder_session._model_path, options, providers=["CPUExecutionProvider"]
+    )
+    runtime.decoder_session = profiled
+    for _ in range(args.profile_calls):
+        generate(input_ids, attention_mask, spec["beams"])
+    events = json.loads(Path(profiled.end_profiling()).read_text())
+    node_time: dict[str, float] = {}
+    node_calls: dict[str, int] = {}
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            op = event["args"]["op_name"]
+            node_time[op] = node_time.get(op, 0.0) + event["dur"] / 1e6
+            node_calls[op] = node_calls.get(op, 0) + 1
+    total_node = sum(node_time.values())
+    profiled_steps = steps * args.profile_calls
+    top = sorted(node_time, key=node_time.get, reverse=True)[:10]
+    return dict(
+        model=name,
+        setting=args.profile_setting,
+        batch=spec["batch"],
+        beams=spec["beams"],
+        seconds_per_generate=wall,
+        tokens_per_second=spec["batch"] * args.new_tokens / wall,
+        share_encoder_graph=encoder / wall,
+        share_decoder_graph=decoder / wall,
+        share_outside_graphs=(wall - encoder - decoder) / wall,
+        decoder_steps=steps,
+        decoder_node_seconds_per_step=total_node / max(profiled_steps, 1),
+        top_operator_share_of_node_time={op: node_time[op] / total_node for op in top},
+        top_operator_calls_per_step={op: node_calls[op] / max(profiled_steps, 1) for op in top},
+    )
+
+
+def format_onnx_profile(result: dict) -> str:
+    """A readable breakdown of one `profile_onnx` result."""
+    lines = [
+        f"== {result['model']}: {result['setting']} at batch {result['batch']}, beam {result['beams']}: "
+        f"{result['seconds_per_generate'] * 1e3:.1f} ms per generate(), {result['tokens_per_second']:.0f} tokens/s",
+        f"  encoder graph             {result['share_encoder_graph']:6.1%}",
+        f"  decoder step graph        {result['share_decoder_graph']:6.1%}  ({result['decoder_steps']:.0f} runs, "
+        f"{result['decoder_node_seconds_per_step'] * 1e3:.2f} ms of node time per step)",
+        f"  outside the graphs        {result['share_outside_graphs']:6.1%}  (generate(), beams, cache hand-over)",
+        "  decoder graph node time by operator (share; calls per step):",
+    ]
+    for op, share in result["top_operator_share_of_node_time"].items():
+        lines.append(f"    {op:<40} {share:6.1%}  {result['top_operator_calls_per_step'][op]:5.0f}")
+    return "\n".join(lines)
+
+
 def run_profile(args) -> list[dict]:
-    """`--profile`: the breakdown for `--profile-arch` (its `--preset`) in PyTorch float32 and int8, and for its
-    same-size MarianMT, in one run (relative shares stay meaningful on a busy machine; absolute times do not)."""
+    """`--profile`: the breakdown for `--profile-arch` (its `--preset`) in PyTorch float32 and int8, for its
+    same-size MarianMT, and (where the onnx extra is installed) in ONNX Runtime float32 and int8, in one run
+    (relative shares stay meaningful on a busy machine; absolute times do not)."""
     subject = dict(
         name=f"{args.profile_arch} ({args.preset})",
         arch=args.profile_arch,
@@ -655,6 +782,18 @@ def run_profile(args) -> list[dict]:
         result = profile_decoding(candidate, name, args)
         print(format_profile(result), flush=True)
         results.append(result)
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            from hf_unified_mt.training.onnx_export import export_onnx
+
+            export_onnx(model, scratch, int8=True, verify=False)
+        except ImportError as error:
+            print(f"note: ONNX Runtime profile skipped ({error})", file=sys.stderr)
+            return results
+        for label, int8 in (("ONNX Runtime float32", False), ("ONNX Runtime int8", True)):
+            result = profile_onnx(model, f"{subject['name']} {label}", args, Path(scratch), int8)
+            print(format_onnx_profile(result), flush=True)
+            results.append(result)
     return results
 
 
@@ -663,6 +802,9 @@ def run_profile(args) -> list[dict]:
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.summary:
+        print(summary_table(json.loads(args.output.read_text())))
+        return
     torch.set_num_threads(args.threads)
     transformers_logging.disable_progress_bar()  # saving and reloading the MarianMT for the converter
     load_before = os.getloadavg()[0]

@@ -2,6 +2,7 @@
 `--quick` mode (tiny models, one round), and its `--profile` breakdown. Checks that it runs and writes what it
 says; no speed is asserted (speed targets belong in the benchmark's table)."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -57,13 +58,32 @@ def test_profile_breaks_down_decoding_time(tmp_path):
     output = tmp_path / "profile.json"
     result = run_benchmark("--quick", "--profile", "--profile-calls", "1", "--output", str(output))
     profile = json.loads(output.read_text())["profile"]
-    assert [entry["model"] for entry in profile] == [
-        "unified_transformer (tiny)",
-        "unified_transformer (tiny) int8",
-        "MarianMT, same size",
-    ]
-    for entry in profile:
+    torch_names = ["unified_transformer (tiny)", "unified_transformer (tiny) int8", "MarianMT, same size"]
+    onnx_names = [f"unified_transformer (tiny) ONNX Runtime {kind}" for kind in ("float32", "int8")]
+    has_onnx = importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None
+    assert [entry["model"] for entry in profile] == torch_names + (onnx_names if has_onnx else [])
+    for entry in profile[:3]:
         shares = entry["share_encoder"] + entry["share_decoder_forwards"] + entry["share_generate_outside_forward"]
         assert shares == pytest.approx(1.0)
         assert entry["operator_calls_per_token"] > 0 and entry["min_bytes_read_per_step"]["parameter_bytes"] > 0
+    for entry in profile[3:]:
+        shares = entry["share_encoder_graph"] + entry["share_decoder_graph"] + entry["share_outside_graphs"]
+        assert shares == pytest.approx(1.0) and entry["decoder_steps"] == 4  # --quick: 4 new tokens, greedy
+        assert sum(entry["top_operator_share_of_node_time"].values()) <= 1.0 + 1e-9
+        assert "MatMul" in "".join(entry["top_operator_share_of_node_time"])
     assert "generate() outside model" in result.stdout
+
+
+def test_readme_table_is_the_committed_benchmark_result():
+    """The README's deployment table is `--summary` of the committed JSON (regenerate: `python
+    benchmarks/inference_vs_ctranslate2.py --summary`), so the numbers it shows are the ones measured."""
+    spec = importlib.util.spec_from_file_location("mt_benchmark_inference_vs_ct2", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    document = json.loads((ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2.json").read_text())
+    assert not document["machine_busy"]
+    assert module.summary_table(document) in (ROOT / "README.md").read_text()
