@@ -110,6 +110,10 @@ class Arm:
     # comparison share them). With more updates the schedule is unchanged (the inverse-square-root decay does not
     # depend on the total), so the first `--max_steps` updates are exactly those of the study's recipe.
     recipe_factors: dict = field(default_factory=dict)
+    # A stage-4 equal wall-clock arm: the cheaper network of a comparison trained for `recipe_factors["max_steps"]`
+    # times the updates, the ratio of the two networks' seconds per update measured side by side
+    # (`benchmarks/training_cost.py`), so that it trains as long as the arm named here.
+    equal_time_with: str | None = None
 
     def __post_init__(self):
         unknown = set(self.recipe_factors) - set(SCHEDULE_KEYS)
@@ -333,8 +337,8 @@ ARMS: list[Arm] = [
         dict(init_law="normal"),
         stage=4,
     ),
-    # H2, depth: an 8+8 Prime stack with and without DS-Init (paper 001), and against 4+4 Prime at equal updates (the
-    # equal wall-clock comparison reads the runs' training minutes).
+    # H2, depth: an 8+8 Prime stack with and without DS-Init (paper 001), and against 4+4 Prime at equal updates (at
+    # equal wall-clock: `000-prime-eqtime-8x8` below).
     Arm(
         "000-prime-8x8",
         "000",
@@ -381,6 +385,31 @@ ARMS: list[Arm] = [
         _sized("small-prime-units", "tiny-prime-units"),
         dict(num_units=1),
         stage=4,
+    ),
+    # Equal training wall-clock (stage 4): the cheaper network of H2 and of H3 trained for as long as the dearer one
+    # (the ratio of seconds per update in `training_cost.json`, measured side by side on the quiet 2-core machine:
+    # 8+8 Prime 1.72× 4+4 Prime; 4 Prime units 2.20× 1 Prime unit). The first 2,000 updates are exactly the
+    # equal-updates run (the schedule does not depend on the total).
+    Arm(
+        "000-prime-eqtime-8x8",
+        "000",
+        "Prime 4+4, 1.72× updates (the training time of 8+8)",
+        "unified_transformer",
+        _sized("small"),
+        stage=4,
+        recipe_factors=dict(max_steps=1.72),
+        equal_time_with="000-prime-8x8-dsinit",
+    ),
+    Arm(
+        "002-prime-1unit-eqtime-4units",
+        "002",
+        "1 Prime unit, post-norm, 2.20× updates (the training time of 4 units)",
+        "multi_unit_transformer",
+        _sized("small-prime-units", "tiny-prime-units"),
+        dict(num_units=1),
+        stage=4,
+        recipe_factors=dict(max_steps=2.2),
+        equal_time_with="002-prime-4units",
     ),
     # H4: a Prime encoder (paper 000) as the Multi-Encoder's second branch, beside the self-attention encoder.
     Arm(
@@ -439,6 +468,18 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("004", "004-p2-hard", "004-p2-hard-prime", "H5 (composition): Prime layers in the passes"),
     ("002", "002-4units", "002-prime-4units", "H3 (composition): Prime layers as MUTE's 4 units"),
     ("002", "002-prime-1unit", "002-prime-4units", "H3 (composition): 4 Prime units against 1"),
+    (
+        "000",
+        "000-prime-eqtime-8x8",
+        "000-prime-8x8-dsinit",
+        "H2 (composition): 8+8 Prime with DS-Init against 4+4, equal training time",
+    ),
+    (
+        "002",
+        "002-prime-1unit-eqtime-4units",
+        "002-prime-4units",
+        "H3 (composition): 4 Prime units against 1, equal training time",
+    ),
 ]
 PAPER_TITLES = {
     "000": "Unified Transformer (Zhao et al.)",
@@ -1119,7 +1160,8 @@ def build_report(args) -> dict:
         )
     cost = measured_training_cost(args.results_dir, args.size)
     for row in arms:
-        row["cost_ratio"] = cost["ratios"].get(row["arm"]) if cost else None
+        network = ARMS_BY_KEY[row["arm"]].same_runs_as or row["arm"]  # an arm reusing another's runs costs as much
+        row["cost_ratio"] = cost["ratios"].get(network) if cost else None
     comparisons = compare_arms(runs, references, args.bootstrap_samples)
     first = next(iter(next(iter(runs.values())).values())) if runs else None
     summary = dict(

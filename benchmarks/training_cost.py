@@ -42,7 +42,10 @@ def default_arms() -> list[str]:
     for _, control, mechanism, _ in study.COMPARISONS:
         if 4 in (study.ARMS_BY_KEY[control].stage, study.ARMS_BY_KEY[mechanism].stage):
             keys |= {control, mechanism}
-    return [arm.key for arm in study.ARMS if arm.key in keys and arm.same_runs_as is None]
+    # (an equal-time arm is another arm's network trained longer: its cost per update is measured under that arm)
+    return [
+        arm.key for arm in study.ARMS if arm.key in keys and arm.same_runs_as is None and arm.equal_time_with is None
+    ]
 
 
 def parse_args(argv=None):

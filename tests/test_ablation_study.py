@@ -166,7 +166,9 @@ SIZED_COMPARISONS = [
 def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, claim, size):
     a, b = study.ARMS_BY_KEY[control], study.ARMS_BY_KEY[mechanism]
     assert a.paper == b.paper == paper
-    if a.recipe_factors != b.recipe_factors:  # a stage-3 comparison of the schedule alone: the network is the same
+    if a.equal_time_with == b.key:  # stage 4 at equal training time: the cheaper network trains longer
+        assert a.stage == 4 and set(a.recipe_factors) == {"max_steps"} and not b.recipe_factors
+    elif a.recipe_factors != b.recipe_factors:  # a stage-3 comparison of the schedule alone: the network is the same
         assert b.stage == 3 and config_of(a, size) == config_of(b, size)
         return
     if a.arch != b.arch:  # the Transformer of paper 000: same width, depth, FFN and vocabulary
@@ -486,3 +488,20 @@ def test_training_cost_times_every_stage_four_arm_side_by_side(tmp_path):
     bad = [sys.executable, str(ROOT / "benchmarks" / "training_cost.py"), "--arms", "000-prime", "no-such-arm"]
     refused = subprocess.run(bad, capture_output=True, text=True)
     assert refused.returncode == 2 and "unknown arm 'no-such-arm'" in refused.stderr
+
+
+@pytest.mark.parametrize("arm", [arm for arm in study.ARMS if arm.equal_time_with], ids=lambda arm: arm.key)
+def test_equal_time_arms_train_for_the_measured_cost_ratio(arm):
+    """An equal-time arm's update factor is the committed side-by-side measurement (`benchmarks/training_cost.py`):
+    the dearer arm's seconds per update over those of the arm's own network (the arm without the factor)."""
+    measured = json.loads((ROOT / "benchmarks" / "results" / "ablations" / "training_cost.json").read_text())
+    seconds = {row["arm"]: row["seconds_per_update"] for row in measured["arms"]}
+    same_network = [
+        other.key
+        for other in study.ARMS
+        if not other.recipe_factors
+        and (other.arch, other.presets["small"], other.overrides) == (arm.arch, arm.presets["small"], arm.overrides)
+    ]
+    assert len(same_network) == 1
+    ratio = seconds[arm.equal_time_with] / seconds[same_network[0]]
+    assert arm.recipe_factors["max_steps"] == pytest.approx(ratio, abs=0.01)
