@@ -563,11 +563,24 @@ def memory_traffic(model: torch.nn.Module, batch: int, beams: int, source_length
     return dict(parameter_bytes=parameter_bytes, kv_cache_bytes=kv_bytes, total_bytes=parameter_bytes + kv_bytes)
 
 
+def profile_spec(args) -> dict:
+    """Batch and beams of `--profile-setting`."""
+    return dict(batch=1, beams=1) if args.profile_setting == "greedy" else dict(batch=args.batch_size, beams=args.beams)
+
+
+def profile_title(result: dict) -> str:
+    """The first line of a printed profile: model, setting, time per `generate()` call and tokens/s."""
+    return (
+        f"== {result['model']}: {result['setting']} at batch {result['batch']}, beam {result['beams']}: "
+        f"{result['seconds_per_generate'] * 1e3:.1f} ms per generate(), {result['tokens_per_second']:.0f} tokens/s"
+    )
+
+
 def profile_decoding(model: torch.nn.Module, name: str, args) -> dict:
     """Where one model's `generate()` time goes at the profile setting: model forward vs generate()'s own Python,
     Python self time by region (cProfile), ATen calls per generated token and their share of the time
     (`torch.profiler`), and the bytes a step reads at least against the time it takes."""
-    spec = dict(batch=1, beams=1) if args.profile_setting == "greedy" else dict(batch=args.batch_size, beams=args.beams)
+    spec = profile_spec(args)
     input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
     generate = torch_backend(model, args.new_tokens)
     forward_time = timed_forwards(model)  # generate()'s decoding steps
@@ -640,8 +653,7 @@ def profile_decoding(model: torch.nn.Module, name: str, args) -> dict:
 def format_profile(result: dict) -> str:
     """A readable breakdown of one `profile_decoding` result."""
     lines = [
-        f"== {result['model']}: {result['setting']} at batch {result['batch']}, beam {result['beams']}: "
-        f"{result['seconds_per_generate'] * 1e3:.1f} ms per generate(), {result['tokens_per_second']:.0f} tokens/s",
+        profile_title(result),
         f"  encoder forward           {result['share_encoder']:6.1%}",
         f"  decoder step forwards     {result['share_decoder_forwards']:6.1%}  "
         f"({result['decoder_forward_calls']:.0f} calls)",
@@ -676,7 +688,7 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
     steps); and, from ONNX Runtime's own profiler, the decoder graph's node time by operator type."""
     from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM
 
-    spec = dict(batch=1, beams=1) if args.profile_setting == "greedy" else dict(batch=args.batch_size, beams=args.beams)
+    spec = profile_spec(args)
     input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
     runtime = ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=args.threads)
     generate = torch_backend(runtime, args.new_tokens)
@@ -748,8 +760,7 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
 def format_onnx_profile(result: dict) -> str:
     """A readable breakdown of one `profile_onnx` result."""
     lines = [
-        f"== {result['model']}: {result['setting']} at batch {result['batch']}, beam {result['beams']}: "
-        f"{result['seconds_per_generate'] * 1e3:.1f} ms per generate(), {result['tokens_per_second']:.0f} tokens/s",
+        profile_title(result),
         f"  encoder graph             {result['share_encoder_graph']:6.1%}",
         f"  decoder step graph        {result['share_decoder_graph']:6.1%}  ({result['decoder_steps']:.0f} runs, "
         f"{result['decoder_node_seconds_per_step'] * 1e3:.2f} ms of node time per step)",

@@ -189,9 +189,6 @@ def _real_padded_fourier_forward(mixing: nn.Module, hidden_states: torch.Tensor,
     return mixed.to(hidden_states.dtype) * valid
 
 
-_EXPORT_FORWARDS = {"LSTMStack": _unpacked_lstm_forward, "FourierMixing": _real_padded_fourier_forward}
-
-
 def _fixed_unit_order(shuffle: nn.Module) -> Callable[[], torch.Tensor]:
     """MUTE's AutoShuffle matrix as the model in eval mode uses it (its doubly stochastic projection), computed once
     before tracing: the projection iterates to a data-dependent tolerance, which the tracer does not follow (it would
@@ -200,18 +197,23 @@ def _fixed_unit_order(shuffle: nn.Module) -> Callable[[], torch.Tensor]:
     return lambda: matrix
 
 
+# class name -> the forward its modules take while exporting, built from the module
+_EXPORT_FORWARDS: dict[str, Callable[[nn.Module], Callable]] = {
+    "LSTMStack": lambda module: functools.partial(_unpacked_lstm_forward, module),
+    "FourierMixing": lambda module: functools.partial(_real_padded_fourier_forward, module),
+    "AutoShuffle": _fixed_unit_order,
+}
+
+
 @contextlib.contextmanager
 def _exportable(model):
     """While exporting, the Multi-Encoder's LSTM branches run unpacked (`_unpacked_lstm_forward`), its FNet mixing
     pads before the transform (`_real_padded_fourier_forward`) and MUTE's AutoShuffle matrix is a constant
-    (`_fixed_unit_order`). Found by class name, so that a model loaded with its
-    own copy of the modeling code is covered too."""
+    (`_fixed_unit_order`). Found by class name, so that a model loaded with its own copy of the modeling code is
+    covered too."""
     patched = [module for module in model.modules() if type(module).__name__ in _EXPORT_FORWARDS]
     for module in patched:
-        module.forward = functools.partial(_EXPORT_FORWARDS[type(module).__name__], module)
-    shuffles = [module for module in model.modules() if type(module).__name__ == "AutoShuffle"]
-    for module in shuffles:
-        module.forward = _fixed_unit_order(module)
+        module.forward = _EXPORT_FORWARDS[type(module).__name__](module)
     # Prime's convolution switches from a band matmul to sliding windows above `band_max_length` positions (the same
     # result): a graph for every source length takes the sliding windows in the encoder. The decoder's steps (one
     # position) keep the band, whose one-position case is a plain matmul.
@@ -226,7 +228,7 @@ def _exportable(model):
     try:
         yield
     finally:
-        for module in patched + shuffles:
+        for module in patched:
             del module.forward
         for module, length in zip(convolutions, band_max_lengths):
             module.band_max_length = length
