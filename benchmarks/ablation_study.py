@@ -357,6 +357,17 @@ ARMS: list[Arm] = [
         dict(encoder_layers=8, decoder_layers=8, init_law="ds_init"),
         stage=4,
     ),
+    # H2 at base size: Prime's own `base` is a 12+12 post-norm stack (000-prime at base, which had not left the unigram
+    # plateau after 600 updates), here with DS-Init. A base-size arm only (its CPU counterpart is the 8+8 pair above).
+    Arm(
+        "000-prime-dsinit",
+        "000",
+        "Prime + DS-Init (base: 12+12 post-norm)",
+        "unified_transformer",
+        {"base": "base", "tiny": "tiny"},
+        dict(init_law="ds_init"),
+        stage=4,
+    ),
     # H5: Prime layers (paper 000) in the Multi-Pass encoder's passes, against the Transformer layers of 004-p2-hard.
     Arm(
         "004-p2-hard-prime",
@@ -465,6 +476,7 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("003", "003-dual", "003-prime-dual", "H4 (composition): a Prime encoder instead of Static Expansion"),
     ("000", "000-prime-8x8", "000-prime-8x8-dsinit", "H2 (composition): DS-Init under an 8+8 Prime stack"),
     ("000", "000-prime", "000-prime-8x8-dsinit", "H2 (composition): 8+8 Prime with DS-Init against 4+4, equal updates"),
+    ("000", "000-prime", "000-prime-dsinit", "H2 at base size: DS-Init under Prime's 12+12 post-norm stack"),
     ("004", "004-p2-hard", "004-p2-hard-prime", "H5 (composition): Prime layers in the passes"),
     ("002", "002-4units", "002-prime-4units", "H3 (composition): Prime layers as MUTE's 4 units"),
     ("002", "002-prime-1unit", "002-prime-4units", "H3 (composition): 4 Prime units against 1"),
@@ -602,8 +614,19 @@ def parse_args(argv=None):
         default=None,
         help="Runs at once (on a GPU they share it; training minutes are then not speeds)",
     )
+    parser.add_argument(
+        "--time_budget_minutes",
+        type=float,
+        default=None,
+        help="Fixed device time: the runs start together and train for about this many minutes, all stopping at one "
+        "update count (a multiple of --eval_every, decided from their measured rates; --max_steps is the upper bound)",
+    )
+    parser.add_argument(
+        "--decode_batch_size", type=int, default=32, help="Test sentences per generate() call (GPU: more is faster)"
+    )
     parser.add_argument("--bootstrap_samples", type=int, default=1000)
     parser.add_argument("--run_one", default=None, help=argparse.SUPPRESS)  # "<arm>:<seed>", in a child process
+    parser.add_argument("--common_stop", type=Path, default=None, help=argparse.SUPPRESS)  # a child's decision file
     args = parser.parse_args(argv)
     for key, value in SIZE_DEFAULTS[args.size].items():
         if getattr(args, key) is None:
@@ -753,6 +776,26 @@ class TrainingClock(TrainerCallback):
         )
 
 
+class CommonStop(TrainerCallback):
+    """One run of a time-budgeted session (`--time_budget_minutes`): writes its progress for the parent every `every`
+    updates, and stops at the update count the parent decides for every run (`decision`, written once). With the
+    inverse-square-root schedule, which does not depend on the total, a run stopped there is exactly a run with that
+    `max_steps`."""
+
+    def __init__(self, progress: Path, decision: Path, every: int = 10):
+        self.progress, self.decision, self.every = progress, decision, every
+        self.updates: int | None = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if step % self.every == 0:
+            self.progress.write_text(json.dumps(dict(update=step, time=time.time())))
+            if self.updates is None and self.decision.exists():
+                self.updates = json.loads(self.decision.read_text())["updates"]
+        if self.updates is not None and step >= self.updates:
+            control.should_training_stop = True
+
+
 def load_train_module():
     """`training/train.py` as a module (the study runs exactly the training code path users run)."""
     spec = importlib.util.spec_from_file_location("hf_unified_mt_train_script", TRAIN_SCRIPT)
@@ -828,10 +871,13 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
         args.eval_every, tokenizer, output / "validation_curve.json", max_samples=args.max_eval_samples
     )
     clock = TrainingClock(output / "training_clock.json")
-    results = load_train_module().main(
-        train_arguments(arm, seed, args, tokenizer_path, output), callbacks=[curve, clock]
-    )
+    callbacks = [curve, clock]
+    if args.common_stop is not None:
+        callbacks.append(CommonStop(output / "progress.json", args.common_stop))
+    results = load_train_module().main(train_arguments(arm, seed, args, tokenizer_path, output), callbacks=callbacks)
     training_seconds = clock.seconds()
+    if args.common_stop is not None:  # the run is one of `max_steps` = the common update count
+        args.max_steps = json.loads((output / "trainer_state.json").read_text())["global_step"]
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = AutoModelForSeq2SeqLM.from_pretrained(output).to(device).eval()  # decoding in fp32
@@ -844,7 +890,7 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
         tokenizer,
         sources,
         num_beams=args.num_beams,
-        batch_size=32,
+        batch_size=args.decode_batch_size,
         max_new_tokens=limit,
         max_source_length=limit,
     )
@@ -972,9 +1018,28 @@ def run_missing(args) -> int:
 
     def runs():
         yield from planned_runs(args.seeds, set(args.stages), args.only, args.size)
+        if args.time_budget_minutes is not None:
+            return  # a time-budgeted session trains the runs it started with, together
         while running:  # the extra seeds are decided on finished runs only
             wait_for_one()
         yield from tie_break_runs(args)
+
+    decision = None
+    if args.time_budget_minutes is not None:
+        decision = args.output_dir / "common_stop.json"
+        decision.unlink(missing_ok=True)
+        missing = [
+            (arm, seed)
+            for arm, seed in planned_runs(args.seeds, set(args.stages), args.only, args.size)
+            if not (args.results_dir / "runs" / f"{run_name(arm, seed)}.json").exists()
+        ]
+        problems = [f"--parallel {args.parallel} < the {len(missing)} runs to start together"] * (
+            len(missing) > args.parallel
+        )
+        problems += [f"{arm.key} scales the schedule" for arm, _ in missing if arm.recipe_factors]
+        if problems:
+            raise SystemExit("--time_budget_minutes: " + "; ".join(problems))
+        launched = time.time()
 
     for arm, seed in runs():
         name = run_name(arm, seed)
@@ -995,7 +1060,7 @@ def run_missing(args) -> int:
         while len(running) >= args.parallel:
             wait_for_one()
         child = [sys.executable, str(Path(__file__).resolve()), "--run_one", f"{arm.key}:{seed}"]
-        child += _settings_argv(args)
+        child += _settings_argv(args) + (["--common_stop", str(decision)] if decision else [])
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
         print(f"[{name}] training ({arm.label})", flush=True)
         log = None
@@ -1004,6 +1069,8 @@ def run_missing(args) -> int:
             log = open(args.output_dir / name / "log.txt", "a")
         running.append((subprocess.Popen(child, env=env, stdout=log, stderr=log), name, log))
         done += 1
+    if decision is not None and running:
+        decide_common_stop(args, [(child, name) for child, name, _ in running], launched, decision)
     while running:
         wait_for_one()
     if failed:
@@ -1011,11 +1078,51 @@ def run_missing(args) -> int:
     return done
 
 
+def decide_common_stop(args, children: list, launched: float, decision: Path, poll_seconds: float = 5.0) -> None:
+    """The update count at which every run of a time-budgeted session stops, written once to `decision`: what the
+    slowest run reaches by `--time_budget_minutes` after the launch at its measured rate, rounded down to a multiple
+    of `--eval_every` (so that the last validation point is the final model), at least 50 updates past the furthest
+    run and at most `--max_steps`. The rates are measured from each run's first progress report (its start-up is
+    not training) over the first 40% of the budget, at least 30 seconds."""
+    deadline = launched + 60 * args.time_budget_minutes
+    first: dict[str, dict] = {}
+    while True:
+        time.sleep(poll_seconds)
+        if any(child.poll() is not None for child, _ in children):
+            return  # a run ended before the decision (failed, or reached --max_steps): nothing to coordinate
+        progress = {}
+        for _, name in children:
+            path = args.output_dir / name / "progress.json"
+            try:
+                progress[name] = json.loads(path.read_text())
+            except (OSError, ValueError):  # not written yet, or being written
+                break
+        if len(progress) < len(children):
+            continue
+        for name, now in progress.items():
+            first.setdefault(name, now)
+        windows = [progress[name]["time"] - first[name]["time"] for name in progress]
+        if time.time() < launched + 0.4 * (deadline - launched) or min(windows) < 30:
+            continue
+        reach = min(
+            now["update"] + (now["update"] - first[name]["update"]) / window * (deadline - now["time"])
+            for (name, now), window in zip(progress.items(), windows)
+        )
+        # a run reads the decision every 10 updates: the count leaves it 50 updates to do so
+        furthest = max(now["update"] for now in progress.values()) + 50
+        every = args.eval_every
+        updates = min(max(int(reach) // every, -(-furthest // every)) * every, args.max_steps)
+        decision.write_text(json.dumps(dict(updates=updates, decided_at_updates=progress)))
+        print(f"time budget: every run stops at {updates} updates", flush=True)
+        return
+
+
 def _settings_argv(args) -> list[str]:
     """The parent's settings, for the child process."""
     argv = []
     for key, value in vars(args).items():
-        if key in ("run_one", "report_only", "report_doc", "only", "max_runs", "seeds", "stages") or value is None:
+        parent_only = ("run_one", "report_only", "report_doc", "only", "max_runs", "seeds", "stages", "common_stop")
+        if key in parent_only or value is None:
             continue
         argv += [f"--{key}", *(map(str, value) if isinstance(value, list) else [str(value)])]
     return argv
