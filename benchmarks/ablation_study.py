@@ -1078,41 +1078,45 @@ def run_missing(args) -> int:
     return done
 
 
+def common_stop_updates(history: dict[str, list], deadline: float, every: int, max_steps: int) -> tuple[int, dict]:
+    """The update count for every run of a time-budgeted session, from each run's progress readings
+    (`[[time, update], ...]`): what the slowest run reaches by `deadline` at its rate over the second half of its
+    readings (the first updates of a run are slower: allocation, kernel selection), rounded down to a multiple of
+    `every` (the last validation point is then the final model), at least 50 updates past the furthest run (a run
+    reads the decision every 10 updates) and at most `max_steps`. Returns the count and the rates (updates/s)."""
+    rates, reach, furthest = {}, [], 0
+    for name, readings in history.items():
+        (t_first, _), (t_last, u_last) = readings[0], readings[-1]
+        t_mid, u_mid = next((t, u) for t, u in readings if t >= (t_first + t_last) / 2)
+        rates[name] = (u_last - u_mid) / (t_last - t_mid) if t_last > t_mid else 0.0
+        reach.append(u_last + rates[name] * max(deadline - t_last, 0.0))
+        furthest = max(furthest, u_last)
+    updates = max(int(min(reach)) // every, -(-(furthest + 50) // every)) * every
+    return min(updates, max_steps), rates
+
+
 def decide_common_stop(args, children: list, launched: float, decision: Path, poll_seconds: float = 5.0) -> None:
-    """The update count at which every run of a time-budgeted session stops, written once to `decision`: what the
-    slowest run reaches by `--time_budget_minutes` after the launch at its measured rate, rounded down to a multiple
-    of `--eval_every` (so that the last validation point is the final model), at least 50 updates past the furthest
-    run and at most `--max_steps`. The rates are measured from each run's first progress report (its start-up is
-    not training) over the first 40% of the budget, at least 30 seconds."""
+    """Writes once to `decision` the update count at which every run of a time-budgeted session stops
+    (`common_stop_updates`), half-way through `--time_budget_minutes` after the launch, once every run has reported
+    progress for at least 30 seconds."""
     deadline = launched + 60 * args.time_budget_minutes
-    first: dict[str, dict] = {}
+    history: dict[str, list] = {name: [] for _, name in children}
     while True:
         time.sleep(poll_seconds)
         if any(child.poll() is not None for child, _ in children):
             return  # a run ended before the decision (failed, or reached --max_steps): nothing to coordinate
-        progress = {}
-        for _, name in children:
-            path = args.output_dir / name / "progress.json"
+        for name, readings in history.items():
             try:
-                progress[name] = json.loads(path.read_text())
+                now = json.loads((args.output_dir / name / "progress.json").read_text())
             except (OSError, ValueError):  # not written yet, or being written
-                break
-        if len(progress) < len(children):
+                continue
+            if not readings or readings[-1][1] != now["update"]:
+                readings.append([now["time"], now["update"]])
+        spans = [readings[-1][0] - readings[0][0] if readings else 0.0 for readings in history.values()]
+        if time.time() < (launched + deadline) / 2 or min(spans) < 30:
             continue
-        for name, now in progress.items():
-            first.setdefault(name, now)
-        windows = [progress[name]["time"] - first[name]["time"] for name in progress]
-        if time.time() < launched + 0.4 * (deadline - launched) or min(windows) < 30:
-            continue
-        reach = min(
-            now["update"] + (now["update"] - first[name]["update"]) / window * (deadline - now["time"])
-            for (name, now), window in zip(progress.items(), windows)
-        )
-        # a run reads the decision every 10 updates: the count leaves it 50 updates to do so
-        furthest = max(now["update"] for now in progress.values()) + 50
-        every = args.eval_every
-        updates = min(max(int(reach) // every, -(-furthest // every)) * every, args.max_steps)
-        decision.write_text(json.dumps(dict(updates=updates, decided_at_updates=progress)))
+        updates, rates = common_stop_updates(history, deadline, args.eval_every, args.max_steps)
+        decision.write_text(json.dumps(dict(updates=updates, updates_per_second=rates, progress=history)))
         print(f"time budget: every run stops at {updates} updates", flush=True)
         return
 

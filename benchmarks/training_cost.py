@@ -36,15 +36,18 @@ from hf_unified_mt.training.baselines import count_parameters
 HERE = Path(__file__).resolve().parent
 
 
-def default_arms() -> list[str]:
-    """The stage-4 arms and every arm a stage-4 comparison sets them against, in the study's order."""
+def default_arms(size: str = "small") -> list[str]:
+    """The stage-4 arms with a preset at `size` and every arm a stage-4 comparison sets them against, in the study's
+    order."""
     keys = set()
     for _, control, mechanism, _ in study.COMPARISONS:
         if 4 in (study.ARMS_BY_KEY[control].stage, study.ARMS_BY_KEY[mechanism].stage):
             keys |= {control, mechanism}
     # (an equal-time arm is another arm's network trained longer: its cost per update is measured under that arm)
     return [
-        arm.key for arm in study.ARMS if arm.key in keys and arm.same_runs_as is None and arm.equal_time_with is None
+        arm.key
+        for arm in study.ARMS
+        if arm.key in keys and size in arm.presets and arm.same_runs_as is None and arm.equal_time_with is None
     ]
 
 
@@ -62,7 +65,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", type=Path, default=HERE / "results" / "ablations" / "training_cost.json")
     args = parser.parse_args(argv)
-    args.arms = args.arms or default_arms()
+    args.arms = args.arms or default_arms(args.size)
     problems = [f"unknown arm {key!r}" for key in args.arms if key not in study.ARMS_BY_KEY]
     problems += [
         f"arm {key!r} has no {args.size!r} preset"

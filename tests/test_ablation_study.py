@@ -502,8 +502,67 @@ def test_equal_time_arms_train_for_the_measured_cost_ratio(arm):
         other.key
         for other in study.ARMS
         if not other.recipe_factors
-        and (other.arch, other.presets["small"], other.overrides) == (arm.arch, arm.presets["small"], arm.overrides)
+        and (other.arch, other.presets.get("small"), other.overrides) == (arm.arch, arm.presets["small"], arm.overrides)
     ]
     assert len(same_network) == 1
     ratio = seconds[arm.equal_time_with] / seconds[same_network[0]]
     assert arm.recipe_factors["max_steps"] == pytest.approx(ratio, abs=0.01)
+
+
+def test_a_time_budget_stops_every_run_at_one_count_from_the_second_half_rates():
+    """`common_stop_updates`: the slowest run's reach at its recent rate (the slow first updates left out), a
+    multiple of the validation interval, never before the runs can read it, never past `--max_steps`."""
+    history = {
+        "a": [[0, 0], [10, 10], [20, 30], [30, 50], [40, 70]],  # 1 update/s at first, then 2
+        "b": [[0, 0], [10, 20], [20, 40], [30, 60], [40, 80]],
+    }
+    assert study.common_stop_updates(history, deadline=100, every=20, max_steps=1000) == (180, {"a": 2.0, "b": 2.0})
+    assert study.common_stop_updates(history, deadline=100, every=20, max_steps=150)[0] == 150
+    assert study.common_stop_updates(history, deadline=41, every=20, max_steps=1000)[0] == 140  # 80 + 50, rounded up
+
+
+def test_a_run_of_a_time_budget_reports_progress_and_stops_at_the_decided_count(tmp_path):
+    from types import SimpleNamespace
+
+    progress, decision = tmp_path / "progress.json", tmp_path / "decision.json"
+    callback = study.CommonStop(progress, decision)
+    stopped = []
+    for step in range(1, 41):
+        if step == 15:
+            decision.write_text(json.dumps(dict(updates=30)))
+        control = SimpleNamespace(should_training_stop=False)
+        callback.on_step_end(None, SimpleNamespace(global_step=step), control)
+        if control.should_training_stop:
+            stopped.append(step)
+    assert stopped[0] == 30 and json.loads(progress.read_text())["update"] == 40
+
+
+def test_a_time_budget_starts_every_run_together_or_refuses(tmp_path):
+    argv = ["--results_dir", str(tmp_path / "r"), "--output_dir", str(tmp_path / "o"), "--seeds", "1"]
+    argv += ["--time_budget_minutes", "5"]
+    args = study.parse_args(argv + ["--only", "003-single", "003-dual", "--parallel", "1"])
+    with pytest.raises(SystemExit, match=r"--time_budget_minutes: --parallel 1 < the 2 runs to start together"):
+        study.run_missing(args)
+    args = study.parse_args(argv + ["--only", "000-prime-eqtime-8x8", "--parallel", "2"])
+    with pytest.raises(SystemExit, match="000-prime-eqtime-8x8 scales the schedule"):
+        study.run_missing(args)
+
+
+@pytest.mark.e2e
+@pytest.mark.subprocess
+def test_runs_under_one_time_budget_stop_at_one_update_count(tmp_path):
+    """Two tiny runs started together under `--time_budget_minutes`: both stop at the count written in the decision,
+    a multiple of the validation interval, recorded as their `max_steps` (a run of that many updates)."""
+    argv = list(TINY_SLICE)
+    argv[argv.index("--max_steps") + 1] = "100000"
+    argv[argv.index("--eval_every") + 1] = "10"
+    argv[argv.index("--save_every") + 1] = "100000"
+    argv = argv[: argv.index("--only")] + ["--only", "004-p1", "004-p2-hard", "--parallel", "2"]
+    argv += ["--time_budget_minutes", "1.1", "--results_dir", str(tmp_path / "r"), "--output_dir", str(tmp_path / "o")]
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ablation_study.py"), *argv], check=True, timeout=600)
+    decided = json.loads((tmp_path / "o" / "common_stop.json").read_text())
+    assert decided["updates"] % 10 == 0 and set(decided["updates_per_second"]) == {"004-p1-seed1", "004-p2-hard-seed1"}
+    for key in ("004-p1", "004-p2-hard"):
+        record = json.loads((tmp_path / "r" / "runs" / f"{key}-seed1.json").read_text())
+        assert record["updates"] == record["recipe"]["max_steps"] == decided["updates"]
+        assert record["validation_cross_entropy"][-1][0] == decided["updates"]
