@@ -29,7 +29,12 @@ after all planned runs.
 `--size base` runs the same arms at each paper's base preset (Prime 12+12 d 384; Deep 12+12 d 512; MUTE, MPT and
 MarianMT Transformer-base; the Multi-Encoder's low-resource Sp-En setting) with its own recipe and results folder
 (`SIZE_DEFAULTS`), several runs sharing one GPU (`--parallel`); 000's Transformer and the stage-3 investigations
-are CPU-study arms only.
+are CPU-study arms only. Where device time is fixed, `--time_budget_minutes` starts the runs together and stops them
+all at one update count that fits the budget (decided half-way from their measured rates; `--max_steps` is then the
+upper bound), with their own `--results_dir`:
+
+    python benchmarks/ablation_study.py --size base --only 000-prime 000-prime-dsinit --parallel 4 --max_steps 5000 \
+        --time_budget_minutes 6 --results_dir benchmarks/results/ablations-base-long
 
 Every finished run writes `runs/<arm>-seed<N>.json` (config, seed, updates, wall time, validation curve, test BLEU and
 chrF with signatures) and `runs/<arm>-seed<N>.test.txt.gz` (its translations of the test subset, one line per verse
