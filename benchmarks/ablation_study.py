@@ -436,6 +436,18 @@ ARMS: list[Arm] = [
         _sized("small-prime-dual", "tiny-prime-dual"),
         stage=4,
     ),
+    # Which model to pick: the dual B+P encoder against the best single model, 4+4 Prime, at equal training time (the
+    # ratio of seconds per update in `training_cost.json`: 1.08).
+    Arm(
+        "000-prime-eqtime-prime-dual",
+        "000",
+        "Prime 4+4, 1.08× updates (the training time of the dual B+P encoder)",
+        "unified_transformer",
+        _sized("small"),
+        stage=4,
+        recipe_factors=dict(max_steps=1.08),
+        equal_time_with="003-prime-dual",
+    ),
 ]
 ARMS_BY_KEY = {arm.key: arm for arm in ARMS}
 
@@ -479,6 +491,9 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("003", "003-single", "003-single-normal", "H1 (composition): N(0, 0.02) instead of the shared law"),
     ("003", "003-single", "003-prime-dual", "H4 (composition): a Prime encoder beside the self-attention encoder"),
     ("003", "003-dual", "003-prime-dual", "H4 (composition): a Prime encoder instead of Static Expansion"),
+    # Which model to pick (not one factor: two architectures of one size, each with its own init law)
+    ("003", "000-prime", "003-prime-dual", "pick: the dual B+P encoder against 4+4 Prime, equal updates"),
+    ("003", "000-prime-eqtime-prime-dual", "003-prime-dual", "pick: the same, equal training time"),
     ("000", "000-prime-8x8", "000-prime-8x8-dsinit", "H2 (composition): DS-Init under an 8+8 Prime stack"),
     ("000", "000-prime", "000-prime-8x8-dsinit", "H2 (composition): 8+8 Prime with DS-Init against 4+4, equal updates"),
     ("000", "000-prime", "000-prime-dsinit", "H2 at base size: DS-Init under Prime's 12+12 post-norm stack"),
