@@ -428,6 +428,47 @@ def describe_dataset(arguments: dict[str, Any], options: argparse.Namespace) -> 
     return DatasetInfo(corpus, corpus, None, False, False, source_lang, target_lang)
 
 
+PRIME_PAPER = (
+    "Zhao, Xu, Zhang, Ren, Luo and Sun, *Unified Transformer for Sequence-to-Sequence Learning* (arXiv:1911.09483)"
+)
+DEEP_PAPER = (
+    "Biao Zhang, Ivan Titov and Rico Sennrich, *Improving Deep Transformer with Depth-Scaled Initialization and "
+    "Merged Attention*, EMNLP-IJCNLP 2019"
+)
+AAN_PAPER = (
+    "Biao Zhang, Deyi Xiong and Jinsong Su, *Accelerating Neural Transformer via an Average Attention Network*, "
+    "ACL 2018"
+)
+
+
+def composed_mechanisms(model_type: str, config: dict) -> list[tuple[str, str]]:
+    """(mechanism, paper) for each mechanism of another paper than the architecture's own that the config uses: the
+    compositions of the shared core, which the card credits beside the architecture's paper."""
+
+    def prime(spec) -> bool:
+        return isinstance(spec, dict) and spec.get("type") == "prime"
+
+    prime_layers = "Prime layers (self-attention, dynamic depthwise convolution and FFN in parallel on one residual)"
+    found = []
+    if any(prime(branch) for branch in config.get("encoder_branches") or []):
+        found.append((f"an encoder branch of {prime_layers}", PRIME_PAPER))
+    if prime(config.get("encoder_layer")):
+        found.append((f"{prime_layers} in the encoder's passes", PRIME_PAPER))
+    if prime(config.get("unit_layer")):
+        found.append((f"{prime_layers} as the encoder's units", PRIME_PAPER))
+    if model_type != "deep_transformer":
+        if config.get("init_law") == "ds_init":
+            found.append(("DS-Init: each layer's initialisation bound scaled by 1/sqrt(its depth), Eq. 15", DEEP_PAPER))
+        attention = config.get("decoder_attention_type", "self")
+        if attention == "merged":
+            found.append(("merged attention in the decoder (MAtt, Eq. 16-17)", DEEP_PAPER))
+        elif attention == "merged_self":
+            found.append(("the merged decoder sublayer with self-attention (Table 3, variant 6)", DEEP_PAPER))
+        elif attention == "aan":
+            found.append(("the average attention network in the decoder", AAN_PAPER))
+    return found
+
+
 def build_card_data(checkpoint: Checkpoint, model_name: str, dataset: DatasetInfo, license: str):
     """`ModelCardData` with the test BLEU and chrF (rounded to 2 decimals, as sacreBLEU prints them) and their
     sacreBLEU signatures as `model-index` eval results."""
@@ -503,6 +544,7 @@ def render_card(
         architecture_class=(config.get("architectures") or [""])[0],
         config=config,
         architecture_options=[(k, _display(v)) for k, v in sorted(config.items()) if k not in COMMON_CONFIG_KEYS],
+        composed=composed_mechanisms(checkpoint.model_type, config),
         num_parameters=checkpoint.num_parameters,
         num_parameters_text=f"{checkpoint.num_parameters:,} ({checkpoint.num_parameters / 1e6:.2f} M)",
         preset=checkpoint.results.get("preset"),

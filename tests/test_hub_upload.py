@@ -46,11 +46,13 @@ def load_hub_upload():
 hub_upload = load_hub_upload()
 
 
-def write_checkpoint(directory: Path, arch: str, **results_extra) -> Path:
+def write_checkpoint(
+    directory: Path, arch: str, preset: str = "tiny", overrides: dict | None = None, **results_extra
+) -> Path:
     """What training/train.py leaves in its output_dir, for a tiny untrained model of `arch`."""
     tokenizer = make_tokenizer()
     torch.manual_seed(0)
-    config = hf_unified_mt.get_config(arch, "tiny", vocab_size=len(tokenizer), dropout=0.0)
+    config = hf_unified_mt.get_config(arch, preset, vocab_size=len(tokenizer), dropout=0.0, **(overrides or {}))
     model = AutoModelForSeq2SeqLM.from_config(config).eval()
     model.generation_config = GenerationConfig(
         num_beams=2, max_new_tokens=8, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1
@@ -76,7 +78,7 @@ def write_checkpoint(directory: Path, arch: str, **results_extra) -> Path:
     }
     results = {
         "arch": arch,
-        "preset": "tiny",
+        "preset": preset,
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "vocab_size": len(tokenizer),
         "skipped_overlong": {"train": 0, "validation": 0, "test": 0},
@@ -614,3 +616,30 @@ def test_card_of_a_local_file_run_names_its_files_not_the_default_corpus(tmp_pat
         and "The test split of local files (train: train.tsv; validation: dev.tsv; test: heldout.tsv)"
         in text.replace("\n", " ")
     )
+
+
+COMPOSITIONS = [
+    ("multi_encoder_transformer", "tiny-prime-dual", {}, "an encoder branch of Prime layers", "Zhao, Xu, Zhang"),
+    ("multi_pass_transformer", "tiny", {"encoder_layer": {"type": "prime"}}, "in the encoder's passes", "Zhao, Xu"),
+    ("multi_unit_transformer", "tiny-prime-units", {}, "Prime layers (self-attention, dynamic", "Zhao, Xu"),
+    ("unified_transformer", "tiny", {"init_law": "ds_init"}, "DS-Init: each layer's", "Ivan Titov and Rico"),
+    ("multi_pass_transformer", "tiny", {"decoder_attention_type": "merged"}, "merged attention", "Ivan Titov"),
+    ("multi_encoder_transformer", "tiny-single", {"decoder_attention_type": "aan"}, "average attention", "Deyi Xiong"),
+]
+
+
+@pytest.mark.parametrize("arch, preset, overrides, mechanism, authors", COMPOSITIONS, ids=lambda x: str(x)[:24])
+def test_the_card_of_a_composition_credits_each_paper_it_uses(tmp_path, arch, preset, overrides, mechanism, authors):
+    checkpoint = write_checkpoint(tmp_path / "ckpt", arch, preset=preset, overrides=overrides)
+    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    credits = text.split("also uses mechanisms of other papers", 1)[1].split("## Model description", 1)[0]
+    line = next(line for line in credits.splitlines() if mechanism in line)
+    assert authors in line
+
+
+def test_a_card_credits_no_other_paper_where_the_architecture_uses_none(built):
+    for _, folder in built.values():
+        assert "also uses mechanisms of other papers" not in (folder / "README.md").read_text(encoding="utf-8")
+    own = {"init_law": "ds_init", "decoder_attention_type": "merged"}  # the Deep Transformer's own paper
+    assert hub_upload.composed_mechanisms("deep_transformer", own) == []
