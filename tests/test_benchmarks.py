@@ -87,3 +87,27 @@ def test_readme_table_is_the_committed_benchmark_result():
     document = json.loads((ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2.json").read_text())
     assert not document["machine_busy"]
     assert module.summary_table(document) in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.subprocess
+def test_main_job_candidates_train_by_the_main_jobs_recipe_and_tabulate(tmp_path):
+    """`benchmarks/main_job_candidates.py` on a tiny slice: each candidate trained by `train.py` with the main job's
+    config and its own model options, one row per run in the JSON, skipped when run again, and the summary table."""
+    output = tmp_path / "candidates.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "main_job_candidates.py"), "--seeds", "1"]
+    command += ["--output_dir", str(tmp_path / "runs"), "--output", str(output), "--train_options"]
+    command += ["--max_train_minutes", "0.02", "--max_train_samples", "32", "--max_test_samples", "3"]
+    command += ["--max_eval_samples", "3", "--tokenizer_vocab_size", "300", "--generation_num_beams", "1"]
+    subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
+    result = json.loads(output.read_text())
+    runs = {row["candidate"]: row for row in result["runs"]}
+    assert set(runs) == {"prime", "prime-dual"} and all(row["test_verses"] == 3 for row in runs.values())
+    assert runs["prime-dual"]["parameters"] > runs["prime"]["parameters"] and runs["prime"]["updates"] >= 1
+    config = json.loads((tmp_path / "runs" / "prime-dual-seed1" / "config.json").read_text())
+    assert [branch["type"] for branch in config["encoder_branches"]] == ["self_attention", "prime"]
+    assert config["d_model"] == 192 and config["decoder_layers"] == 3
+    again = subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
+    assert "training" not in again.stdout and json.loads(output.read_text())["runs"] == result["runs"]
+    summary = command[:2] + ["--summary", "--output", str(output)]
+    table = subprocess.run(summary, check=True, capture_output=True, text=True).stdout
+    assert table.startswith("| candidate |") and "| Prime 3+3, d 192 (the main job) |" in table

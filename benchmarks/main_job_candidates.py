@@ -1,0 +1,142 @@
+#!/usr/bin/env python
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Candidates for the README's main job, trained by the main job's own recipe and compared at its budget.
+
+The main job (`training/configs/cpu_default.yaml`) trains for 10 minutes of wall-clock on 2 CPU threads and scores
+400 test verses with beam 4, so it compares models at equal training time by construction: a dearer model makes
+fewer updates. Each candidate is that recipe with its model changed (`--arch`, `--preset`, `--config_overrides`);
+the runs alternate between candidates within each seed, so that a drift of the machine's speed falls on all of them.
+Finished runs are skipped (the JSON is rewritten after each run, and each run's own folder stays under
+`--output_dir`).
+
+    python benchmarks/main_job_candidates.py                    # every candidate, seeds 1 and 2 (about 1 hour)
+    python benchmarks/main_job_candidates.py --summary          # the table of the committed JSON
+
+Run it on an otherwise idle machine: a time budget measures the machine as well as the model.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+MAIN_JOB = REPO / "training" / "configs" / "cpu_default.yaml"
+MAIN_JOB_SHAPE = dict(d_model=192, encoder_layers=3, decoder_layers=3, encoder_ffn_dim=768, decoder_ffn_dim=768)
+
+# name -> (description, train.py options over the main job's)
+CANDIDATES = {
+    "prime": ("Prime 3+3, d 192 (the main job)", []),
+    "prime-dual": (
+        "dual encoder B+P 3+3 (self-attention + Prime encoders summed), Transformer decoder, d 192",
+        [
+            "--arch",
+            "multi_encoder_transformer",
+            "--preset",
+            "small-prime-dual",
+            "--config_overrides",
+            json.dumps(
+                dict(
+                    MAIN_JOB_SHAPE,
+                    encoder_branches=[
+                        dict(type="self_attention", layers=3),
+                        dict(type="prime", layers=3, conv_kernel_sizes=[3, 15]),
+                    ],
+                )
+            ),
+        ],
+    ),
+}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "main_job_candidates")
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "main_job_candidates.json")
+    parser.add_argument("--summary", action="store_true", help="Print the table of --output and exit")
+    parser.add_argument("--train_options", nargs=argparse.REMAINDER, default=[], help="More train.py options (tests)")
+    return parser.parse_args(argv)
+
+
+def run_one(candidate: str, seed: int, args) -> dict:
+    """Train and score one candidate with one seed (train.py in a child process, as a user runs it)."""
+    output = args.output_dir / f"{candidate}-seed{seed}"
+    if not (output / "results.json").exists() or "test" not in json.loads((output / "results.json").read_text()):
+        command = [sys.executable, str(REPO / "training" / "train.py"), str(MAIN_JOB), *CANDIDATES[candidate][1]]
+        command += ["--output_dir", str(output), "--seed", str(seed)]
+        command += ["--num_sample_translations", "0", *args.train_options]
+        print(f"[{candidate} seed {seed}] training", flush=True)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    results = json.loads((output / "results.json").read_text())
+    state = json.loads((output / "trainer_state.json").read_text())
+    return dict(
+        candidate=candidate,
+        seed=seed,
+        parameters=results["num_parameters"],
+        updates=state["global_step"],
+        train_minutes=round(results["train"]["train_runtime"] / 60, 2),
+        test_bleu=round(results["test"]["bleu"], 2),
+        test_chrf=round(results["test"]["chrf"], 2),
+        test_verses=results["test"]["num_sentences"],
+    )
+
+
+def commit() -> str | None:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def summary_table(result: dict) -> str:
+    """Per candidate: BLEU per seed, their mean, updates and parameters."""
+    lines = ["| candidate | parameters | updates | test BLEU per seed | mean |", "|---|---:|---|---|---:|"]
+    for name, description in result["candidates"].items():
+        rows = [row for row in result["runs"] if row["candidate"] == name]
+        if not rows:
+            continue
+        bleu = [row["test_bleu"] for row in rows]
+        lines.append(
+            f"| {description} | {rows[0]['parameters'] / 1e6:.2f}M | "
+            f"{', '.join(str(row['updates']) for row in rows)} | {', '.join(f'{b:.2f}' for b in bleu)} | "
+            f"{statistics.mean(bleu):.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    if args.summary:
+        result = json.loads(args.output.read_text())
+        print(summary_table(result))
+        return result
+    runs = []
+    for seed in args.seeds:
+        for candidate in args.candidates:
+            runs.append(run_one(candidate, seed, args))
+            result = dict(
+                recipe=str(MAIN_JOB.relative_to(REPO)),
+                train_options=args.train_options,
+                machine=dict(processor=platform.processor() or platform.machine(), cpus=os.cpu_count()),
+                commit=commit(),
+                candidates={name: CANDIDATES[name][0] for name in args.candidates},
+                runs=runs,
+            )
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(json.dumps(result, indent=1) + "\n")
+    print(summary_table(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
