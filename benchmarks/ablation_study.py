@@ -1053,10 +1053,9 @@ def run_missing(args) -> int:
             for arm, seed in planned_runs(args.seeds, set(args.stages), args.only, args.size)
             if not (args.results_dir / "runs" / f"{run_name(arm, seed)}.json").exists()
         ]
-        problems = [f"--parallel {args.parallel} < the {len(missing)} runs to start together"] * (
-            len(missing) > args.parallel
-        )
-        problems += [f"{arm.key} scales the schedule" for arm, _ in missing if arm.recipe_factors]
+        problems = [f"{arm.key} scales the schedule" for arm, _ in missing if arm.recipe_factors]
+        if len(missing) > args.parallel:
+            problems.insert(0, f"--parallel {args.parallel} < the {len(missing)} runs to start together")
         if problems:
             raise SystemExit("--time_budget_minutes: " + "; ".join(problems))
         launched = time.time()

@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ablation_study import code_version
+
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -89,15 +91,6 @@ def run_one(candidate: str, seed: int, args) -> dict:
     )
 
 
-def commit() -> str | None:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def summary_table(result: dict) -> str:
     """Per candidate: BLEU per seed, their mean, updates and parameters."""
     lines = ["| candidate | parameters | updates | test BLEU per seed | mean |", "|---|---:|---|---|---:|"]
@@ -128,7 +121,7 @@ def main(argv=None) -> dict:
                 recipe=str(MAIN_JOB.relative_to(REPO)),
                 train_options=args.train_options,
                 machine=dict(processor=platform.processor() or platform.machine(), cpus=os.cpu_count()),
-                commit=commit(),
+                code=code_version(),  # the commit, and whether the code had uncommitted changes
                 candidates={name: CANDIDATES[name][0] for name in args.candidates},
                 runs=runs,
             )
