@@ -643,3 +643,15 @@ def test_a_card_credits_no_other_paper_where_the_architecture_uses_none(built):
         assert "also uses mechanisms of other papers" not in (folder / "README.md").read_text(encoding="utf-8")
     own = {"init_law": "ds_init", "decoder_attention_type": "merged"}  # the Deep Transformer's own paper
     assert hub_upload.composed_mechanisms("deep_transformer", own) == []
+
+
+def test_the_card_of_the_prime_dual_family_states_what_the_study_measured_and_a_plain_dual_card_does_not(tmp_path):
+    def card(preset):
+        checkpoint = write_checkpoint(tmp_path / preset, "multi_encoder_transformer", preset=preset)
+        folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"hub-{preset}")])
+        return " ".join((folder / "README.md").read_text(encoding="utf-8").split())
+
+    composed = card("tiny-prime-dual")
+    assert "A composition, not in the paper:" in composed and "`prime-dual` presets (B+P" in composed
+    assert "over the single self-attention encoder" in composed
+    assert "A composition, not in the paper" not in card("tiny-dual")

@@ -89,3 +89,24 @@ def test_small_presets_form_a_comparable_family():
     assert params("multi_pass_transformer", num_passes=1) == counts["multi_pass_transformer"]
     deep = hf_unified_mt.get_config("deep_transformer", "deep-small")
     assert (deep.d_model, deep.encoder_layers, deep.decoder_layers, deep.encoder_ffn_dim) == (256, 12, 12, 1024)
+
+
+def test_the_prime_dual_family_adds_one_prime_encoder_of_the_self_attention_depth_at_every_size():
+    """The B+P family (tiny / small / base): the single self-attention encoder of the same size plus exactly as many
+    Prime encoder layers (Zhao et al.'s per-layer count above), nothing else."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    def params(preset):
+        config = hf_unified_mt.get_config("multi_encoder_transformer", preset, vocab_size=8000)
+        with torch.device("meta"):
+            return config, count(AutoModelForSeq2SeqLM.from_config(config))
+
+    for size, single in (("tiny", "tiny-single"), ("small", "small-single"), ("base", "single")):
+        config, dual = params(f"{size}-prime-dual")
+        self_attention, prime = config.encoder_branches
+        assert self_attention["type"] == "self_attention" and prime["type"] == "prime"
+        assert prime["layers"] == self_attention["layers"] == config.decoder_layers
+        d, heads, ffn = config.d_model, config.encoder_attention_heads, config.encoder_ffn_dim
+        extra = prime["layers"] * prime_layer_formula(d, heads, ffn, prime["conv_kernel_sizes"], decoder=False)
+        assert dual == params(single)[1] + extra

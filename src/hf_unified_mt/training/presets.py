@@ -74,11 +74,15 @@ def _multi_encoder_presets() -> dict[str, dict]:
         init_law="pytorch",
     )  # learns within short CPU schedules (see the config's docs)
     presets["small-single"] = dict(presets["small"], encoder_branches=[dict(type="self_attention", layers=4)])
-    # Composition: a Prime encoder (Zhao et al.'s layers, kernels 3/15) as the second branch instead of Static
-    # Expansion.
+    # Composition, the `prime-dual` family (B+P): a Prime encoder (Zhao et al.'s layers, kernels 3/15) as the second
+    # branch instead of Static Expansion, as many Prime layers as self-attention layers. `small` is the study's arm
+    # (stage 4, H4: the best model of the study); `base` is Transformer-base with a 6-layer Prime encoder beside it.
     prime = dict(type="prime", layers=4, conv_kernel_sizes=[3, 15])
     presets["small-prime-dual"] = dict(
         presets["small"], encoder_branches=[dict(type="self_attention", layers=4), prime]
+    )
+    presets["base-prime-dual"] = dict(
+        presets["base"], encoder_branches=[dict(type="self_attention", layers=6), dict(prime, layers=6)]
     )
     presets["tiny-prime-dual"] = dict(
         presets["tiny-dual"],
