@@ -3,6 +3,7 @@
 says; no speed is asserted (speed targets belong in the benchmark's table)."""
 
 import importlib.util
+import gzip
 import json
 import os
 import subprocess
@@ -111,3 +112,40 @@ def test_main_job_candidates_train_by_the_main_jobs_recipe_and_tabulate(tmp_path
     summary = command[:2] + ["--summary", "--output", str(output)]
     table = subprocess.run(summary, check=True, capture_output=True, text=True).stdout
     assert table.startswith("| candidate |") and "| Prime 3+3, d 192 (the main job) |" in table
+    [comparison] = result["comparisons"]
+    assert (comparison["control"], comparison["candidate"], comparison["seeds"]) == ("prime", "prime-dual", [1])
+    assert comparison["interval"][0] <= comparison["delta_bleu"] <= comparison["interval"][1]
+    kept = gzip.open(tmp_path / "candidates" / "prime-dual-seed1.test.txt.gz", "rt", encoding="utf-8").read()
+    assert kept == (tmp_path / "runs" / "prime-dual-seed1" / "test_translations.txt").read_text(encoding="utf-8")
+
+
+def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_bootstrap(tmp_path, monkeypatch):
+    """The comparison reads the kept translations: a candidate that writes the references beats one that writes
+    nothing useful, with an interval above zero; identical translations give exactly zero; a candidate is compared on
+    the seeds both have."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import main_job_candidates as module
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    references = [f"and god said unto moses verse number {i} of the book" for i in range(40)]
+    monkeypatch.setattr(module, "test_references", lambda n: references[:n])
+    output = tmp_path / "candidates.json"
+    written = {
+        ("prime", 1): ["the the the"] * 40,
+        ("prime", 2): ["and the lord"] * 40,
+        ("prime-dual", 1): references,
+        ("prime-dual", 2): references,
+        ("same", 1): ["the the the"] * 40,
+        ("same", 3): references,
+    }
+    for (candidate, seed), lines in written.items():
+        path = module.translations_path(output, candidate, seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+    runs = [dict(candidate=name, seed=seed, test_verses=40) for name, seed in written]
+    better, same = module.compare_with_main_job(runs, output, samples=200)
+    assert better["candidate"] == "prime-dual" and better["seeds"] == [1, 2] and better["verdict"] == "B better"
+    assert better["interval"][0] > 0
+    assert same["seeds"] == [1] and same["delta_bleu"] == 0 and same["verdict"] == "within noise"
