@@ -2,8 +2,8 @@
 `--quick` mode (tiny models, one round), and its `--profile` breakdown. Checks that it runs and writes what it
 says; no speed is asserted (speed targets belong in the benchmark's table)."""
 
-import importlib.util
 import gzip
+import importlib.util
 import json
 import os
 import subprocess
