@@ -149,3 +149,15 @@ def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_
     assert better["candidate"] == "prime-dual" and better["seeds"] == [1, 2] and better["verdict"] == "B better"
     assert better["interval"][0] > 0
     assert same["seeds"] == [1] and same["delta_bleu"] == 0 and same["verdict"] == "within noise"
+
+
+def test_the_study_document_holds_the_main_job_candidates_table_of_the_committed_json():
+    """The equal-time comparison at the main job's size is quoted from its committed JSON, not retyped."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import main_job_candidates as module
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    document = json.loads((ROOT / "benchmarks" / "results" / "main_job_candidates.json").read_text())
+    assert {row["seed"] for row in document["runs"]} == {1, 2} and document["comparisons"]
+    assert module.summary_table(document) in (ROOT / "docs" / "ablation_study.md").read_text()
