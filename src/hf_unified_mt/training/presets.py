@@ -76,7 +76,7 @@ def _multi_encoder_presets() -> dict[str, dict]:
     presets["small-single"] = dict(presets["small"], encoder_branches=[dict(type="self_attention", layers=4)])
     # Composition, the `prime-dual` family (B+P): a Prime encoder (Zhao et al.'s layers, kernels 3/15) as the second
     # branch instead of Static Expansion, as many Prime layers as self-attention layers. `small` is the study's arm
-    # (stage 4, H4: the best model of the study); `base` is Transformer-base with a 6-layer Prime encoder beside it.
+    # (stage 4, H4: the best composition of the study); `base` is Transformer-base with 6 Prime layers beside it.
     prime = dict(type="prime", layers=4, conv_kernel_sizes=[3, 15])
     presets["small-prime-dual"] = dict(
         presets["small"], encoder_branches=[dict(type="self_attention", layers=4), prime]
