@@ -126,10 +126,9 @@ def compare_with_main_job(runs: list[dict], output: Path, samples: int) -> list[
     """Each candidate against the first (the main job's model) on the seeds both have: seed-averaged ΔBLEU with its
     95% paired-bootstrap interval over the test verses, and the verdict."""
     control = runs[0]["candidate"]
-    seeds = {
-        name: {row["seed"] for row in runs if row["candidate"] == name}
-        for name in dict.fromkeys(r["candidate"] for r in runs)
-    }
+    seeds: dict[str, set[int]] = {}
+    for row in runs:
+        seeds.setdefault(row["candidate"], set()).add(row["seed"])
     references = test_references(runs[0]["test_verses"])
     comparisons = []
     for name, candidate_seeds in seeds.items():
