@@ -119,15 +119,21 @@ def test_main_job_candidates_train_by_the_main_jobs_recipe_and_tabulate(tmp_path
     assert kept == (tmp_path / "runs" / "prime-dual-seed1" / "test_translations.txt").read_text(encoding="utf-8")
 
 
-def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_bootstrap(tmp_path, monkeypatch):
-    """The comparison reads the kept translations: a candidate that writes the references beats one that writes
-    nothing useful, with an interval above zero; identical translations give exactly zero; a candidate is compared on
-    the seeds both have."""
+def main_job_candidates():
+    """`benchmarks/main_job_candidates.py` as a module (it imports its sibling `ablation_study`)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import main_job_candidates as module
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
+    return module
+
+
+def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_bootstrap(tmp_path, monkeypatch):
+    """The comparison reads the kept translations: a candidate that writes the references beats one that writes
+    nothing useful, with an interval above zero; identical translations give exactly zero; a candidate is compared on
+    the seeds both have."""
+    module = main_job_candidates()
     references = [f"and god said unto moses verse number {i} of the book" for i in range(40)]
     monkeypatch.setattr(module, "test_references", lambda n: references[:n])
     output = tmp_path / "candidates.json"
@@ -153,11 +159,7 @@ def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_
 
 def test_the_study_document_holds_the_main_job_candidates_table_of_the_committed_json():
     """The equal-time comparison at the main job's size is quoted from its committed JSON, not retyped."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import main_job_candidates as module
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    module = main_job_candidates()
     document = json.loads((ROOT / "benchmarks" / "results" / "main_job_candidates.json").read_text())
     assert {row["seed"] for row in document["runs"]} == {1, 2} and document["comparisons"]
     assert module.summary_table(document) in (ROOT / "docs" / "ablation_study.md").read_text()
