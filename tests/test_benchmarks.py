@@ -75,16 +75,23 @@ def test_profile_breaks_down_decoding_time(tmp_path):
     assert "generate() outside model" in result.stdout
 
 
-def test_readme_table_is_the_committed_benchmark_result():
-    """The README's deployment table is `--summary` of the committed JSON (regenerate: `python
-    benchmarks/inference_vs_ctranslate2.py --summary`), so the numbers it shows are the ones measured."""
-    spec = importlib.util.spec_from_file_location("mt_benchmark_inference_vs_ct2", SCRIPT)
+def benchmark_script(name):
+    """A `benchmarks/` script as a module, under a name of its own, with its folder on the path while it loads (the
+    scripts import their siblings, such as `ablation_study`)."""
+    spec = importlib.util.spec_from_file_location(f"mt_benchmark_{name}", ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(SCRIPT.parent))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         spec.loader.exec_module(module)
     finally:
-        sys.path.remove(str(SCRIPT.parent))
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return module
+
+
+def test_readme_table_is_the_committed_benchmark_result():
+    """The README's deployment table is `--summary` of the committed JSON (regenerate: `python
+    benchmarks/inference_vs_ctranslate2.py --summary`), so the numbers it shows are the ones measured."""
+    module = benchmark_script("inference_vs_ctranslate2")
     document = json.loads((ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2.json").read_text())
     assert not document["machine_busy"]
     assert module.summary_table(document) in (ROOT / "README.md").read_text()
@@ -119,21 +126,11 @@ def test_main_job_candidates_train_by_the_main_jobs_recipe_and_tabulate(tmp_path
     assert kept == (tmp_path / "runs" / "prime-dual-seed1" / "test_translations.txt").read_text(encoding="utf-8")
 
 
-def main_job_candidates():
-    """`benchmarks/main_job_candidates.py` as a module (it imports its sibling `ablation_study`)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import main_job_candidates as module
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
-
-
 def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_bootstrap(tmp_path, monkeypatch):
     """The comparison reads the kept translations: a candidate that writes the references beats one that writes
     nothing useful, with an interval above zero; identical translations give exactly zero; a candidate is compared on
     the seeds both have."""
-    module = main_job_candidates()
+    module = benchmark_script("main_job_candidates")
     references = [f"and god said unto moses verse number {i} of the book" for i in range(40)]
     monkeypatch.setattr(module, "test_references", lambda n: references[:n])
     output = tmp_path / "candidates.json"
@@ -159,7 +156,7 @@ def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_
 
 def test_the_study_document_holds_the_main_job_candidates_table_of_the_committed_json():
     """The equal-time comparison at the main job's size is quoted from its committed JSON, not retyped."""
-    module = main_job_candidates()
+    module = benchmark_script("main_job_candidates")
     document = json.loads((ROOT / "benchmarks" / "results" / "main_job_candidates.json").read_text())
     assert {row["seed"] for row in document["runs"]} == {1, 2} and document["comparisons"]
     assert module.summary_table(document) in (ROOT / "docs" / "ablation_study.md").read_text()
