@@ -655,3 +655,15 @@ def test_the_card_of_the_prime_dual_family_states_what_the_study_measured_and_a_
     assert "A composition, not in the paper:" in composed and "`prime-dual` presets (B+P" in composed
     assert "over the single self-attention encoder" in composed
     assert "A composition, not in the paper" not in card("tiny-dual")
+
+
+def test_the_card_of_mute_with_prime_units_describes_a_post_norm_model_and_plain_mute_a_pre_norm_one(tmp_path):
+    def implementation(preset):
+        checkpoint = write_checkpoint(tmp_path / preset, "multi_unit_transformer", preset=preset)
+        folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"hub-{preset}")])
+        return " ".join((folder / "README.md").read_text(encoding="utf-8").split())
+
+    prime_units, plain = implementation("tiny-prime-units"), implementation("tiny")
+    assert "each unit is a Prime layer" in prime_units and "so the model is post-norm, decoder included" in prime_units
+    assert "Pre-norm Transformer" not in prime_units
+    assert "Pre-norm Transformer" in plain and "each unit is a Prime layer" not in plain
