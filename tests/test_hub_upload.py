@@ -667,3 +667,16 @@ def test_the_card_of_mute_with_prime_units_describes_a_post_norm_model_and_plain
     assert "each unit is a Prime layer" in prime_units and "so the model is post-norm, decoder included" in prime_units
     assert "Pre-norm Transformer" not in prime_units
     assert "Pre-norm Transformer" in plain and "each unit is a Prime layer" not in plain
+
+
+def test_the_card_of_mpt_with_prime_passes_says_so_and_the_deep_card_names_variant_6(tmp_path):
+    def card(arch, name, overrides):
+        checkpoint = write_checkpoint(tmp_path / name, arch, overrides=overrides)
+        folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"hub-{name}")])
+        return " ".join((folder / "README.md").read_text(encoding="utf-8").split())
+
+    prime_passes = card("multi_pass_transformer", "mpt-prime", {"encoder_layer": {"type": "prime"}})
+    assert "the passes run Prime layers" in prime_passes and "A standard Transformer" not in prime_passes
+    assert "A standard Transformer" in card("multi_pass_transformer", "mpt", {})
+    variant_6 = card("deep_transformer", "deep-v6", {"decoder_attention_type": "merged_self"})
+    assert "this checkpoint uses **`merged_self`**" in variant_6 and "variant 6 of Table 3" in variant_6
