@@ -618,6 +618,13 @@ def test_card_of_a_local_file_run_names_its_files_not_the_default_corpus(tmp_pat
     )
 
 
+def rendered_card(tmp_path, name, arch, **checkpoint_options) -> str:
+    """The dry-run model card of a tiny checkpoint of `arch`, its whitespace collapsed (for phrase assertions)."""
+    checkpoint = write_checkpoint(tmp_path / name, arch, **checkpoint_options)
+    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"hub-{name}")])
+    return " ".join((folder / "README.md").read_text(encoding="utf-8").split())
+
+
 COMPOSITIONS = [
     ("multi_encoder_transformer", "tiny-prime-dual", {}, "an encoder branch of Prime layers", "Zhao, Xu, Zhang"),
     ("multi_pass_transformer", "tiny", {"encoder_layer": {"type": "prime"}}, "in the encoder's passes", "Zhao, Xu"),
@@ -647,9 +654,7 @@ def test_a_card_credits_no_other_paper_where_the_architecture_uses_none(built):
 
 def test_the_card_of_the_prime_dual_family_states_what_the_study_measured_and_a_plain_dual_card_does_not(tmp_path):
     def card(preset):
-        checkpoint = write_checkpoint(tmp_path / preset, "multi_encoder_transformer", preset=preset)
-        folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"hub-{preset}")])
-        return " ".join((folder / "README.md").read_text(encoding="utf-8").split())
+        return rendered_card(tmp_path, preset, "multi_encoder_transformer", preset=preset)
 
     composed = card("tiny-prime-dual")
     assert "A composition, not in the paper:" in composed and "`prime-dual` presets (B+P" in composed
@@ -659,9 +664,7 @@ def test_the_card_of_the_prime_dual_family_states_what_the_study_measured_and_a_
 
 def test_the_card_of_mute_with_prime_units_describes_a_post_norm_model_and_plain_mute_a_pre_norm_one(tmp_path):
     def implementation(preset):
-        checkpoint = write_checkpoint(tmp_path / preset, "multi_unit_transformer", preset=preset)
-        folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"hub-{preset}")])
-        return " ".join((folder / "README.md").read_text(encoding="utf-8").split())
+        return rendered_card(tmp_path, preset, "multi_unit_transformer", preset=preset)
 
     prime_units, plain = implementation("tiny-prime-units"), implementation("tiny")
     assert "each unit is a Prime layer" in prime_units and "so the model is post-norm, decoder included" in prime_units
@@ -671,9 +674,7 @@ def test_the_card_of_mute_with_prime_units_describes_a_post_norm_model_and_plain
 
 def test_the_card_of_mpt_with_prime_passes_says_so_and_the_deep_card_names_variant_6(tmp_path):
     def card(arch, name, overrides):
-        checkpoint = write_checkpoint(tmp_path / name, arch, overrides=overrides)
-        folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"hub-{name}")])
-        return " ".join((folder / "README.md").read_text(encoding="utf-8").split())
+        return rendered_card(tmp_path, name, arch, overrides=overrides)
 
     prime_passes = card("multi_pass_transformer", "mpt-prime", {"encoder_layer": {"type": "prime"}})
     assert "the passes run Prime layers" in prime_passes and "A standard Transformer" not in prime_passes
