@@ -653,31 +653,28 @@ def test_a_card_credits_no_other_paper_where_the_architecture_uses_none(built):
 
 
 def test_the_card_of_the_prime_dual_family_states_what_the_study_measured_and_a_plain_dual_card_does_not(tmp_path):
-    def card(preset):
-        return rendered_card(tmp_path, preset, "multi_encoder_transformer", preset=preset)
-
-    composed = card("tiny-prime-dual")
+    composed = rendered_card(tmp_path, "tiny-prime-dual", "multi_encoder_transformer", preset="tiny-prime-dual")
     assert "A composition, not in the paper:" in composed and "`prime-dual` presets (B+P" in composed
     assert "over the single self-attention encoder" in composed
-    assert "A composition, not in the paper" not in card("tiny-dual")
+    plain = rendered_card(tmp_path, "tiny-dual", "multi_encoder_transformer", preset="tiny-dual")
+    assert "A composition, not in the paper" not in plain
 
 
 def test_the_card_of_mute_with_prime_units_describes_a_post_norm_model_and_plain_mute_a_pre_norm_one(tmp_path):
-    def implementation(preset):
-        return rendered_card(tmp_path, preset, "multi_unit_transformer", preset=preset)
-
-    prime_units, plain = implementation("tiny-prime-units"), implementation("tiny")
+    prime_units = rendered_card(tmp_path, "tiny-prime-units", "multi_unit_transformer", preset="tiny-prime-units")
+    plain = rendered_card(tmp_path, "tiny", "multi_unit_transformer", preset="tiny")
     assert "each unit is a Prime layer" in prime_units and "so the model is post-norm, decoder included" in prime_units
     assert "Pre-norm Transformer" not in prime_units
     assert "Pre-norm Transformer" in plain and "each unit is a Prime layer" not in plain
 
 
 def test_the_card_of_mpt_with_prime_passes_says_so_and_the_deep_card_names_variant_6(tmp_path):
-    def card(arch, name, overrides):
-        return rendered_card(tmp_path, name, arch, overrides=overrides)
-
-    prime_passes = card("multi_pass_transformer", "mpt-prime", {"encoder_layer": {"type": "prime"}})
+    prime_passes = rendered_card(
+        tmp_path, "mpt-prime", "multi_pass_transformer", overrides={"encoder_layer": {"type": "prime"}}
+    )
     assert "the passes run Prime layers" in prime_passes and "A standard Transformer" not in prime_passes
-    assert "A standard Transformer" in card("multi_pass_transformer", "mpt", {})
-    variant_6 = card("deep_transformer", "deep-v6", {"decoder_attention_type": "merged_self"})
+    assert "A standard Transformer" in rendered_card(tmp_path, "mpt", "multi_pass_transformer")
+    variant_6 = rendered_card(
+        tmp_path, "deep-v6", "deep_transformer", overrides={"decoder_attention_type": "merged_self"}
+    )
     assert "this checkpoint uses **`merged_self`**" in variant_6 and "variant 6 of Table 3" in variant_6
