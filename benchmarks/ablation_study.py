@@ -498,6 +498,7 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
     ("000", "000-prime", "000-prime-8x8-dsinit", "H2 (composition): 8+8 Prime with DS-Init against 4+4, equal updates"),
     ("000", "000-prime", "000-prime-dsinit", "H2 at base size: DS-Init under Prime's 12+12 post-norm stack"),
     ("004", "004-p2-hard", "004-p2-hard-prime", "H5 (composition): Prime layers in the passes"),
+    ("004", "000-prime", "004-p2-hard-prime", "pick: Prime in the Multi-Pass passes against 4+4 Prime, equal updates"),
     ("002", "002-4units", "002-prime-4units", "H3 (composition): Prime layers as MUTE's 4 units"),
     ("002", "002-prime-1unit", "002-prime-4units", "H3 (composition): 4 Prime units against 1"),
     (
