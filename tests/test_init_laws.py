@@ -121,3 +121,38 @@ def test_the_earlier_options_are_read_as_init_law_and_contradictions_are_refused
         get("unified_transformer", "tiny", init_law="glorot")
     saved = get("deep_transformer", "tiny", ds_init=False).to_dict()
     assert saved["init_law"] == "xavier" and "ds_init" not in saved
+
+
+@pytest.mark.parametrize(
+    "arch, legacy",
+    [
+        ("deep_transformer", dict(ds_init=False)),  # xavier, against the architecture's default ds_init
+        ("multi_pass_transformer", dict(linear_init="xavier")),  # against the default fairseq
+        ("multi_pass_transformer", dict(linear_init="default")),
+        ("multi_encoder_transformer", dict(linear_init="xavier")),  # against the default pytorch
+    ],
+)
+def test_an_explicit_init_law_equal_to_the_default_is_not_overridden_by_an_earlier_option(arch, legacy):
+    """`ds_init=False, init_law="ds_init"` gave xavier: the earlier option won whenever the explicit `init_law` equalled
+    the architecture's default. A contradiction is refused naming both fields, whatever the values."""
+    default = hf_unified_mt.get_config(arch, ARCHS[arch]).init_law
+    (option,) = legacy
+    with pytest.raises(ValueError, match=rf"`{option}=.*contradicts `init_law={default!r}`"):
+        hf_unified_mt.get_config(arch, ARCHS[arch], init_law=default, **legacy)
+
+
+def test_an_earlier_option_that_agrees_with_init_law_is_accepted_and_a_preset_law_gives_way_to_it(tmp_path):
+    get = hf_unified_mt.get_config
+    assert get("deep_transformer", "tiny", ds_init=True, init_law="ds_init").init_law == "ds_init"
+    assert get("deep_transformer", "tiny", ds_init=False, init_law="xavier").init_law == "xavier"
+    assert get("multi_pass_transformer", "tiny", linear_init="fairseq", init_law="fairseq").init_law == "fairseq"
+    # a preset's law is not the caller's: the earlier option, an override, wins over it as any override does
+    assert get("multi_encoder_transformer", "small", linear_init="xavier").init_law == "xavier"
+    # a config.json with both fields (edited by hand, or an older tool's) reloads when they agree ...
+    config = get("deep_transformer", "tiny", ds_init=False)
+    saved = {**config.to_dict(), "ds_init": False}
+    assert type(config).from_dict(saved).init_law == "xavier"
+    # ... and is refused, naming both, when they do not
+    with pytest.raises(ValueError, match=r"`ds_init=True`.*`init_law='xavier'`"):
+        type(config).from_dict({**saved, "ds_init": True})
+    # the golden checkpoints (earlier option only) are covered by tests/test_golden.py

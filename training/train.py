@@ -32,6 +32,7 @@ from typing import Any
 import datasets
 import torch
 import transformers
+from huggingface_hub.errors import StrictDataclassError
 from tqdm.auto import tqdm
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -425,13 +426,16 @@ def _check_config_overrides(model_args: ModelArguments) -> None:
         unknown = sorted(set(overrides) - known)
         if unknown:
             raise ValueError(f"--config_overrides: unknown MarianConfig option(s) {', '.join(unknown)} (misspelled?)")
-        return
     from hf_unified_mt import get_config
 
-    try:
-        get_config(model_args.arch, model_args.preset, **overrides)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"--config_overrides: {error}") from error
+    try:  # build the config: its own checks name the field
+        if model_args.arch == "marian":
+            MarianConfig(**{**MARIAN_COMMON, **MARIAN_PRESETS[model_args.preset], **overrides})
+        else:
+            get_config(model_args.arch, model_args.preset, **overrides)
+    except (TypeError, ValueError, StrictDataclassError) as error:
+        # one line, as every option error: huggingface_hub's type errors span several
+        raise ValueError(f"--config_overrides: {' '.join(str(error).split())}") from error
 
 
 def build_model(model_args: ModelArguments, data_args: DataArguments, tokenizer):

@@ -7,6 +7,7 @@ models (Trainer scripts, generation configs, model cards) read ours unchanged.
 
 import copy
 import difflib
+import functools
 from dataclasses import fields
 
 from huggingface_hub.dataclasses import strict
@@ -32,6 +33,63 @@ LEGACY_INIT_OPTIONS = {
     "ds_init": {True: "ds_init", False: "xavier"},  # the Deep Transformer's switch
     "linear_init": {"default": "pytorch", "xavier": "xavier", "fairseq": "fairseq"},  # Multi-Encoder, Multi-Pass
 }
+
+# The fields each architecture adds to `MTConfig` (tests/test_config_options.py keeps the table in step with the config
+# classes). Written out rather than collected from the classes: a checkpoint loaded with `trust_remote_code` carries
+# only its own architecture's configuration file. A field of another architecture given to a config is refused.
+ARCHITECTURE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "unified_transformer": (
+        "use_convolution",
+        "conv_kernel_sizes",
+        "shared_projection",
+        "conv_weight_dropout",
+        "input_dropout",
+        "mask_padding_before_conv",
+        "fuse_projections_for_inference",
+    ),
+    "deep_transformer": (),
+    "multi_unit_transformer": (
+        "unit_layer",
+        "num_units",
+        "batched_units",
+        "relative_attention_max_distance",
+        "use_bias_module",
+        "unit_noise_types",
+        "bias_sample_rate",
+        "swap_max_distance",
+        "disorder_window",
+        "mask_probability",
+        "use_sequential_dependency",
+        "shuffle_penalty_weight",
+        "shuffle_penalty_normalization",
+    ),
+    "multi_encoder_transformer": ("encoder_branches", "branch_combination"),
+    "multi_pass_transformer": (
+        "num_passes",
+        "connection_type",
+        "hard_connections",
+        "soft_connection_init",
+        "routing_pattern",
+        "training_objective",
+        "inference_pass",
+        "encoder_layer",
+    ),
+}
+# The options of the Multi-Encoder's branch specs (`encoder_branches` entries), which no config has as a field.
+BRANCH_SPEC_OPTIONS = (
+    "expansion_sizes",
+    "expansion_mode",
+    "sequence_aware_expansion",
+    "kernel_size",
+    "conv_dim",
+    "ffn_dim",
+    "activation",
+    "fft_length",
+)
+# The Prime layer's options that a composed Prime layer takes inside its spec (`PRIME_LAYER_OPTIONS`).
+PRIME_SPEC_OPTIONS = ("use_convolution", "conv_kernel_sizes", "conv_weight_dropout")
+# Options of transformers' BART / Marian configs that none of these models implements.
+UNIMPLEMENTED_OPTIONS = ("encoder_layerdrop", "decoder_layerdrop", "classifier_dropout")
 
 
 @strict
@@ -94,10 +152,19 @@ class MTConfig(PreTrainedConfig):
         aan_use_ffn (`bool`): With `decoder_attention_type="aan"`, pass the average through an FFN of width
             `decoder_ffn_dim` before the gate (the AAN paper's form; its released code leaves it out, the default).
         layer_types (`list[str]`, *optional*): One cache-layer type per decoder layer; filled automatically.
+
+    An option the model built from the config would not use is refused with a `ValueError` naming it: a field of
+    another architecture (`ARCHITECTURE_OPTIONS`), a composed Prime layer's or a Multi-Encoder branch's option given
+    at the top level, an unimplemented BART/Marian option, a misspelled field, and a field that the other fields
+    switch off but that is not at its default (`init_std` without `init_law="normal"`, ...). Metadata keys of
+    transformers (`architectures`, `auto_map`, ...) are kept as usual.
     """
 
     model_type = "hf_unified_mt"
     keys_to_ignore_at_inference = ["cache", "past_key_values"]
+    # The field holding the composed Prime layer's options (`{"type": "prime", ...}`), where an architecture has one:
+    # named when those options are given at the top level instead.
+    prime_options_field: str | None = None
     attribute_map = {
         "hidden_size": "d_model",
         "num_attention_heads": "decoder_attention_heads",
@@ -146,9 +213,23 @@ class MTConfig(PreTrainedConfig):
         indices on the encoder resolve against it: `num_hidden_layers` is the decoder's count (it sizes the cache)."""
         return self.encoder_layers
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)  # makes `cls` a dataclass with its own generated `__init__`
+        generated_init = cls.__init__
+
+        @functools.wraps(generated_init)
+        def __init__(self, *args, **options):
+            # Which fields the caller gave (a preset's values and a config.json's count as given): `__post_init__`
+            # tells an explicit `init_law` from the class default. Not a field, not serialised: dropped there.
+            object.__setattr__(self, "_given_options", frozenset(options))
+            generated_init(self, *args, **options)
+
+        cls.__init__ = __init__
+
     def __post_init__(self, **kwargs):
         self._read_legacy_init_options(kwargs)
-        _reject_misspelled_options(type(self), kwargs)
+        _reject_unused_options(type(self), kwargs)
+        self.__dict__.pop("_given_options", None)
         if self.decoder_vocab_size is None:
             self.decoder_vocab_size = self.vocab_size
         if self.layer_types is None:
@@ -161,15 +242,16 @@ class MTConfig(PreTrainedConfig):
 
     def _read_legacy_init_options(self, kwargs: dict) -> None:
         """`ds_init=True/False` and `linear_init=...` (earlier releases, saved checkpoints, study arms) set
-        `init_law`."""
-        default_law = next(f.default for f in fields(type(self)) if f.name == "init_law")
+        `init_law`. Given together with `init_law`, they must agree with it: a contradiction is refused naming both
+        fields, even when `init_law` is the architecture's default (the explicit field never loses silently)."""
+        init_law_given = "init_law" in self.__dict__.get("_given_options", ())
         for option, laws in LEGACY_INIT_OPTIONS.items():
             if option not in kwargs:
                 continue
             value = kwargs.pop(option)
             if value not in laws:
                 raise ValueError(f"`{option}` must be one of {sorted(laws, key=str)}, got {value!r}")
-            if self.init_law not in (default_law, laws[value]):
+            if init_law_given and self.init_law != laws[value]:
                 raise ValueError(
                     f"`{option}={value!r}` (an older name for `init_law={laws[value]!r}`) contradicts "
                     f"`init_law={self.init_law!r}`: give `init_law` only"
@@ -219,6 +301,25 @@ class MTConfig(PreTrainedConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not float(value) > 0.0:
                 raise ValueError(f"`{name}` must be a positive number, got {value!r}")
+        check_used(
+            self,
+            "init_std",
+            self.init_law == "normal",
+            f"only `init_law='normal'` reads it (`init_law={self.init_law!r}`)",
+        )
+        for name in ("ds_init_mode", "ds_init_alpha"):
+            check_used(
+                self,
+                name,
+                self.init_law == "ds_init",
+                f"only `init_law='ds_init'` reads it (`init_law={self.init_law!r}`)",
+            )
+        check_used(
+            self,
+            "init_fused_qkv",
+            self.init_law in ("xavier", "ds_init"),
+            f"only the Xavier-family laws `xavier` and `ds_init` read it (`init_law={self.init_law!r}`)",
+        )
         if self.activation_function not in ACTIVATIONS:
             raise ValueError(f"`activation_function` must be one of {ACTIVATIONS}, got {self.activation_function!r}")
         if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
@@ -245,14 +346,47 @@ def _check_probability(config, name):
         raise ValueError(f"`{name}` must be in [0, 1), got {value!r}")
 
 
-def _reject_misspelled_options(config_class, extra_kwargs):
+def _reject_unused_options(config_class, extra_kwargs):
     """Unknown keyword arguments are kept as attributes by `PreTrainedConfig` (that is how hub configs carry
-    metadata). A keyword that is *almost* one of our fields is a typo that would silently fall back to the
-    default: refuse it, naming the field it resembles."""
+    metadata), and a model ignores them: config.json would then state options the model does not have. Refused,
+    naming the field: a field of another of this package's architectures, an option of a composed layer's or a
+    branch's spec given at the top level, an option of transformers' BART/Marian that these models do not implement,
+    and a keyword that is *almost* one of our fields (a typo that would silently fall back to the default)."""
     known = {f.name for f in fields(config_class)}
+    name = config_class.__name__
     for key in extra_kwargs:
         if key in known or key.startswith("_"):
             continue
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        if key in PRIME_SPEC_OPTIONS and config_class.prime_options_field is not None:
+            field = config_class.prime_options_field
+            raise ValueError(
+                f"`{key}` is an option of the unified_transformer's Prime layer, which {name} does not read at the top "
+                f"level: give it in `{field}` (`{{'type': 'prime', {key!r}: ...}}`)"
+            )
+        owners = [arch for arch, options in ARCHITECTURE_OPTIONS.items() if key in options]
+        if owners:
+            raise ValueError(
+                f"`{key}` is an option of {' and '.join(owners)}, which {name} ({config_class.model_type}) does not "
+                f"use{hint}"
+            )
+        if key in BRANCH_SPEC_OPTIONS:
+            raise ValueError(
+                f"`{key}` is an option of a multi_encoder_transformer branch (an `encoder_branches` entry), "
+                f"not a field of {name}{hint}"
+            )
+        if key in UNIMPLEMENTED_OPTIONS:
+            raise ValueError(f"`{key}` (an option of transformers' BART/Marian) is not implemented by {name}")
         if close:
-            raise ValueError(f"Unknown option `{key}` for {config_class.__name__}; did you mean `{close[0]}`?")
+            raise ValueError(f"Unknown option `{key}` for {name}{hint}")
+
+
+def check_used(config, name: str, used: bool, why: str) -> None:
+    """A field that the other fields switch off must keep its default: a value the model would not use is refused
+    (config.json never states what the built model is not). `why` says what it needs."""
+    if used:
+        return
+    default = next(f.default for f in fields(type(config)) if f.name == name)
+    if getattr(config, name) != default:
+        raise ValueError(f"`{name}={getattr(config, name)!r}` is not used: {why}")

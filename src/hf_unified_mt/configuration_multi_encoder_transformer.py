@@ -91,6 +91,7 @@ class MultiEncoderTransformerConfig(MTConfig):
     """
 
     model_type = "multi_encoder_transformer"
+    prime_options_field = "encoder_branches"
 
     # `list` rather than `list[dict]`: a malformed entry then gets our ValueError naming it, not a strict type error.
     encoder_branches: list | None = None

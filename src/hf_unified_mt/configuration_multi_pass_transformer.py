@@ -4,7 +4,7 @@ Translation", MPT)."""
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_mt_common import MTConfig, _check_positive
+from .configuration_mt_common import MTConfig, _check_positive, check_used
 from .configuration_unified_transformer import check_layer_spec, layer_spec_with_defaults
 
 
@@ -61,6 +61,7 @@ class MultiPassTransformerConfig(MTConfig):
     """
 
     model_type = "multi_pass_transformer"
+    prime_options_field = "encoder_layer"
 
     num_passes: int = 2
     connection_type: str = "hard"
@@ -96,6 +97,12 @@ class MultiPassTransformerConfig(MTConfig):
             check_permutation(self.hard_connections, self.encoder_layers)
         elif self.hard_connections is not None:
             raise ValueError("`hard_connections` is only used with `connection_type='hard'`; leave it unset for 'soft'")
+        check_used(
+            self,
+            "soft_connection_init",
+            self.connection_type == "soft" and self.num_passes > 1,
+            "only soft connections between passes (`connection_type='soft'`, `num_passes` > 1) read it",
+        )
         if self.inference_pass is not None:
             check_pass(self.inference_pass, self.num_passes, "inference_pass")
 

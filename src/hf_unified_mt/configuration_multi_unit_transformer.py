@@ -4,7 +4,7 @@ Neural Machine Translation")."""
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_mt_common import MTConfig, _check_positive
+from .configuration_mt_common import MTConfig, _check_positive, check_used
 from .configuration_unified_transformer import check_layer_spec, layer_spec_with_defaults
 
 
@@ -69,6 +69,7 @@ class MultiUnitTransformerConfig(MTConfig):
     model_type = "multi_unit_transformer"
     # The loss parts are scalars: the Trainer must not collect them as predictions.
     keys_to_ignore_at_inference = ["cache", "past_key_values", "cross_entropy", "shuffle_penalty"]
+    prime_options_field = "unit_layer"
 
     init_law: str = "xavier"
     d_model: int = 512
@@ -137,6 +138,38 @@ class MultiUnitTransformerConfig(MTConfig):
             raise ValueError(
                 f"`unit_noise_types` {noise} asks for noise but `use_bias_module` is False; set `use_bias_module=True`"
             )
+        self._check_switched_off_options()
+
+    def _check_switched_off_options(self) -> None:
+        """The options of the bias module, of one noise type, of AutoShuffle or of the unit loop keep their defaults
+        where the rest of the config switches that part off."""
+        noise = self.unit_noise_types if self.use_bias_module else []
+        check_used(self, "bias_sample_rate", self.use_bias_module, "the bias module is off (`use_bias_module=False`)")
+        for name, noise_type in (
+            ("swap_max_distance", "swap"),
+            ("disorder_window", "disorder"),
+            ("mask_probability", "mask"),
+        ):
+            check_used(
+                self,
+                name,
+                noise_type in noise,
+                f"no unit has the {noise_type!r} noise (`use_bias_module={self.use_bias_module}`, "
+                f"`unit_noise_types={self.unit_noise_types}`)",
+            )
+        for name in ("shuffle_penalty_weight", "shuffle_penalty_normalization"):
+            check_used(
+                self,
+                name,
+                self.use_sequential_dependency,
+                "AutoShuffle is off (`use_sequential_dependency=False`)",
+            )
+        check_used(
+            self,
+            "batched_units",
+            self.unit_layer["type"] == "transformer",
+            "Prime units run one after the other (`unit_layer` type 'prime')",
+        )
 
 
 __all__ = ["MultiUnitTransformerConfig"]

@@ -4,7 +4,13 @@
 `get_config("unified_transformer", "base", vocab_size=8000)` returns a ready config; keyword overrides win.
 """
 
+import re
+from dataclasses import fields
+
+from huggingface_hub.errors import StrictDataclassFieldValidationError
 from transformers import AutoConfig, PreTrainedConfig
+
+from ..configuration_mt_common import LEGACY_INIT_OPTIONS
 
 
 def shape(d_model: int, layers: int, heads: int, ffn_dim: int) -> dict[str, int]:
@@ -223,8 +229,32 @@ def _presets_for(arch: str) -> dict[str, dict]:
 
 
 def get_config(arch: str, preset: str = "base", **overrides) -> PreTrainedConfig:
-    """Config of architecture `arch` (its `model_type`) at the named size, with `overrides` applied."""
+    """Config of architecture `arch` (its `model_type`) at the named size, with `overrides` applied.
+
+    A value of the wrong type raises `ValueError` naming the field, as a bad value does. An earlier release's init
+    option among the overrides (`ds_init=`, `linear_init=`) replaces the preset's `init_law`, as any override wins
+    over the preset (given with `init_law=` too, the two must agree)."""
     presets = _presets_for(arch)
     if preset not in presets:
         raise ValueError(f"Unknown preset {preset!r} for {arch}; known: {sorted(presets)}")
-    return AutoConfig.for_model(arch, **{**presets[preset], **overrides})
+    values = dict(presets[preset])
+    if "init_law" not in overrides and any(option in overrides for option in LEGACY_INIT_OPTIONS):
+        values.pop("init_law", None)
+    values.update(overrides)
+    try:
+        return AutoConfig.for_model(arch, **values)
+    except StrictDataclassFieldValidationError as error:
+        raise ValueError(_type_error_message(arch, values, error)) from error
+
+
+def _type_error_message(arch: str, values: dict, error: StrictDataclassFieldValidationError) -> str:
+    """One line naming the field, the type it takes and the value given, for huggingface_hub's multi-line
+    strict-dataclass error."""
+    match = re.match(r"Validation error for field '(\w+)'", str(error))
+    field = match.group(1) if match else None
+    config_class = AutoConfig.for_model(arch).__class__
+    annotation = next((f.type for f in fields(config_class) if f.name == field), None)
+    if annotation is None or field not in values:
+        return " ".join(str(error).split())
+    expected = annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
+    return f"`{field}` of {config_class.__name__} must be of type {expected}, got {values[field]!r}"
