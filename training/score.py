@@ -30,7 +30,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.data import DEFAULT_CORPUS, DataValidationError, describe_binary_start, load_parallel_data
-from hf_unified_mt.training.inference import quantize_int8, split_lines, translate
+from hf_unified_mt.training.inference import model_length_limit, quantize_int8, split_lines, translate
 from hf_unified_mt.training.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     bleu_by_source_length,
@@ -217,6 +217,16 @@ def plot_buckets(buckets: list[dict], path: str, title: str) -> bool:
     return True
 
 
+def check_max_new_tokens(max_new_tokens: int | None, model) -> None:
+    """Once the model is loaded, before anything is translated: a --max_new_tokens its decoder cannot reach."""
+    limit = model_length_limit(model)
+    if max_new_tokens is not None and limit is not None and max_new_tokens > limit:
+        raise UsageError(
+            f"--max_new_tokens {max_new_tokens} is more than the model can generate: its decoder has "
+            f"max_position_embeddings={limit} positions (give at most {limit}, or leave it out)"
+        )
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s - %(name)s - %(message)s")
@@ -231,6 +241,7 @@ def main(argv: list[str] | None = None) -> dict:
         model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code).to(device)
         if args.int8:
             model = quantize_int8(model)
+    check_max_new_tokens(args.max_new_tokens, model)
     try:
         hypotheses = translate(
             model,

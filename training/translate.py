@@ -27,7 +27,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.data import describe_binary_start
-from hf_unified_mt.training.inference import quantize_int8, split_lines, translate
+from hf_unified_mt.training.inference import model_length_limit, quantize_int8, split_lines, translate
 from hf_unified_mt.training.onnx_runtime import load_onnx_model, onnx_backend_problem
 
 
@@ -155,6 +155,16 @@ def read_input(args) -> list[str]:
     return split_lines(text)
 
 
+def check_max_new_tokens(max_new_tokens: int | None, model) -> None:
+    """Once the model is loaded, before anything is translated: a --max_new_tokens its decoder cannot reach."""
+    limit = model_length_limit(model)
+    if max_new_tokens is not None and limit is not None and max_new_tokens > limit:
+        raise UsageError(
+            f"--max_new_tokens {max_new_tokens} is more than the model can generate: its decoder has "
+            f"max_position_embeddings={limit} positions (give at most {limit}, or leave it out)"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s - %(name)s - %(message)s")
@@ -170,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         raise UsageError(f"cannot load the model {args.model}: {str(error).splitlines()[0]}") from error
     if args.int8 and args.backend == "torch":
         model = quantize_int8(model)
+    check_max_new_tokens(args.max_new_tokens, model)
 
     generate_kwargs = {}
     if args.length_penalty is not None:

@@ -135,7 +135,8 @@ def translate(
         texts: the sentences. Empty (or whitespace-only) lines translate to empty lines.
         num_beams: beam size; defaults to the model's generation config.
         max_new_tokens: the most tokens to generate per sentence (at least 1); defaults to the model's generation
-            config, or else to `2 * longest source + 10` per batch.
+            config, or else to `2 * longest source + 10` per batch; the default is capped at the model's
+            `max_position_embeddings` (the decoder's positions), and a larger `max_new_tokens` raises a `ValueError`.
         batch_size: the most sentences per batch.
         max_tokens: also cap the padded source tokens per batch.
         max_source_length: truncate longer sources to this many tokens (with a warning naming their lines). Without
@@ -159,6 +160,11 @@ def translate(
         raise ValueError(
             f"max_source_length={max_source_length} exceeds what the model accepts "
             f"(max_position_embeddings={model_limit})"
+        )
+    if max_new_tokens is not None and model_limit is not None and max_new_tokens > model_limit:
+        raise ValueError(
+            f"max_new_tokens={max_new_tokens} is more than the model can generate: its decoder has "
+            f"max_position_embeddings={model_limit} positions"
         )
     model.eval()
     device = torch.device(device) if device is not None else model.device
@@ -194,6 +200,8 @@ def translate(
             new_tokens = max_new_tokens
             if new_tokens is None:
                 new_tokens = configured_max_new_tokens or 2 * max(lengths[i] for i in batch) + 10
+                if model_limit is not None:  # the decoder's positions; beyond them generate() fails mid-run
+                    new_tokens = min(new_tokens, model_limit)
             if num_beams is not None:
                 generate_kwargs["num_beams"] = num_beams
             generated = model.generate(**features, max_new_tokens=new_tokens, **generate_kwargs)
