@@ -184,3 +184,79 @@ def test_int8_quantisation_generates_with_every_architecture(arch, preset):
         reference = model(input_ids=ids, decoder_input_ids=ids[:, :4]).logits
         approximate = quantized(input_ids=ids, decoder_input_ids=ids[:, :4]).logits
     assert (approximate - reference).abs().max() < 0.1 * reference.abs().max() + 0.05
+
+
+@pytest.mark.parametrize(
+    "arch, preset", [("unified_transformer", "tiny"), ("multi_unit_transformer", "tiny"), ("marian", "")]
+)
+def test_an_int8_model_refuses_to_be_saved_before_writing_anything(arch, preset, tmp_path):
+    """`quantize_int8(model).save_pretrained(d)` raised AttributeError deep in transformers and left `d` with a config
+    and code but no weights. PyTorch's dynamic int8 layers have no safetensors form: saving is refused before anything
+    is written, saying how to get an int8 model (save the float model, quantise after loading)."""
+    from transformers import MarianConfig, MarianMTModel
+
+    from hf_unified_mt.training.inference import quantize_int8
+
+    if arch == "marian":
+        model = MarianMTModel(
+            MarianConfig(
+                vocab_size=VOCAB_SIZE,
+                d_model=16,
+                encoder_layers=1,
+                decoder_layers=1,
+                pad_token_id=0,
+                decoder_start_token_id=1,
+            )
+        )
+    else:
+        model = AutoModelForSeq2SeqLM.from_config(hf_unified_mt.get_config(arch, preset, vocab_size=VOCAB_SIZE))
+    quantized = quantize_int8(model.eval())
+    fresh, existing = tmp_path / "fresh", tmp_path / "existing"
+    existing.mkdir()
+    for target in (fresh, existing):
+        with pytest.raises(ValueError, match=r"int8.*save the float model.*quantize_int8"):
+            quantized.save_pretrained(target)
+    with pytest.raises(ValueError, match=r"int8.*save the float model"):
+        quantized.push_to_hub("someone/never-created")  # refused before any network call
+    assert not fresh.exists() and list(existing.iterdir()) == []
+    # the float model saves, and quantising after loading gives the int8 model
+    model.save_pretrained(fresh)
+    reloaded = quantize_int8(AutoModelForSeq2SeqLM.from_pretrained(fresh).eval())
+    ids = torch.randint(4, VOCAB_SIZE, (1, 5), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(
+            quantized(input_ids=ids, decoder_input_ids=ids).logits,
+            reloaded(input_ids=ids, decoder_input_ids=ids).logits,
+        )
+
+
+def test_int8_logits_depend_on_the_batch_and_the_docs_say_so_beside_the_int8_scores():
+    """Dynamic int8 quantises each matmul's input per tensor, i.e. per batch: a sentence's logits move when a
+    neighbour with larger activations joins it (float32's do not). PyTorch offers no per-row mode; the deployment
+    guide and the README say so where they give the int8 BLEU figures."""
+    from pathlib import Path
+
+    from hf_unified_mt.training.inference import quantize_int8
+
+    config = hf_unified_mt.get_config("unified_transformer", "tiny", vocab_size=VOCAB_SIZE, dropout=0.0)
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(config).eval()
+    quantized = quantize_int8(model)
+    ids = torch.randint(4, VOCAB_SIZE, (2, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():  # a loud neighbour: its tokens' embeddings set the batch's range
+        model.get_input_embeddings().weight[ids[1]] *= 30
+        quantized.get_input_embeddings().weight[ids[1]] *= 30
+        alone = quantized(input_ids=ids[:1], decoder_input_ids=ids[:1, :3]).logits[0]
+        together = quantized(input_ids=ids, decoder_input_ids=ids[:, :3]).logits[0]
+        float_alone = model(input_ids=ids[:1], decoder_input_ids=ids[:1, :3]).logits[0]
+        float_together = model(input_ids=ids, decoder_input_ids=ids[:, :3]).logits[0]
+    assert torch.allclose(float_alone, float_together, atol=1e-5)
+    assert (alone - together).abs().max() > 1e-3
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "deployment.md").read_text()
+    measured = guide[guide.index("## Measured") : guide.index("## Speed against CTranslate2")]
+    assert "int8 translations depend on the batch" in measured and "per-row mode" in measured
+    assert "int8 models are not saved" in measured
+    readme = (root / "README.md").read_text()
+    deploying = readme[readme.index("## Deploying on CPU") : readme.index("## Publishing to the Hub")]
+    assert "per batch" in deploying and "per-row mode" in deploying

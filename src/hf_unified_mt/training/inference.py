@@ -49,7 +49,24 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
         warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated", category=DeprecationWarning)
         warnings.filterwarnings("ignore", message="torch.quantize_per_tensor", category=UserWarning)
         quantized = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=False)
+    # PyTorch's dynamic int8 layers keep their weights as packed parameters that safetensors cannot store:
+    # `save_pretrained` failed deep in transformers after writing the config and code. Refused before anything is
+    # written (and `push_to_hub` before any network call).
+    quantized.save_pretrained = _refuse_to_save_int8
+    quantized.push_to_hub = _refuse_to_save_int8
     return quantized.eval()
+
+
+INT8_SAVE_MESSAGE = (
+    "an int8 model (quantize_int8) cannot be saved: PyTorch's dynamic int8 layers have no safetensors form. "
+    "To get an int8 model from disk, save the float model and quantise after loading: "
+    "`quantize_int8(AutoModelForSeq2SeqLM.from_pretrained(path))` (what `translate.py --int8` does), "
+    "or export an int8 ONNX graph (`onnx_export ... --int8`)"
+)
+
+
+def _refuse_to_save_int8(*args, **kwargs):
+    raise ValueError(INT8_SAVE_MESSAGE)
 
 
 def make_generation_config(
