@@ -441,32 +441,56 @@ AAN_PAPER = (
 )
 
 
+# The BibTeX the card adds for a composed mechanism's paper (model_cards/citations/): the architectures' entries are
+# the ones their own cards cite.
+PAPER_CITATIONS = {PRIME_PAPER: "unified_transformer.bib", DEEP_PAPER: "deep_transformer.bib", AAN_PAPER: "aan.bib"}
+
+
 def composed_mechanisms(model_type: str, config: dict) -> list[tuple[str, str]]:
     """(mechanism, paper) for each mechanism of another paper than the architecture's own that the config uses: the
-    compositions of the shared core, which the card credits beside the architecture's paper."""
+    compositions of the shared core, which the card credits beside the architecture's paper. Only the fields that the
+    architecture reads count (a config.json written before configs refused other architectures' fields may hold
+    one that the model never used)."""
 
-    def prime(spec) -> bool:
-        return isinstance(spec, dict) and spec.get("type") == "prime"
+    def prime(field: str, owner: str) -> bool:
+        spec = config.get(field)
+        return model_type == owner and isinstance(spec, dict) and spec.get("type") == "prime"
 
     prime_layers = "Prime layers (self-attention, dynamic depthwise convolution and FFN in parallel on one residual)"
     found = []
-    if any(prime(branch) for branch in config.get("encoder_branches") or []):
+    branches = config.get("encoder_branches") if model_type == "multi_encoder_transformer" else None
+    if any(isinstance(branch, dict) and branch.get("type") == "prime" for branch in branches or []):
         found.append((f"an encoder branch of {prime_layers}", PRIME_PAPER))
-    if prime(config.get("encoder_layer")):
+    if prime("encoder_layer", "multi_pass_transformer"):
         found.append((f"{prime_layers} in the encoder's passes", PRIME_PAPER))
-    if prime(config.get("unit_layer")):
+    if prime("unit_layer", "multi_unit_transformer"):
         found.append((f"{prime_layers} as the encoder's units", PRIME_PAPER))
+    if model_type != "unified_transformer" and config.get("init_law") == "km":
+        found.append(("the Unified Transformer authors' initialisation (their code's `init_method='km'`)", PRIME_PAPER))
+    attention = config.get("decoder_attention_type", "self")
     if model_type != "deep_transformer":
         if config.get("init_law") == "ds_init":
             found.append(("DS-Init: each layer's initialisation bound scaled by 1/sqrt(its depth), Eq. 15", DEEP_PAPER))
-        attention = config.get("decoder_attention_type", "self")
         if attention == "merged":
             found.append(("merged attention in the decoder (MAtt, Eq. 16-17)", DEEP_PAPER))
         elif attention == "merged_self":
             found.append(("the merged decoder sublayer with self-attention (Table 3, variant 6)", DEEP_PAPER))
-        elif attention == "aan":
-            found.append(("the average attention network in the decoder", AAN_PAPER))
+    if attention == "aan":  # Zhang et al. 2018, which the Deep Transformer's paper compares against
+        found.append(("the average attention network in the decoder", AAN_PAPER))
     return found
+
+
+def composed_citations(composed: list[tuple[str, str]], cards_dir: Path = MODEL_CARDS_DIR) -> list[str]:
+    """The BibTeX entries of the papers of `composed_mechanisms`, each once, in the order they are credited."""
+    papers = list(dict.fromkeys(paper for _, paper in composed))
+    return [(cards_dir / "citations" / PAPER_CITATIONS[paper]).read_text(encoding="utf-8").strip() for paper in papers]
+
+
+def _training_pairs(checkpoint: Checkpoint) -> int | None:
+    """How many training pairs the run used (`results.json`: after `--max_train_samples` and skipped over-long
+    pairs), or None where it was not recorded."""
+    value = (checkpoint.results.get("train") or {}).get("train_samples")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def build_card_data(checkpoint: Checkpoint, model_name: str, dataset: DatasetInfo, license: str):
@@ -536,6 +560,8 @@ def render_card(
     card_data = build_card_data(checkpoint, model_name, dataset, options.license)
     config = checkpoint.config
     scores = checkpoint.test_scores
+    composed = composed_mechanisms(checkpoint.model_type, config)
+    training_pairs = _training_pairs(checkpoint)
     context = dict(
         card_data=card_data.to_yaml(),
         repo_id=repo_id,
@@ -544,7 +570,10 @@ def render_card(
         architecture_class=(config.get("architectures") or [""])[0],
         config=config,
         architecture_options=[(k, _display(v)) for k, v in sorted(config.items()) if k not in COMMON_CONFIG_KEYS],
-        composed=composed_mechanisms(checkpoint.model_type, config),
+        composed=composed,
+        composed_citations=composed_citations(composed, cards_dir),
+        training_pairs=training_pairs,
+        training_pairs_text=f"{training_pairs:,}" if training_pairs is not None else None,
         num_parameters=checkpoint.num_parameters,
         num_parameters_text=f"{checkpoint.num_parameters:,} ({checkpoint.num_parameters / 1e6:.2f} M)",
         preset=checkpoint.results.get("preset"),

@@ -678,3 +678,66 @@ def test_the_card_of_mpt_with_prime_passes_says_so_and_the_deep_card_names_varia
         tmp_path, "deep-v6", "deep_transformer", overrides={"decoder_attention_type": "merged_self"}
     )
     assert "this checkpoint uses **`merged_self`**" in variant_6 and "variant 6 of Table 3" in variant_6
+
+
+CITATION_KEYS = {
+    "Zhao, Xu": "@misc{zhao-unified-transformer,",
+    "Ivan Titov": "@inproceedings{zhang-etal-2019-improving,",
+    "Deyi Xiong": "@inproceedings{zhang-etal-2018-accelerating,",
+}
+
+
+@pytest.mark.parametrize("arch, preset, overrides, mechanism, authors", COMPOSITIONS, ids=lambda x: str(x)[:24])
+def test_the_card_of_a_composition_cites_each_paper_it_uses(tmp_path, arch, preset, overrides, mechanism, authors):
+    """The citation section held only the architecture's own BibTeX: a composed checkpoint must cite every paper
+    whose mechanism it uses, each once."""
+    checkpoint = write_checkpoint(tmp_path / "ckpt", arch, preset=preset, overrides=overrides)
+    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
+    citation = (folder / "README.md").read_text(encoding="utf-8").split("## Citation", 1)[1]
+    key = next(key for name, key in CITATION_KEYS.items() if name in authors)
+    assert citation.count(key) == 1
+    own = (ROOT / "model_cards" / f"{arch}.md").read_text(encoding="utf-8")
+    own_key = re.search(r"^@\w+\{[^,]+,", own, re.MULTILINE).group(0)
+    assert citation.count(own_key) == 1  # the architecture's own paper stays, first
+    assert citation.index(own_key) < citation.index(key)
+
+
+def test_the_bibtex_of_a_composed_paper_is_the_one_its_own_card_cites():
+    """model_cards/citations/*.bib are the entries the cards add for composed mechanisms; where the paper is an
+    architecture of the package, the entry is the one that architecture's own card cites."""
+    for arch in ("unified_transformer", "deep_transformer"):
+        entry = (ROOT / "model_cards" / "citations" / f"{arch}.bib").read_text(encoding="utf-8").strip()
+        assert entry in (ROOT / "model_cards" / f"{arch}.md").read_text(encoding="utf-8")
+
+
+def test_the_card_credits_the_unified_transformer_authors_initialisation_on_another_architecture(tmp_path):
+    text = rendered_card(tmp_path, "deep-km", "deep_transformer", overrides={"init_law": "km"})
+    assert "the Unified Transformer authors' initialisation" in text and "@misc{zhao-unified-transformer," in text
+    assert hub_upload.composed_mechanisms("unified_transformer", {"init_law": "km"}) == []
+
+
+def test_a_card_credits_only_the_fields_its_architecture_reads():
+    """A config.json written before configs refused other architectures' fields can hold one (a Deep Transformer with
+    `unit_layer`): the card must not credit a mechanism the model does not have."""
+    stray = {
+        "unit_layer": {"type": "prime"},
+        "encoder_layer": {"type": "prime"},
+        "encoder_branches": [{"type": "prime"}],
+    }
+    assert hub_upload.composed_mechanisms("deep_transformer", stray) == []
+    assert hub_upload.composed_mechanisms("multi_unit_transformer", {"unit_layer": {"type": "prime"}}) != []
+
+
+@pytest.mark.parametrize("train_samples, expected", [(2530, "Trained on 2,530 Bible verse pairs"), (None, None)])
+def test_the_card_states_the_number_of_training_pairs_the_run_used(tmp_path, train_samples, expected):
+    """Cards of short runs said "Trained on about 28,000 Bible verses" for 2,530 pairs."""
+    train = {"train_runtime": 61.5, "train_loss": 3.25, "epoch": 2.0}
+    if train_samples is not None:
+        train["train_samples"] = train_samples
+    arch = next(iter(hf_unified_mt.ARCHITECTURES))
+    text = rendered_card(tmp_path, "short", arch, train=train)
+    assert "about 28,000" not in text
+    if expected:
+        assert expected in text and "This run trained on 2,530 of them" in text
+    else:
+        assert "Trained on Bible verses only" in text and "did not record how many" in text
