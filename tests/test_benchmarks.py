@@ -160,3 +160,36 @@ def test_the_study_document_holds_the_main_job_candidates_table_of_the_committed
     document = json.loads((ROOT / "benchmarks" / "results" / "main_job_candidates.json").read_text())
     assert {row["seed"] for row in document["runs"]} == {1, 2} and document["comparisons"]
     assert module.summary_table(document) in (ROOT / "docs" / "ablation_study.md").read_text()
+
+
+def test_gpu_tables_in_the_docs_are_generated_from_the_committed_json():
+    module = benchmark_script("gpu_training_and_decoding")
+    result = json.loads((ROOT / "benchmarks" / "results" / "gpu_training_and_decoding.json").read_text())
+    assert result["device"] and result["training"]["prime"]["timed_updates"] > 0
+    assert module.training_table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
+    assert module.decoding_table(result) in (ROOT / "docs" / "deployment.md").read_text()
+
+
+@pytest.mark.subprocess
+def test_gpu_benchmark_runs_end_to_end_on_a_cpu_at_tiny_size(tmp_path):
+    script = ROOT / "benchmarks" / "gpu_training_and_decoding.py"
+    common = [
+        "--preset", "tiny", "--steps", "3", "--warmup-steps", "1", "--max-tokens", "1024", "--device", "cpu",
+        "--decode-batch", "2", "--decode-batches", "1", "--new-tokens", "3", "--repeats", "1",
+        "--work-dir", str(tmp_path / "work"), "--output", str(tmp_path / "result.json"),
+    ]  # fmt: skip
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "HF_DATASETS_CACHE": str(tmp_path / "cache")}
+    for phase in ("prime", "marian", "report", "table"):
+        completed = subprocess.run(
+            [sys.executable, str(script), "--phase", phase, *common],
+            capture_output=True, text=True, cwd=ROOT, env=environment, timeout=600,
+        )  # fmt: skip
+        assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    for name in ("prime", "marian"):
+        training = result["training"][name]
+        assert training["timed_updates"] == 3 and training["tokens_per_second"] > 0
+        assert training["flop_fit_max_relative_error"] < 1e-6
+        assert result["decoding"][name]["new_tokens_per_second"] > 0
+    assert abs(result["training"]["prime"]["parameters"] / result["training"]["marian"]["parameters"] - 1) < 0.02
+    assert "| Prime `tiny` |" in completed.stdout
