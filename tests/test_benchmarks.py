@@ -193,3 +193,15 @@ def test_gpu_benchmark_runs_end_to_end_on_a_cpu_at_tiny_size(tmp_path):
         assert result["decoding"][name]["new_tokens_per_second"] > 0
     assert abs(result["training"]["prime"]["parameters"] / result["training"]["marian"]["parameters"] - 1) < 0.02
     assert "| Prime `tiny` |" in completed.stdout
+
+
+def test_gpu_step_profile_table_in_the_docs_is_generated_from_the_committed_json(tmp_path):
+    module = benchmark_script("gpu_step_profile")
+    result = json.loads((ROOT / "benchmarks" / "results" / "gpu_step_profile.json").read_text())
+    assert result["models"]["prime"]["kernels_per_step"] > 0
+    assert module.table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
+    output = tmp_path / "profile.json"
+    module.main(["--preset", "tiny", "--batch", "2", "--length", "6", "--warmup", "1", "--steps", "2"]
+                + ["--profiled", "1", "--scale", "2", "--device", "cpu", "--output", str(output)])  # fmt: skip
+    measured = json.loads(output.read_text())["models"]
+    assert measured["prime"]["seconds_per_step_median_batch_x2"] > 0 and measured["marian"]["parameters"] > 0
