@@ -37,7 +37,7 @@ from hf_unified_mt.training.metrics import (
     compute_translation_scores,
     format_scores,
 )
-from hf_unified_mt.training.onnx_runtime import load_onnx_model, onnx_backend_problem
+from hf_unified_mt.training.onnx_runtime import load_onnx_model, onnx_backend_problem, torch_backend_problem
 
 
 logger = logging.getLogger("score")
@@ -103,6 +103,8 @@ def check_arguments(args) -> None:
         problem = onnx_backend_problem(args.int8, args.device)
         if problem is not None:
             raise UsageError(problem)
+    elif torch_backend_problem(args.model) is not None:
+        raise UsageError(torch_backend_problem(args.model))
     for name, least in (
         ("num_beams", 1),
         ("batch_size", 1),
@@ -233,14 +235,18 @@ def main(argv: list[str] | None = None) -> dict:
     check_arguments(args)
     name, sources, references = read_pairs(args)
 
-    if args.backend == "onnx":
-        model, tokenizer = load_onnx_model(args.model, args.int8, args.trust_remote_code)
-    else:
-        device = "cpu" if args.int8 else args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-        model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code).to(device)
-        if args.int8:
-            model = quantize_int8(model)
+    try:
+        if args.backend == "onnx":
+            model, tokenizer = load_onnx_model(args.model, args.int8, args.trust_remote_code)
+        else:
+            device = "cpu" if args.int8 else args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+            model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+            model = model.to(device)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot load the model {args.model}: {str(error).splitlines()[0]}") from error
+    if args.int8 and args.backend == "torch":
+        model = quantize_int8(model)
     check_max_new_tokens(args.max_new_tokens, model)
     try:
         hypotheses = translate(

@@ -28,7 +28,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.data import describe_binary_start
 from hf_unified_mt.training.inference import model_length_limit, quantize_int8, split_lines, translate
-from hf_unified_mt.training.onnx_runtime import load_onnx_model, onnx_backend_problem
+from hf_unified_mt.training.onnx_runtime import load_onnx_model, onnx_backend_problem, torch_backend_problem
 
 
 class UsageError(Exception):
@@ -126,6 +126,8 @@ def check_arguments(args) -> None:
         problem = onnx_backend_problem(args.int8, args.device, args.dtype)
         if problem is not None:
             raise UsageError(problem)
+    elif torch_backend_problem(args.model) is not None:
+        raise UsageError(torch_backend_problem(args.model))
     check_model_path(args.model)
 
 

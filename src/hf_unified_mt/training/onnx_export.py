@@ -2,7 +2,7 @@
 """Export of every architecture of the package to ONNX: an encoder graph and a decoder-step graph that takes and
 returns the whole decoder cache as flat tensors.
 
-    export_onnx(model, tokenizer, "outputs/mt-onnx")        # encoder.onnx, decoder_step.onnx, onnx_cache.json, ...
+    export_onnx(model, "outputs/mt-onnx", tokenizer)        # encoder.onnx, decoder_step.onnx, onnx_cache.json, ...
     model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")   # onnx_runtime.py
     model.generate(**tokenizer(["..."], return_tensors="pt"), num_beams=4)
 
@@ -23,6 +23,12 @@ The cache layout (which layers keep keys, which named states of which shapes) is
 decoding step and written to `onnx_cache.json`; the runtime feeds empty keys and zero states at the first step,
 which is exactly what the PyTorch layers start from (a zero convolution window is the causal zero padding, a zero
 running sum and count continue as from nothing).
+
+Every export folder has a manifest, `onnx_export.json`: the sha256 of the weights files it was exported from (when
+known), of `config.json` and `onnx_cache.json`, and of every graph (the int8 ones with the float graph they were
+quantised from), and the files the exporter wrote. The runtime refuses a folder whose files do not match it
+(`onnx_runtime.check_export`), and the exporter writes only into a new or empty folder, or, with `overwrite`, into a
+folder it made itself; never into a saved model (`check_output_dir`).
 """
 
 from __future__ import annotations
@@ -30,10 +36,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import io
 import json
 import logging
 import os
+import re
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -46,11 +55,22 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from ..cache_mt import StatefulDecoderCacheLayer
 
 
+logger = logging.getLogger(__name__)
+
+
 ENCODER_FILE = "encoder.onnx"
 DECODER_FILE = "decoder_step.onnx"
 LAYOUT_FILE = "onnx_cache.json"
 LAYOUT_FORMAT = 1
 OPSET = 18
+# Written into every export folder: what the graphs were exported from and which files the exporter wrote.
+MANIFEST_FILE = "onnx_export.json"
+MANIFEST_FORMAT = 1
+# An export is built in this folder inside the output folder, and moved into place once it is complete and verified.
+BUILD_FOLDER = ".onnx_export.partial"
+CONFIG_FILES = ("config.json", LAYOUT_FILE)
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
+EXPORT_COMMAND = "python -m hf_unified_mt.training.onnx_export"
 
 # The example shapes the graphs are traced with: 2, 3 and 5 are neither 0 nor 1 (which torch.export would specialise)
 # nor equal to each other (which it could take for one dimension).
@@ -359,7 +379,26 @@ def _save(program, path: str | os.PathLike) -> None:
 
     optimizer.fold_constants(program.model)
     optimizer.remove_unused_nodes(program.model)
+    _forget_traced_lstm_shapes(program.model.graph)
     program.save(str(path), external_data=False)
+
+
+def _forget_traced_lstm_shapes(graph) -> None:
+    """Drops the shapes the exporter recorded for the values computed from an LSTM's outputs (the Multi-Encoder's
+    LSTM branch), so that ONNX Runtime infers them from the graph's inputs. The exporter re-derives an LSTM node's
+    shape by unrolling the traced example (5 source positions), so it recorded `[batch, 5, d]` for the branch's
+    output where the graph gives `[batch, source, d]`; ONNX Runtime then warned (`VerifyOutputSizes`) at every
+    encoder call on another length. The graph's declared outputs keep their (dynamic) shapes."""
+    pending = [value for node in graph.all_nodes() if node.op_type == "LSTM" for value in node.outputs]
+    seen = set()
+    while pending:
+        value = pending.pop()
+        if value is None or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if not value.is_graph_output():
+            value.shape = None
+        pending += [output for consumer in value.consumers() for output in consumer.outputs]
 
 
 def _zero_cache(layout: CacheLayout, batch: int, past: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -520,6 +559,222 @@ def verify_export(model, output_dir: str | os.PathLike, steps: int = 4, atol: fl
     return difference
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# The export folder: its manifest, and which folders an export may write
+# ---------------------------------------------------------------------------------------------------------------------
+
+BUILT_BY = "hf_unified_mt.training.onnx_export"
+# Names inside an export folder that belong to the exporter whatever its manifest lists (the manifest being replaced,
+# the folder an export is built in).
+_OWN_NAMES = frozenset({MANIFEST_FILE, MANIFEST_FILE + ".tmp", BUILD_FOLDER})
+_WEIGHTS_NAME = re.compile(r".+\.safetensors|pytorch_model.*\.bin|.+\.(safetensors|bin)\.index\.json|tf_model\.h5")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_files(folder: str | os.PathLike) -> list[str]:
+    """The model weights files in `folder`: `model.safetensors`, shards and their index, `pytorch_model.bin`, ..."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(path.name for path in folder.iterdir() if path.is_file() and _WEIGHTS_NAME.fullmatch(path.name))
+
+
+def read_manifest(folder: str | os.PathLike) -> dict | None:
+    """The manifest `export_onnx` wrote into `folder`, or None if there is none (or it is not one)."""
+    path = Path(folder) / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("built_by") != BUILT_BY:
+        return None
+    files = manifest.get("files")
+    if not isinstance(files, list) or not all(
+        isinstance(name, str) and "/" not in name and "\\" not in name and name not in ("", ".", "..") for name in files
+    ):
+        return None
+    return manifest
+
+
+def write_manifest(folder: str | os.PathLike, manifest: dict) -> None:
+    """Writes the manifest in one step (a reader sees the old one or the new one)."""
+    path = Path(folder) / MANIFEST_FILE
+    temporary = path.with_name(MANIFEST_FILE + ".tmp")
+    temporary.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def check_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -> list[str]:
+    """Whether an export may be written to `output_dir`; returns the files of an earlier export there that it will
+    replace. An export writes a new or empty folder, or, with `overwrite`, a folder `export_onnx` made itself (its
+    manifest lists the files it wrote, and nothing else may be there); never a saved model. A `ValueError` names
+    what stands against it. Nothing is changed here."""
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ValueError(f"the output folder {output_dir} is a file, not a folder")
+    if not output_dir.exists():
+        ancestor = output_dir.absolute().parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise ValueError(f"cannot create the output folder {output_dir}: {ancestor} is a file")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise ValueError(f"cannot create the output folder {output_dir}: {ancestor} is not writable")
+        return []
+    if not os.access(output_dir, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write into the output folder {output_dir}: it is not writable")
+    present = sorted(path.name for path in output_dir.iterdir())
+    if not present:
+        return []
+    weights = weights_files(output_dir)
+    if weights:
+        raise ValueError(
+            f"refusing to export into {output_dir}: it holds a saved model ({', '.join(weights)}), whose config and "
+            "tokenizer the export would overwrite; choose a new or empty folder"
+        )
+    manifest = read_manifest(output_dir)
+    if manifest is None:
+        raise ValueError(
+            f"refusing to export into {output_dir}: it is not empty and not a folder onnx_export made (it has no "
+            f"{MANIFEST_FILE}); choose a new or empty folder"
+        )
+    if not overwrite:
+        raise ValueError(
+            f"{output_dir} holds an ONNX export already: pass --overwrite (export_onnx(..., overwrite=True)) to "
+            "replace it"
+        )
+    own = set(manifest["files"]) | _OWN_NAMES
+    foreign = [name for name in present if name not in own]
+    if foreign:
+        raise ValueError(
+            f"refusing to replace the ONNX export in {output_dir}: besides the files onnx_export wrote it holds "
+            f"{', '.join(foreign)}, which it did not write; move them away or choose another folder"
+        )
+    return [name for name in present if name in own]
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _save_tokenizer(tokenizer, folder: Path) -> None:
+    """`tokenizer.save_pretrained(folder)` without the two keys transformers 5 adds to `tokenizer_config.json` for a
+    tokenizer loaded from a folder (`is_local`, `local_files_only`: how it was loaded, not what it is)."""
+    tokenizer.save_pretrained(folder)
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if {"is_local", "local_files_only"} & config.keys():
+        config.pop("is_local", None)
+        config.pop("local_files_only", None)
+        path.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _source_record(source: str | os.PathLike | None) -> dict:
+    if source is None:
+        return {"path": None, "weights": {}}
+    source = Path(source)
+    return {
+        "path": str(source.absolute()),
+        "weights": {name: file_sha256(source / name) for name in weights_files(source)},
+    }
+
+
+def reexport_command(manifest: dict | None, folder: str | os.PathLike, int8: bool = False) -> str:
+    """The command that exports the model of `folder` again (the model folder recorded in its manifest, if any)."""
+    source = ((manifest or {}).get("source") or {}).get("path") or "MODEL"
+    return f"{EXPORT_COMMAND} {source} {folder} --overwrite" + (" --int8" if int8 else "")
+
+
+def add_int8_graphs(folder: str | os.PathLike, target: str | os.PathLike | None = None) -> list[Path]:
+    """Quantises the float graphs of the export in `folder` to int8 (`quantize_onnx_int8`) where their int8 graphs are
+    missing, and records them in the manifest with the float graph each was quantised from. With `target` (a folder
+    the export's own cannot be written), they are written there instead and not recorded. Returns the int8 graphs."""
+    folder = Path(folder)
+    graphs = [(folder / name, int8_file_name(name)) for name in (ENCODER_FILE, DECODER_FILE)]
+    if target is not None:
+        for source, name in graphs:
+            quantize_onnx_int8(source, Path(target) / name)
+        return [Path(target) / name for _, name in graphs]
+    build = folder / BUILD_FOLDER
+    missing = [(source, name) for source, name in graphs if not (folder / name).is_file()]
+    if missing:
+        build.mkdir(exist_ok=True)
+        try:
+            manifest = read_manifest(folder)
+            for source, name in missing:
+                quantize_onnx_int8(source, build / name)
+                manifest["graphs"][name] = {
+                    "sha256": file_sha256(build / name),
+                    "quantized_from": manifest["graphs"][source.name]["sha256"],
+                }
+                os.replace(build / name, folder / name)
+                manifest["files"] = sorted({*manifest["files"], name})
+                write_manifest(folder, manifest)
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
+    return [folder / name for _, name in graphs]
+
+
+def _write_export(model, folder: Path, tokenizer, encoder_kwargs: dict, int8: bool, verify: bool, source: dict):
+    """Writes a complete, verified export into the empty `folder`, its manifest last."""
+    import onnx
+
+    was_training = model.training
+    model.eval()
+    fuse = getattr(model.config, "fuse_projections_for_inference", False) and hasattr(model, "fuse_projections")
+    try:
+        if fuse:
+            model.fuse_projections()
+        layout = discover_cache_layout(model, encoder_kwargs)
+        with _quiet_exporter(), _eager_attention(model), torch.no_grad():
+            export_encoder(model, folder / ENCODER_FILE, layout)
+            export_decoder_step(model, folder / DECODER_FILE, layout)
+        for name in (ENCODER_FILE, DECODER_FILE):
+            onnx.checker.check_model(str(folder / name), full_check=True)
+        (folder / LAYOUT_FILE).write_text(json.dumps(layout.to_json(), indent=2) + "\n")
+        model.config.save_pretrained(folder)
+        if model.generation_config is not None:
+            model.generation_config.save_pretrained(folder)
+        if tokenizer is not None:
+            _save_tokenizer(tokenizer, folder)
+        write_manifest(
+            folder,
+            {
+                "built_by": BUILT_BY,
+                "format": MANIFEST_FORMAT,
+                "complete": True,
+                "model_type": model.config.model_type,
+                "source": source,
+                "config": {name: file_sha256(folder / name) for name in CONFIG_FILES},
+                "graphs": {name: {"sha256": file_sha256(folder / name)} for name in (ENCODER_FILE, DECODER_FILE)},
+                "tokenizer": tokenizer is not None,
+                "files": sorted(path.name for path in folder.iterdir() if path.name != MANIFEST_FILE),
+            },
+        )
+        if verify:
+            verify_export(model, folder)
+    finally:
+        if fuse:
+            model.unfuse_projections()
+        model.train(was_training)
+    if int8:
+        add_int8_graphs(folder)
+
+
 def export_onnx(
     model,
     output_dir: str | os.PathLike,
@@ -528,54 +783,76 @@ def export_onnx(
     encoder_pass: int | None = None,
     int8: bool = False,
     verify: bool = True,
+    overwrite: bool = False,
+    source: str | os.PathLike | None = None,
 ) -> Path:
     """Exports `model` (any architecture of the package, float32, on CPU) to `output_dir`: `encoder.onnx`,
-    `decoder_step.onnx`, the cache layout `onnx_cache.json`, the config, the generation config and the tokenizer if
-    given; `ORTModelForSeq2SeqLM.from_pretrained(output_dir)` loads it. Both graphs are checked with
-    `onnx.checker`, and with `verify` the graphs' logits are compared with the model's (`verify_export`). `int8` also
-    writes the graphs quantised by ONNX Runtime (`*.int8.onnx`). `encoder_pass` fixes the Multi-Pass encoder's pass.
+    `decoder_step.onnx`, the cache layout `onnx_cache.json`, the config, the generation config, the tokenizer if
+    given and the manifest `onnx_export.json`; `ORTModelForSeq2SeqLM.from_pretrained(output_dir)` loads it:
 
-    Options the graphs cannot carry raise a `ValueError` naming them (`check_exportable`). Layers that fuse their
-    projections for inference (`config.fuse_projections_for_inference`) are exported fused, as `generate()` runs them.
+        export_onnx(model, "outputs/mt-onnx", tokenizer)
+
+    Both graphs are checked with `onnx.checker`, and with `verify` the graphs' logits are compared with the model's
+    (`verify_export`). `int8` also writes the graphs quantised by ONNX Runtime (`*.int8.onnx`). `encoder_pass` fixes
+    the Multi-Pass encoder's pass. `source`: the saved model folder `model` was loaded from, unchanged; the sha256 of
+    its weights files go into the manifest.
+
+    `output_dir` must be new or empty, or, with `overwrite`, an earlier export (`check_output_dir`): never a saved
+    model. The export is built and verified in a folder inside it and then moved into place, so a failed export leaves
+    an earlier one as it was. Options the graphs cannot carry raise a `ValueError` naming them (`check_exportable`).
+    Layers that fuse their projections for inference (`config.fuse_projections_for_inference`) are exported fused, as
+    `generate()` runs them.
     """
-    import onnx
-
     encoder_kwargs = {"encoder_pass": encoder_pass} if encoder_pass is not None else {}
     check_exportable(model, encoder_kwargs)
-    was_training = model.training
-    model.eval()
-    fuse = getattr(model.config, "fuse_projections_for_inference", False) and hasattr(model, "fuse_projections")
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    replaced = check_output_dir(output_dir, overwrite)
+    source_record = _source_record(source)
+    created = not output_dir.exists()
     try:
-        if fuse:
-            model.fuse_projections()
-        layout = discover_cache_layout(model, encoder_kwargs)
-        with _quiet_exporter(), _eager_attention(model), torch.no_grad():
-            export_encoder(model, output_dir / ENCODER_FILE, layout)
-            export_decoder_step(model, output_dir / DECODER_FILE, layout)
-        for name in (ENCODER_FILE, DECODER_FILE):
-            onnx.checker.check_model(str(output_dir / name), full_check=True)
-        (output_dir / LAYOUT_FILE).write_text(json.dumps(layout.to_json(), indent=2) + "\n")
-        model.config.save_pretrained(output_dir)
-        if model.generation_config is not None:
-            model.generation_config.save_pretrained(output_dir)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(output_dir)
-        if verify:
-            verify_export(model, output_dir)
-    finally:
-        if fuse:
-            model.unfuse_projections()
-        model.train(was_training)
-    if int8:
-        for name in (ENCODER_FILE, DECODER_FILE):
-            quantize_onnx_int8(output_dir / name, output_dir / int8_file_name(name))
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"cannot create the output folder {output_dir}: {error.strerror or error}") from error
+    manifest_path = output_dir / MANIFEST_FILE
+    previous = manifest_path.read_bytes() if manifest_path.is_file() else None
+    earlier = sorted(set(replaced) - _OWN_NAMES)
+    # The folder is marked as the exporter's first: an export that stops half-way leaves a folder `overwrite` replaces.
+    pending = {"built_by": BUILT_BY, "format": MANIFEST_FORMAT, "complete": False}
+    write_manifest(output_dir, {**pending, "files": sorted({*earlier, BUILD_FOLDER})})
+    build = output_dir / BUILD_FOLDER
+    try:
+        _remove(build)
+        build.mkdir()
+        _write_export(model, build, tokenizer, encoder_kwargs, int8, verify, source_record)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        if previous is not None:
+            manifest_path.write_bytes(previous)
+        else:
+            manifest_path.unlink(missing_ok=True)
+            if created:
+                output_dir.rmdir()
+        raise
+    if earlier:
+        logger.info("Replacing the ONNX export in %s: removing %s", output_dir, ", ".join(earlier))
+    new = sorted(path.name for path in build.iterdir() if path.name != MANIFEST_FILE)
+    write_manifest(output_dir, {**pending, "files": sorted({*earlier, *new, BUILD_FOLDER})})
+    for name in earlier:
+        _remove(output_dir / name)
+    for name in new:
+        os.replace(build / name, output_dir / name)
+    os.replace(build / MANIFEST_FILE, manifest_path)
+    build.rmdir()
     return output_dir
 
 
+def is_onnx_export(path: str | os.PathLike) -> bool:
+    """Whether `path` holds an export of `export_onnx` (its manifest, or the cache layout of an earlier version's)."""
+    return (Path(path) / MANIFEST_FILE).is_file() or (Path(path) / LAYOUT_FILE).is_file()
+
+
 def main(argv: list[str] | None = None) -> None:
-    """`python -m hf_unified_mt.training.onnx_export MODEL OUTPUT_DIR [--int8] [--encoder_pass N]`."""
+    """`python -m hf_unified_mt.training.onnx_export MODEL OUTPUT_DIR [--int8] [--encoder_pass N] [--overwrite]`."""
     import argparse
     import sys
 
@@ -583,22 +860,63 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description="Export a saved model of the package to ONNX (export_onnx).")
     parser.add_argument("model", help="Directory of a saved model and tokenizer.")
-    parser.add_argument("output_dir", help="Where to write the graphs, the config and the tokenizer.")
+    parser.add_argument(
+        "output_dir",
+        help="Where to write the graphs, the config and the tokenizer: a new or empty folder (never a saved model).",
+    )
     parser.add_argument("--int8", action="store_true", help="Also write the graphs quantised to int8 by ONNX Runtime.")
     parser.add_argument("--encoder_pass", type=int, default=None, help="Multi-Pass Transformer: the encoder pass.")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"Replace an earlier export in OUTPUT_DIR (recognised by its {MANIFEST_FILE}; the files it replaces are "
+        "listed). Nothing else is ever replaced.",
+    )
     parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
     args = parser.parse_args(argv)
-    if not os.path.isfile(os.path.join(args.model, "config.json")):
-        parser.exit(2, f"onnx_export: error: {args.model} is not a saved model: it has no config.json\n")
-    tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-    model = AutoModelForSeq2SeqLM.from_pretrained(
-        args.model, dtype=torch.float32, trust_remote_code=args.trust_remote_code
-    )
+
+    def fail(message: str) -> None:
+        parser.exit(2, f"onnx_export: error: {(str(message).splitlines() or [''])[0]}\n")
+
+    model_dir = Path(args.model)
+    if not model_dir.is_dir():
+        fail(f"{args.model} is a file, not a model folder" if model_dir.exists() else f"{args.model} does not exist")
+    if not (model_dir / "config.json").is_file():
+        fail(f"{args.model} is not a saved model: it has no config.json")
+    if not weights_files(model_dir):
+        if is_onnx_export(model_dir):
+            fail(f"{args.model} is an ONNX export, not a saved PyTorch model: export the model it was made from")
+        fail(f"{args.model} is not a saved model: it has no weights (model.safetensors)")
+    if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        fail(f"{args.model} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): save it with the model first")
     try:
-        export_onnx(model, args.output_dir, tokenizer, encoder_pass=args.encoder_pass, int8=args.int8)
+        replaced = check_output_dir(args.output_dir, args.overwrite)
     except ValueError as error:
-        parser.exit(2, f"onnx_export: error: {error}\n")
-    print(f"Wrote {args.output_dir}", file=sys.stderr)
+        fail(error)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            args.model, dtype=torch.float32, trust_remote_code=args.trust_remote_code
+        )
+    except (OSError, ValueError) as error:
+        fail(f"cannot load the model {args.model}: {error}")
+    try:
+        export_onnx(
+            model,
+            args.output_dir,
+            tokenizer,
+            encoder_pass=args.encoder_pass,
+            int8=args.int8,
+            overwrite=args.overwrite,
+            source=args.model,
+        )
+    except (OSError, ValueError) as error:
+        fail(error)
+    earlier = sorted(set(replaced) - _OWN_NAMES)
+    if earlier:
+        print(f"Wrote {args.output_dir}, replacing the earlier export's {', '.join(earlier)}", file=sys.stderr)
+    else:
+        print(f"Wrote {args.output_dir}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -35,13 +35,23 @@ import hf_unified_mt  # noqa: F401  (registers the configs and the stateful cach
 
 from ..modeling_mt_common import CACHE_FIELD
 from .onnx_export import (
+    CONFIG_FILES,
     DECODER_FILE,
     ENCODER_FILE,
+    EXPORT_COMMAND,
     LAYOUT_FILE,
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    TOKENIZER_FILES,
     CacheLayout,
+    add_int8_graphs,
     export_onnx,
+    file_sha256,
     int8_file_name,
-    quantize_onnx_int8,
+    is_onnx_export,
+    read_manifest,
+    reexport_command,
+    weights_files,
 )
 
 
@@ -68,6 +78,82 @@ def _session(path: Path, num_threads: int | None):
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def check_export(path: str | os.PathLike, int8: bool = False) -> dict:
+    """Checks an export folder against its manifest (`onnx_export.json`) before anything is loaded, and returns the
+    manifest: `config.json` and `onnx_cache.json` must be the files the graphs were exported with, the graphs the
+    ones `export_onnx` wrote, model weights beside them (a model saved or trained into the folder) the weights they
+    were exported from, and, with `int8`, each int8 graph quantised from the float graph beside it. A `ValueError`
+    (one line) names what differs and the command that exports the model again."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    weights = weights_files(path)
+    if manifest is None:
+        if weights:
+            raise ValueError(
+                f"{path} holds ONNX graphs beside the model weights {', '.join(weights)} but no {MANIFEST_FILE} "
+                "recording what the graphs were exported from, so they may be another model's: export the model "
+                f"into a new folder ({EXPORT_COMMAND} {path} NEW_FOLDER) and use that"
+            )
+        what = "an unreadable" if (path / MANIFEST_FILE).exists() else "no"
+        raise ValueError(
+            f"{path} has {what} {MANIFEST_FILE}: it was exported by an earlier version of hf-unified-mt, or not by "
+            f"onnx_export, so nothing tells which model its graphs are; export the model again into a new or empty "
+            f"folder ({EXPORT_COMMAND} MODEL NEW_FOLDER)"
+        )
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise ValueError(
+            f"{path}/{MANIFEST_FILE} has format {manifest.get('format')!r}; this version reads {MANIFEST_FORMAT}: "
+            f"export the model again ({reexport_command(manifest, path)})"
+        )
+    if not manifest.get("complete"):
+        raise ValueError(
+            f"the export into {path} did not finish; export the model again ({reexport_command(manifest, path)})"
+        )
+    again = reexport_command(manifest, path)
+    exported_from = (manifest.get("source") or {}).get("weights") or {}
+    for name in weights:
+        if exported_from.get(name) != file_sha256(path / name):
+            raise ValueError(
+                f"{path}/{name} is not the weights the ONNX graphs beside it were exported from (a model saved or "
+                "trained into the export folder?), so they would not translate like it: export that model into a "
+                f"new folder ({EXPORT_COMMAND} {path} NEW_FOLDER)"
+            )
+    for name in CONFIG_FILES:
+        if not (path / name).is_file():
+            raise ValueError(f"{path} has no {name}, which its graphs were exported with: export again ({again})")
+        if (manifest.get("config") or {}).get(name) != file_sha256(path / name):
+            raise ValueError(
+                f"{path}/{name} is not the {name} the graphs were exported with (its sha256 differs from "
+                f"{MANIFEST_FILE}'s): it was changed or replaced since; export the model again ({again})"
+            )
+    graphs = manifest.get("graphs") or {}
+    for name in (ENCODER_FILE, DECODER_FILE):
+        if not (path / name).is_file():
+            raise ValueError(f"{path} has no {name}: export the model again ({again})")
+        if graphs.get(name, {}).get("sha256") != file_sha256(path / name):
+            raise ValueError(
+                f"{path}/{name} is not the graph onnx_export wrote there (its sha256 differs from {MANIFEST_FILE}'s): "
+                f"it was changed or replaced since; export the model again ({again})"
+            )
+    for name in (ENCODER_FILE, DECODER_FILE) if int8 else ():
+        quantized = int8_file_name(name)
+        if not (path / quantized).is_file():
+            continue  # quantised at load
+        entry = graphs.get(quantized)
+        if entry is None or entry.get("quantized_from") != graphs[name]["sha256"]:
+            raise ValueError(
+                f"{path}/{quantized} is not recorded in {MANIFEST_FILE} as quantised from this {name} (left by an "
+                f"earlier export?): it is not quantised from {path}/{name}; remove it, or export again with --int8 "
+                f"({reexport_command(manifest, path, int8=True)})"
+            )
+        if entry.get("sha256") != file_sha256(path / quantized):
+            raise ValueError(
+                f"{path}/{quantized} is not the int8 graph quantised from {name} (its sha256 differs from "
+                f"{MANIFEST_FILE}'s): remove it, or export again with --int8 ({reexport_command(manifest, path, True)})"
+            )
+    return manifest
 
 
 def _refuse_maps(output_attentions: bool | None, output_hidden_states: bool | None) -> None:
@@ -144,15 +230,17 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
     def from_pretrained(
         cls, path: str | os.PathLike, int8: bool = False, num_threads: int | None = None, **kwargs
     ) -> ORTModelForSeq2SeqLM:
-        """Loads a folder written by `export_onnx`. `int8=True` runs ONNX Runtime's dynamic int8 quantisation of the
-        graphs (written next to them on first use, `*.int8.onnx`)."""
+        """Loads a folder written by `export_onnx`, after checking it against its manifest (`check_export`: a
+        `ValueError` if the graphs do not match the config, weights or float graphs beside them). `int8=True` runs
+        ONNX Runtime's dynamic int8 quantisation of the graphs (written next to them on first use, `*.int8.onnx`,
+        and recorded in the manifest)."""
         if kwargs:
             raise TypeError(f"ORTModelForSeq2SeqLM.from_pretrained() got unexpected arguments {sorted(kwargs)}")
         path = Path(path)
-        layout_file = path / LAYOUT_FILE
-        if not layout_file.is_file():
-            raise ValueError(f"{path} is not an ONNX export of this package: it has no {LAYOUT_FILE}")
-        layout = CacheLayout.from_json(json.loads(layout_file.read_text()))
+        if not is_onnx_export(path):
+            raise ValueError(f"{path} is not an ONNX export of this package: it has no {MANIFEST_FILE}")
+        check_export(path, int8=int8)
+        layout = CacheLayout.from_json(json.loads((path / LAYOUT_FILE).read_text()))
         config = AutoConfig.from_pretrained(path)
         generation_config = None
         if (path / "generation_config.json").is_file():
@@ -160,12 +248,11 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         files = [path / ENCODER_FILE, path / DECODER_FILE]
         with tempfile.TemporaryDirectory() as scratch:
             if int8:  # quantised next to the graphs, or in a scratch folder when that one is read-only
-                folder = path if os.access(path, os.W_OK) else Path(scratch)
-                quantized = [folder / int8_file_name(file.name) for file in files]
-                for source, target in zip(files, quantized):
-                    if not target.is_file():
-                        quantize_onnx_int8(source, target)
-                files = quantized
+                if os.access(path, os.W_OK):
+                    files = add_int8_graphs(path)
+                else:
+                    present = [path / int8_file_name(file.name) for file in files]
+                    files = present if all(f.is_file() for f in present) else add_int8_graphs(path, scratch)
             encoder, decoder = (_session(file, num_threads) for file in files)  # the sessions hold the graphs
         return cls(config, encoder, decoder, layout, generation_config)
 
@@ -287,11 +374,6 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         )
 
 
-def is_onnx_export(path: str | os.PathLike) -> bool:
-    """Whether `path` is a folder written by `export_onnx`."""
-    return (Path(path) / LAYOUT_FILE).is_file()
-
-
 def onnx_backend_problem(int8: bool, device: str | None, dtype: str = "float32") -> str | None:
     """What stands against running ONNX Runtime with these options (the scripts' one-line errors), or None."""
     import importlib.util
@@ -304,17 +386,30 @@ def onnx_backend_problem(int8: bool, device: str | None, dtype: str = "float32")
     return None
 
 
+def torch_backend_problem(path: str | os.PathLike) -> str | None:
+    """Why `--backend torch` cannot load `path` when it is an ONNX export (the scripts' one-line errors), or None."""
+    if os.path.isdir(path) and is_onnx_export(path) and not weights_files(path):
+        return f"{path} is an ONNX export (onnx_export), which has no PyTorch weights: pass --backend onnx"
+    return None
+
+
 def load_onnx_model(
     path: str | os.PathLike, int8: bool = False, trust_remote_code: bool = False, num_threads: int | None = None
 ) -> tuple[ORTModelForSeq2SeqLM, object]:
     """The ONNX Runtime model and tokenizer of `path`: an `export_onnx` folder, or a saved PyTorch model, which is then
     exported to a temporary folder first (for repeated use, export it once with `export_onnx`)."""
-    if is_onnx_export(path):
+    if is_onnx_export(path):  # checked against its manifest (`check_export`), weights beside the graphs included
         model = ORTModelForSeq2SeqLM.from_pretrained(path, int8=int8, num_threads=num_threads)
+        if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+            raise ValueError(
+                f"{path} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): it was exported without one; export it "
+                f"again with its tokenizer (export_onnx(model, folder, tokenizer), or {EXPORT_COMMAND}, which saves "
+                "the model folder's)"
+            )
         return model, AutoTokenizer.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=trust_remote_code)
     logger.info("Exporting %s to ONNX for this run (export_onnx keeps an export for reuse)", path)
     with tempfile.TemporaryDirectory() as folder:
-        export_onnx(model, folder, tokenizer)
+        export_onnx(model, folder, tokenizer, source=path)
         return ORTModelForSeq2SeqLM.from_pretrained(folder, int8=int8, num_threads=num_threads), tokenizer
