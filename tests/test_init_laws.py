@@ -99,12 +99,30 @@ def test_ds_init_scales_a_prime_stack_by_depth():
         assert 0.9 * xavier / math.sqrt(depth) < maximum <= xavier / math.sqrt(depth) + 1e-7
 
 
-def test_the_papers_own_modules_keep_their_laws_under_every_init_law():
-    for law in ("pytorch", "normal"):
-        model = build("unified_transformer", init_law=law)
-        generator = model.model.encoder.layers[0].self_attn.conv.kernel_generators[0]
-        bound = math.sqrt(6 / (generator.in_features + generator.out_features))
-        assert bound * 0.9 < generator.weight.abs().max().item() <= bound  # Xavier-uniform, whatever the law
+@pytest.mark.parametrize("law", INIT_LAWS)
+def test_prime_kernel_generators_keep_the_authors_draw_under_every_init_law(law):
+    """The authors' `DynamicConv1dTBC` draws its kernel generator Xavier-uniform, then `reset_parameters()` redraws
+    it with `nn.Linear.reset_parameters()`: PyTorch's default U(±1/sqrt(fan_in)), whatever `init_method`."""
+    model = build("unified_transformer", init_law=law)
+    for generator in model.model.encoder.layers[0].self_attn.conv.kernel_generators:
+        bound = 1 / math.sqrt(generator.in_features)
+        assert bound * 0.9 < generator.weight.abs().max().item() <= bound + 1e-7
+
+
+def test_km_draws_the_cross_attention_as_the_self_attention():
+    """Under `km` the authors' decoder uses one attention class for both attentions (`ParallelMultiheadAttention`,
+    `reset_parameters`): q/k/v kaiming-uniform a = sqrt(5), U(±1/sqrt(d)); the output projection a = 1,
+    U(±sqrt(3/d))."""
+    model = build("unified_transformer", init_law="km")
+    for layer in model.model.decoder.layers:
+        for attention in (layer.self_attn, layer.encoder_attn):
+            for projection in ("q_proj", "k_proj", "v_proj"):
+                weight = getattr(attention, projection).weight
+                bound = 1 / math.sqrt(weight.shape[1])
+                assert 0.9 * bound < weight.abs().max().item() <= bound + 1e-7, projection
+            weight = attention.out_proj.weight
+            bound = math.sqrt(3 / weight.shape[1])
+            assert 0.9 * bound < weight.abs().max().item() <= bound + 1e-7
 
 
 def test_the_earlier_options_are_read_as_init_law_and_contradictions_are_refused():

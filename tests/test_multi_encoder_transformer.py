@@ -396,7 +396,7 @@ def test_a_prime_branch_composes_with_the_papers_branches_and_keeps_the_prime_la
     assert layer.self_attn.conv.kernel_sizes == [3, 5]
     assert torch.equal(layer.self_attn.conv.kernel_gate.detach(), torch.full((2,), 0.5))
     generator = layer.self_attn.conv.kernel_generators[0]
-    bound = math.sqrt(6 / (generator.in_features + generator.out_features))
+    bound = 1 / math.sqrt(generator.in_features)  # the authors' draw, U(±1/sqrt(d)), under every law
     assert 0.8 * bound < generator.weight.abs().max().item() <= bound
     config.encoder_branches[1]["use_convolution"] = False
     simple = AutoModel.from_config(

@@ -191,8 +191,12 @@ def test_initialisation_follows_the_authors_code():
     layer = model.model.decoder.layers[0]
     out_proj = layer.self_attn.out_proj.weight  # kaiming-uniform, a=1, fan_in 2d
     assert math.sqrt(3 / (2 * d)) * 0.9 < out_proj.abs().max() <= math.sqrt(3 / (2 * d))
-    cross = layer.encoder_attn.q_proj.weight  # Xavier-uniform
-    assert math.sqrt(6 / (2 * d)) * 0.9 < cross.abs().max() <= math.sqrt(6 / (2 * d))
+    cross = layer.encoder_attn.q_proj.weight  # the same attention class: PyTorch default U(±1/sqrt(d))
+    assert 0.9 / math.sqrt(d) < cross.abs().max() <= 1 / math.sqrt(d)
+    cross_out = layer.encoder_attn.out_proj.weight  # kaiming-uniform, a=1, fan_in d
+    assert math.sqrt(3 / d) * 0.9 < cross_out.abs().max() <= math.sqrt(3 / d)
+    generator = layer.self_attn.conv.kernel_generators[0].weight  # Xavier, then redrawn by nn.Linear's default
+    assert 0.9 / math.sqrt(d) < generator.abs().max() <= 1 / math.sqrt(d)
     query = layer.self_attn.q_proj.weight  # PyTorch default U(±1/sqrt(d))
     assert 0.9 / math.sqrt(d) < query.abs().max() <= 1 / math.sqrt(d)
     assert torch.equal(layer.self_attn.conv.kernel_gate, torch.full_like(layer.self_attn.conv.kernel_gate, 0.5))

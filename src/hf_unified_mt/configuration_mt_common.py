@@ -125,8 +125,8 @@ class MTConfig(PreTrainedConfig):
             `"ds_init"`: DS-Init, Xavier-uniform scaled by the depth l = 1..L of the layer that holds the matrix,
             counted in each stack (Eq. 15 of Zhang et al.; `ds_init_mode`, `ds_init_alpha`);
             `"normal"`: N(0, `init_std`²) for every matrix and embedding, as Marian and BERT;
-            `"km"`: the Unified Transformer authors' `init_method='km'`: PyTorch's default, the self-attention output
-            projection kaiming-uniform with a = 1 (U(±sqrt(3 / fan_in))), cross-attention Xavier-uniform.
+            `"km"`: the Unified Transformer authors' `init_method='km'`: PyTorch's default, the output projections of
+            the self- and the cross-attention kaiming-uniform with a = 1 (U(±sqrt(3 / fan_in))).
             Token embeddings (and an untied output projection, which replaces the tied embedding) are
             N(0, d_model^-1/2) except under `"normal"`. Modules that one paper specifies with its own law (Prime's
             kernel generators, ConvS2S, LSTM, Static Expansion vectors, MUTE's unit weights α, ...) keep it.

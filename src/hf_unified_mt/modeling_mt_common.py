@@ -605,11 +605,7 @@ def init_matrix_(weight: torch.Tensor, fan_in: int, fan_out: int, role: MatrixRo
     if law == "normal":
         init.normal_(weight, mean=0.0, std=float(config.init_std))
         return
-    if (
-        law in ("xavier", "ds_init")
-        or (law == "fairseq" and role.kind.startswith("attention"))
-        or (law == "km" and role.cross_attention)
-    ):
+    if law in ("xavier", "ds_init") or (law == "fairseq" and role.kind.startswith("attention")):
         gain = 1.0
         if role.kind == "attention_input" and role.self_attention and config.init_fused_qkv and law != "fairseq":
             fan_out = 3 * fan_out  # query, key and value as one d × 3d matrix (Zhang et al.'s code)
@@ -621,8 +617,11 @@ def init_matrix_(weight: torch.Tensor, fan_in: int, fan_out: int, role: MatrixRo
         init.uniform_(weight, -bound, bound)
         return
     slope = math.sqrt(5.0)  # PyTorch's default: kaiming-uniform with a = sqrt(5), i.e. U(±1/sqrt(fan_in))
-    if law == "km" and role.kind == "attention_output" and role.self_attention:
-        slope = 1.0  # the Unified Transformer's output projection: U(±sqrt(3 / fan_in))
+    if law == "km" and role.kind == "attention_output" and (role.self_attention or role.cross_attention):
+        # The Unified Transformer authors' attention (`ParallelMultiheadAttention.reset_parameters`, one class for the
+        # self- and the cross-attention): output projection kaiming-uniform with a = 1, U(±sqrt(3 / fan_in)); its
+        # query/key/value keep a = sqrt(5).
+        slope = 1.0
     bound = math.sqrt(6.0 / ((1.0 + slope**2) * fan_in))
     init.uniform_(weight, -bound, bound)
 

@@ -9,6 +9,7 @@ derivations).
 """
 
 import copy
+import math
 
 import torch
 from torch import nn
@@ -83,10 +84,12 @@ class PrimeDynamicConvolution(nn.Module):
         init.constant_(self.kernel_gate, 0.5)  # Eq. (7): the cells start equal
 
     def init_own_linear(self, linear: nn.Linear) -> bool:
-        """The kernel generators are Xavier-uniform (the authors' code), whatever the model's `init_law`."""
+        """The kernel generators keep the authors' draw, whatever the model's `init_law`: their `DynamicConv1dTBC`
+        draws the generator Xavier-uniform, then its `reset_parameters()` redraws it with
+        `nn.Linear.reset_parameters()`, PyTorch's default kaiming-uniform a = sqrt(5), i.e. U(±1/sqrt(d_model))."""
         if not any(linear is generator for generator in self.kernel_generators):
             return False
-        init.xavier_uniform_(linear.weight)
+        init.kaiming_uniform_(linear.weight, a=math.sqrt(5.0))
         return True
 
     def kernels(self, inputs: torch.Tensor) -> torch.Tensor:

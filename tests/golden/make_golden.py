@@ -14,6 +14,10 @@ History: the seeded values of the Deep Transformer, MUTE and Prime configuration
 initialisation became one mechanism (`init_law`): each matrix is now drawn once from its law, where it was drawn twice
 (PyTorch's default, then its law), so the random stream differs. Replaying the old draws through the new code gave the
 earlier values exactly. The untied output projection is now drawn like the embedding it replaces.
+Regenerated again when Prime's draws followed its authors' code: the kernel generators U(±1/sqrt(d)) under every law
+(they were Xavier-uniform) and, under `km`, the cross-attention's query/key/value U(±1/sqrt(d)) (they were
+Xavier-uniform, sqrt(3) wider); only those parameters' checksums changed, in the configurations with Prime layers or
+the `km` law.
 """
 
 import argparse
