@@ -324,6 +324,17 @@ ARMS: list[Arm] = [
     # Stage 4: compositions of the papers' mechanisms, each one factor away from an arm above (same recipe).
     # H1, the init law: MarianMT's N(0, 0.02) for Prime and for the Transformer control. Does MarianMT's lead over
     # the controls come from its initialisation?
+    # Fidelity (stage 3): Prime's own law as its authors' code draws it. 000-prime's runs (at 25b512e) drew the kernel
+    # generators and, under `km`, the cross-attention's query/key/value Xavier-uniform; since then the package draws
+    # them as the authors' code does (U(±1/sqrt(d)) each). Same network, recipe and seeds: only those draws differ.
+    Arm(
+        "000-prime-authors-init",
+        "000",
+        "Prime, kernel generators and cross-attention drawn as the authors' code",
+        "unified_transformer",
+        _sized("small"),
+        stage=3,
+    ),
     Arm(
         "000-prime-normal",
         "000",
@@ -486,6 +497,13 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
         "004-p1-shared-init-2x",
         "004-p2-hard-shared-init-2x",
         "investigation: the pair under the shared init law, twice the updates",
+    ),
+    ("000", "000-prime", "000-prime-authors-init", "fidelity: Prime's draws as its authors' code (since fc35243)"),
+    (
+        "000",
+        "000-transformer",
+        "000-prime-authors-init",
+        "fidelity: +1 BLEU over a Transformer, under the authors' draws",
     ),
     ("000", "000-prime", "000-prime-normal", "H1 (composition): N(0, 0.02) instead of Prime's own law"),
     ("003", "003-single", "003-single-normal", "H1 (composition): N(0, 0.02) instead of the shared law"),
