@@ -205,3 +205,17 @@ def test_gpu_step_profile_table_in_the_docs_is_generated_from_the_committed_json
                 + ["--profiled", "1", "--scale", "2", "--device", "cpu", "--output", str(output)])  # fmt: skip
     measured = json.loads(output.read_text())["models"]
     assert measured["prime"]["seconds_per_step_median_batch_x2"] > 0 and measured["marian"]["parameters"] > 0
+
+
+def test_training_efficiency_measures_both_precisions_against_their_peaks(tmp_path, capsys):
+    module = benchmark_script("training_efficiency")
+    output = tmp_path / "efficiency.json"
+    module.main(["--models", "tiny", "--threads", "1", "--repeats", "1", "--gemm-size", "64"]
+                + ["--max-tokens", "128", "--length", "8", "--output", str(output)])  # fmt: skip
+    result = json.loads(output.read_text())
+    assert set(result["gemm_peak_gflops"]) == {"float32", "bfloat16"}
+    assert set(result["models"]) == {"tiny/prime", "tiny/marian"}
+    for row in result["models"].values():
+        assert row["flops_per_step"] > 0 and row["bf16_speedup"] > 0
+        assert 0 < row["float32"]["share_of_peak"] and 0 < row["bfloat16"]["share_of_peak"]
+    assert "| Prime `tiny` |" in capsys.readouterr().out

@@ -1,0 +1,208 @@
+#!/usr/bin/env python
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""How close a CPU training step comes to this machine's limit, in float32 and under bfloat16 autocast.
+
+First the machine's matrix-product peak per precision: `--gemm-size`^3 products (float32, bfloat16), on
+`--threads` threads. Then one training step (forward, backward, AdamW) on one fixed batch of the main job's shape
+(`--max-tokens` padded source + target tokens in rows of `--length` tokens each side) for
+* the README main job's model (`training/configs/cpu_default.yaml`: Prime 3+3, d 192, vocabulary 4k),
+* Prime `small` (4+4, d 256, vocabulary 8k, the study's arm),
+* a MarianMT of the same width, depth and parameter count beside each (FFN width solved),
+each in float32 and under `torch.autocast("cpu", dtype=torch.bfloat16)`, timed in interleaved rounds. Model FLOPs
+per step come from `torch.utils.flop_counter` on an eager-attention copy (CPU attention kernels are invisible to the
+counter); achieved FLOP/s over the peak of the step's precision says how far each step is from the limit.
+
+    python benchmarks/training_efficiency.py                  # table on stdout, JSON to benchmarks/results/
+    python benchmarks/training_efficiency.py --table          # the table of docs/benchmarks.md from the JSON
+
+Run it on an otherwise idle machine: the ratios are side by side, the seconds are this machine's.
+"""
+
+import argparse
+import copy
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import yaml
+from bench_timing import interleaved_times
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import AutoModelForSeq2SeqLM, MarianMTModel
+
+import hf_unified_mt
+from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
+
+
+HERE = Path(__file__).resolve().parent
+MAIN_JOB = HERE.parent / "training" / "configs" / "cpu_default.yaml"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--gemm-size", type=int, default=1024)
+    parser.add_argument("--max-tokens", type=int, default=2500, help="padded source + target tokens per batch")
+    parser.add_argument("--length", type=int, default=32, help="tokens per row, each side")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--models", nargs="+", default=["main_job", "small"], choices=["main_job", "small", "tiny"])
+    parser.add_argument("--table", action="store_true", help="print the docs table of the committed JSON and stop")
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "training_efficiency.json")
+    return parser.parse_args(argv)
+
+
+def gemm_peak(dtype: torch.dtype, size: int, repeats: int = 10) -> float:
+    """FLOP/s of a size^3 matrix product in `dtype`: the best of `repeats` after two warm-ups."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def prime_config(name: str):
+    """The Prime config of `name`: the README main job's (its preset and overrides), `small`, or `tiny` (tests)."""
+    if name == "main_job":
+        recipe = yaml.safe_load(MAIN_JOB.read_text())
+        overrides = json.loads(recipe.get("config_overrides") or "{}")
+        return hf_unified_mt.get_config(
+            recipe["arch"], recipe["preset"], vocab_size=recipe["tokenizer_vocab_size"], **overrides
+        )
+    return hf_unified_mt.get_config("unified_transformer", name, vocab_size=8000 if name == "small" else 99)
+
+
+def build_models(name: str) -> dict:
+    """Prime and the MarianMT of the same width, depth, heads and parameter count, seeded, dropout as configured."""
+    config = prime_config(name)
+    torch.manual_seed(0)
+    prime = AutoModelForSeq2SeqLM.from_config(config)
+    marian = MarianMTModel(
+        marian_config_matching(
+            count_parameters(prime),
+            config.vocab_size,
+            d_model=config.d_model,
+            layers=config.encoder_layers,
+            heads=config.encoder_attention_heads,
+        )
+    )
+    return {f"{name}/prime": prime, f"{name}/marian": marian}
+
+
+def fixed_batch(vocab_size: int, args) -> dict:
+    rows = max(1, args.max_tokens // (2 * args.length))
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, vocab_size, (rows, args.length), generator=generator)
+    labels = torch.randint(4, vocab_size, (rows, args.length), generator=generator)
+    return dict(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
+
+
+def training_step(model, batch: dict, bf16: bool):
+    """One update: forward, backward, AdamW (the Trainer's optimizer), under bf16 autocast or in float32."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def step_flops(model, batch: dict) -> int:
+    """Model FLOPs of one forward + backward on an eager-attention copy (the optimizer's are negligible)."""
+    clone = copy.deepcopy(model)
+    clone.set_attn_implementation("eager")
+    with FlopCounterMode(display=False) as counter:
+        clone(**batch).loss.backward()
+    return counter.get_total_flops()
+
+
+def measure(args) -> dict:
+    torch.set_num_threads(args.threads)
+    peaks = {
+        "float32": gemm_peak(torch.float32, args.gemm_size),
+        "bfloat16": gemm_peak(torch.bfloat16, args.gemm_size),
+    }
+    rows, calls = {}, {}
+    for name in args.models:
+        for key, model in build_models(name).items():
+            batch = fixed_batch(model.config.vocab_size, args)
+            flops = step_flops(model, batch)
+            rows[key] = {"parameters": count_parameters(model), "flops_per_step": flops}
+            for precision, bf16 in (("float32", False), ("bfloat16", True)):
+                calls[f"{key}/{precision}"] = training_step(model, batch, bf16)
+    times = interleaved_times(calls, args.repeats)
+    for call, values in times.items():
+        key, precision = call.rsplit("/", 1)
+        seconds = statistics.median(values)
+        achieved = rows[key]["flops_per_step"] / seconds
+        rows[key][precision] = {
+            "seconds_per_step": seconds,
+            "rounds": values,
+            "gflops_per_second": achieved / 1e9,
+            "share_of_peak": achieved / peaks[precision],
+        }
+    for row in rows.values():
+        row["bf16_speedup"] = row["float32"]["seconds_per_step"] / row["bfloat16"]["seconds_per_step"]
+    return {
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "cpu_count": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "threads": args.threads,
+        },
+        "settings": {"max_tokens": args.max_tokens, "length": args.length, "repeats": args.repeats},
+        "gemm_peak_gflops": {precision: value / 1e9 for precision, value in peaks.items()},
+        "models": rows,
+    }
+
+
+LABELS = {"main_job": "main job (Prime 3+3, d 192)", "small": "Prime `small` (4+4, d 256)", "tiny": "Prime `tiny`"}
+
+
+def table(result: dict) -> str:
+    peaks = result["gemm_peak_gflops"]
+    lines = [
+        f"One training step on a fixed batch of {result['settings']['max_tokens']} padded tokens (rows of "
+        f"{result['settings']['length']} + {result['settings']['length']}); GEMM peak float32 {peaks['float32']:.0f} "
+        f"GFLOP/s, bfloat16 {peaks['bfloat16']:.0f} GFLOP/s; {result['machine']['threads']} threads, torch "
+        f"{result['machine']['torch']}.",
+        "",
+        "| model | parameters | fp32 s/step | fp32 GFLOP/s (share of peak) | bf16 s/step "
+        "| bf16 GFLOP/s (share of peak) | bf16 speed-up |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, row in result["models"].items():
+        name, kind = key.split("/")
+        label = LABELS[name] if kind == "prime" else f"MarianMT, same size as {LABELS[name].split(' (')[0]}"
+        fp32, bf16 = row["float32"], row["bfloat16"]
+        lines.append(
+            f"| {label} | {row['parameters'] / 1e6:.2f}M | {fp32['seconds_per_step']:.3f} | "
+            f"{fp32['gflops_per_second']:.0f} ({fp32['share_of_peak']:.0%}) | {bf16['seconds_per_step']:.3f} | "
+            f"{bf16['gflops_per_second']:.0f} ({bf16['share_of_peak']:.0%}) | {row['bf16_speedup']:.2f}x |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.output.read_text())), end="")
+        return
+    result = measure(args)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(result), end="")
+
+
+if __name__ == "__main__":
+    main()
