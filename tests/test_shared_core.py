@@ -142,3 +142,15 @@ def test_loss_is_label_smoothed_token_mean_and_exact_under_accumulation():
     assert torch.allclose(total, out.loss, atol=1e-5)
     with pytest.raises(ValueError, match="label_smoothing"):
         PlainTransformerConfig(label_smoothing=1.0)
+
+
+def test_an_over_long_source_is_told_to_shorten_the_input_not_to_generate_fewer_tokens():
+    """Generating fewer tokens cannot help an over-long source; it is the advice for an over-long target."""
+    model = plain_model().eval()
+    limit = model.config.max_position_embeddings
+    ids = torch.randint(4, 40, (1, limit + 1))
+    with pytest.raises(ValueError, match=rf"source sequence has {limit + 1} positions") as error:
+        model(input_ids=ids, decoder_input_ids=ids[:, :2])
+    assert "shorten the input" in str(error.value) and "fewer tokens" not in str(error.value)
+    with pytest.raises(ValueError, match=rf"target sequence has {limit + 1} positions.*generate fewer tokens"):
+        model(input_ids=ids[:, :3], decoder_input_ids=ids)

@@ -429,9 +429,11 @@ def check_sequence_length(length: int, config: MTConfig, what: str) -> None:
     if length == 0:
         raise ValueError(f"The {what} is empty (length 0); give at least one token")
     if length > config.max_position_embeddings:
+        # generating fewer tokens shortens only the target
+        advice = "shorten the target (or generate fewer tokens)" if what.startswith("target") else "shorten the input"
         raise ValueError(
             f"The {what} has {length} positions but the model supports at most "
-            f"`max_position_embeddings`={config.max_position_embeddings}; shorten the input (or generate fewer tokens)"
+            f"`max_position_embeddings`={config.max_position_embeddings}; {advice}"
         )
 
 
