@@ -704,6 +704,10 @@ def build_hub_folder(
     (output_dir / MARKER_NAME).write_text(json.dumps({"built_by": "hub_upload.py", "files": written}, indent=2))
     for name in checkpoint.files_to_copy():
         shutil.copyfile(checkpoint.path / name, output_dir / name)
+    # a tokenizer saved after loading it from a folder records how it was loaded (`is_local`, ...): not published
+    from hf_unified_mt.training.tokenization import clean_tokenizer_config
+
+    clean_tokenizer_config(output_dir)
     with open(output_dir / TEST_RESULTS_NAME, "w", encoding="utf-8") as handle:
         json.dump(checkpoint.test_scores, handle, indent=2, ensure_ascii=False)
     card.save(output_dir / "README.md")

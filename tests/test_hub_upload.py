@@ -288,6 +288,24 @@ def test_sharded_weights_are_copied_and_counted(tmp_path):
     assert inspected.num_parameters == sum(p.numel() for p in model.parameters())
 
 
+def test_the_hub_folder_tokenizer_config_says_nothing_of_how_it_was_loaded(tmp_path):
+    """A checkpoint whose tokenizer was loaded from a folder before it was saved (train.py resumed, or given
+    --tokenizer_name_or_path, before issue 45) has `is_local` / `local_files_only` in its tokenizer_config.json: the
+    Hub folder leaves them out and keeps the rest."""
+    from transformers import AutoTokenizer
+
+    arch = next(iter(hf_unified_mt.ARCHITECTURES))
+    checkpoint = write_checkpoint(tmp_path / "ckpt", arch)
+    AutoTokenizer.from_pretrained(checkpoint).save_pretrained(checkpoint)
+    written = json.loads((checkpoint / "tokenizer_config.json").read_text())
+    assert {"is_local", "local_files_only"} <= set(written)
+    folder = hub_upload.main(
+        [str(checkpoint), "--repo_id", "tester/clean", "--dry-run", "--output_dir", str(tmp_path / "hub")]
+    )
+    published = json.loads((folder / "tokenizer_config.json").read_text())
+    assert published == {k: v for k, v in written.items() if k not in ("is_local", "local_files_only")}
+
+
 def test_missing_files_and_broken_checkpoints_are_named(built, tmp_path):
     _, (source, _) = next(iter(built.items()))
     checkpoint = tmp_path / "broken"

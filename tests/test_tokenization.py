@@ -119,3 +119,67 @@ def test_saved_tokenizer_decodes_without_the_bpe_clean_up_warning(bpe, tmp_path)
         logger.removeHandler(handler)
     messages = [r.getMessage() for r in records]
     assert not [message for message in messages if "clean_up_tokenization_spaces" in message], messages
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A saved tokenizer_config.json records what the tokenizer is, not how it was loaded (issue 45, item 13): transformers
+# 5 adds `is_local` / `local_files_only` to the config it saves for a tokenizer loaded from a folder.
+
+LOAD_OPTIONS = {"is_local", "local_files_only"}
+
+
+def saved_tokenizer(folder):
+    from conftest import make_tokenizer
+
+    make_tokenizer().save_pretrained(folder)
+    return folder
+
+
+def config_keys(folder) -> set[str]:
+    return set(json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")))
+
+
+def test_save_tokenizer_writes_no_load_options(tmp_path):
+    from hf_unified_mt.training.tokenization import save_tokenizer
+
+    source = saved_tokenizer(tmp_path / "source")
+    AutoTokenizer.from_pretrained(source).save_pretrained(tmp_path / "plain")
+    assert LOAD_OPTIONS <= config_keys(tmp_path / "plain"), "transformers no longer adds them: drop the helper"
+    loaded = AutoTokenizer.from_pretrained(source)
+    save_tokenizer(loaded, tmp_path / "clean")
+    assert not LOAD_OPTIONS & config_keys(tmp_path / "clean")
+    assert config_keys(tmp_path / "clean") == config_keys(tmp_path / "plain") - LOAD_OPTIONS
+    reloaded = AutoTokenizer.from_pretrained(tmp_path / "clean")
+    assert reloaded("hola mundo")["input_ids"] == loaded("hola mundo")["input_ids"]
+
+
+def test_train_py_saves_a_loaded_tokenizer_without_load_options(tmp_path):
+    """train.py's tokenizer, loaded from --tokenizer_name_or_path (or a checkpoint), is the Trainer's
+    `processing_class`, whose `save_pretrained` writes it into every checkpoint and the output folder."""
+    from types import SimpleNamespace
+
+    from mt_checks import load_script
+
+    source = saved_tokenizer(tmp_path / "source")
+    model_args = SimpleNamespace(tokenizer_name_or_path=str(source), model_name_or_path=None)
+    tokenizer = load_script("train").get_tokenizer(model_args, None, None, None)
+    tokenizer.save_pretrained(tmp_path / "checkpoint-1")
+    assert not LOAD_OPTIONS & config_keys(tmp_path / "checkpoint-1")
+
+
+def test_average_checkpoints_saves_the_tokenizer_without_load_options(tmp_path):
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    from conftest import tiny_config
+    from mt_checks import load_script
+
+    for step in (1, 2):
+        torch.manual_seed(step)
+        AutoModelForSeq2SeqLM.from_config(tiny_config()).save_pretrained(tmp_path / "run" / f"checkpoint-{step}")
+        saved_tokenizer(tmp_path / "run" / f"checkpoint-{step}")
+    output = load_script("average_checkpoints").main(
+        [str(tmp_path / "run"), "--num_checkpoints", "2", "--output_dir", str(tmp_path / "averaged")]
+    )
+    assert "tokenizer_class" in config_keys(output)
+    assert not LOAD_OPTIONS & config_keys(output)

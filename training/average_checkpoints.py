@@ -28,6 +28,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGH
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.inference import clean_generation_config
+from hf_unified_mt.training.tokenization import save_tokenizer
 
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> Path:
     output_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(output_dir)
     if (newest / "tokenizer.json").is_file() or (newest / "tokenizer_config.json").is_file():
-        AutoTokenizer.from_pretrained(newest, trust_remote_code=args.trust_remote_code).save_pretrained(output_dir)
+        save_tokenizer(AutoTokenizer.from_pretrained(newest, trust_remote_code=args.trust_remote_code), output_dir)
     for code_file in newest.glob("*.py"):  # custom-code files of remote-code models
         if not (output_dir / code_file.name).exists():
             shutil.copy2(code_file, output_dir / code_file.name)

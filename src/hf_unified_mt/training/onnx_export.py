@@ -53,6 +53,7 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from ..cache_mt import StatefulDecoderCacheLayer
+from .tokenization import save_tokenizer
 
 
 logger = logging.getLogger(__name__)
@@ -669,20 +670,6 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _save_tokenizer(tokenizer, folder: Path) -> None:
-    """`tokenizer.save_pretrained(folder)` without the two keys transformers 5 adds to `tokenizer_config.json` for a
-    tokenizer loaded from a folder (`is_local`, `local_files_only`: how it was loaded, not what it is)."""
-    tokenizer.save_pretrained(folder)
-    path = folder / "tokenizer_config.json"
-    if not path.is_file():
-        return
-    config = json.loads(path.read_text(encoding="utf-8"))
-    if {"is_local", "local_files_only"} & config.keys():
-        config.pop("is_local", None)
-        config.pop("local_files_only", None)
-        path.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def _source_record(source: str | os.PathLike | None) -> dict:
     if source is None:
         return {"path": None, "weights": {}}
@@ -750,7 +737,7 @@ def _write_export(model, folder: Path, tokenizer, encoder_kwargs: dict, int8: bo
         if model.generation_config is not None:
             model.generation_config.save_pretrained(folder)
         if tokenizer is not None:
-            _save_tokenizer(tokenizer, folder)
+            save_tokenizer(tokenizer, folder)
         write_manifest(
             folder,
             {
