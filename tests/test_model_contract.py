@@ -111,6 +111,7 @@ VARIANTS = {
     # decoder variants of paper 001 across architectures, and its variant 6 (merged sublayer with self-attention)
     "deep-merged-self": ("deep_transformer", "tiny", dict(decoder_attention_type="merged_self")),
     "mute-merged": ("multi_unit_transformer", "tiny", dict(decoder_attention_type="merged")),
+    "mute-merged-self": ("multi_unit_transformer", "tiny", dict(decoder_attention_type="merged_self")),
     "multi-encoder-aan": ("multi_encoder_transformer", "tiny-dual", dict(decoder_attention_type="aan")),
 }
 
@@ -765,7 +766,7 @@ def expected_in_repr(config) -> list[str]:
         shown.append(f"units={config.num_units}, {units}, combination={combination}")
         if config.unit_layer["type"] == "prime":
             shown.append(f"kernel_sizes={list(config.unit_layer['conv_kernel_sizes'])}")
-        if config.decoder_attention_type == "self":  # the paper's decoder: relative-position self-attention
+        if config.decoder_attention_type in ("self", "merged_self"):  # relative-position self-attention
             shown.append("relative_max_distance=")
         if config.use_bias_module:
             shown.append(f"noise_types={list(config.unit_noise_types)}")

@@ -490,3 +490,39 @@ def test_unit_diversity_tool_on_the_real_corpus(tmp_path):
     written = json.loads((tmp_path / "unit_diversity.json").read_text())
     assert written == json.loads(json.dumps(report))
     assert len(written["models"]["tiny"]["layers"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------- decoder variants
+
+
+def _relative_tables(module: torch.nn.Module) -> list[str]:
+    return [name for name, _ in module.named_parameters() if name.endswith("relative_positions")]
+
+
+@pytest.mark.parametrize("unit_layer", [None, {"type": "prime", "conv_kernel_sizes": [3, 5]}], ids=["mute", "prime"])
+def test_variant_6_keeps_the_decoders_relative_position_self_attention(unit_layer):
+    """`merged_self` (Table 3, variant 6 of Zhang et al. 2019) keeps the self-attention, so on MUTE it keeps MUTE's own
+    relative-position self-attention (it silently became plain attention, without `relative_positions`)."""
+    prime = {} if unit_layer is None else {"unit_layer": unit_layer, "normalize_before": False}
+    own = mute_model(decoder_attention_type="self", **prime)
+    variant_6 = mute_model(decoder_attention_type="merged_self", **prime)
+    for layer in variant_6.model.decoder.layers:
+        assert type(layer.self_attn) is type(own.model.decoder.layers[0].self_attn)
+        assert layer.self_attn.max_distance == variant_6.config.relative_attention_max_distance
+    assert len(_relative_tables(variant_6.model.decoder)) == variant_6.config.decoder_layers
+    # the relative table is used: changing it changes the output
+    ids, mask = random_batch(VOCAB)
+    with torch.no_grad():
+        before = variant_6(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+        variant_6.model.decoder.layers[0].self_attn.relative_positions.add_(1.0)
+        after = variant_6(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+    assert not torch.allclose(before, after)
+
+
+@pytest.mark.parametrize("decoder_attention_type", ["aan", "merged"])
+def test_average_decoders_have_no_self_attention_and_so_no_relative_positions(decoder_attention_type):
+    """`aan` and `merged` replace the decoder's self-attention by a prefix average, which has no query-key pairs to
+    add relative positions to: the decoder has none, the encoder units keep theirs (as documented)."""
+    model = mute_model(decoder_attention_type=decoder_attention_type)
+    assert _relative_tables(model.model.decoder) == []
+    assert _relative_tables(model.model.encoder)

@@ -21,7 +21,9 @@ class MultiUnitTransformerConfig(MTConfig):
     hold `num_units` parallel units (self-attention + FFN, each with its own residual) combined by learned weights
     (Eq. 8-10 of Yan et al.), optionally with biased unit inputs during training (Eq. 11-12) and a learned sequential
     ordering of the units (AutoShuffle, Eq. 13-20). Relative positions (Shaw et al. 2018) are used in every encoder
-    unit's self-attention and in the decoder's self-attention; absolute sinusoidal positions are kept.
+    unit's self-attention (MUTE's own units; Prime units use the absolute positions only) and in the decoder's
+    self-attention (`decoder_attention_type` `"self"` and `"merged_self"`; `"aan"` and `"merged"` have no decoder
+    self-attention, hence no relative positions there); absolute sinusoidal positions are kept.
 
     The three models of the paper are configurations:
 
@@ -47,7 +49,7 @@ class MultiUnitTransformerConfig(MTConfig):
             outputs, kept for speed comparisons.
         relative_attention_max_distance (`int`): Clipping distance k of the relative position representations; one
             table of 2k+1 vectors of size d_model/heads per attention module, shared by keys and values and by the
-            heads (the authors' code).
+            heads (the authors' code). Unused by a model with Prime units and an `"aan"` or `"merged"` decoder.
         use_bias_module (`bool`): Feed each unit a differently corrupted copy of its input during training
             (Eq. 11-12). Never active in eval mode.
         unit_noise_types (`list[str]`, *optional*): One of `identity`, `swap`, `disorder`, `mask` per unit. Defaults

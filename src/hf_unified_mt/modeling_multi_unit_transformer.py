@@ -10,6 +10,12 @@ decoder. The encoder units' and the decoder's self-attention use relative positi
 absolute sinusoidal positions are kept. Equations follow the authors' released code where it differs from the
 paper's text; deliberate deviations are marked "Deviation" (the package documentation's architecture notes, §3).
 
+Compositions: with Prime units (`unit_layer={"type": "prime"}`) the whole model is post-norm, each unit reads the
+layer input itself (no shared LayerNorm; the bias module corrupts the whole input of a unit, its residual included)
+and the units' attention uses the absolute positions only. Of paper 001's decoder variants, `"merged_self"` (variant 6)
+keeps the relative-position self-attention; `"aan"` and `"merged"` have no self-attention, so their decoder has no
+relative positions.
+
 Attention with relative positions is computed explicitly here ("eager") whatever `config._attn_implementation` says:
 the sdpa / flash / flex kernels cannot add the relative terms to the scores and to the values. Cross-attention goes
 through transformers' attention interface, as in every model of this package.
@@ -31,7 +37,7 @@ from transformers.utils import TransformersKwargs, logging
 from transformers.utils.output_capturing import OutputRecorder
 
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
-from .modeling_deep_transformer import decoder_layer_class, decoder_recorders
+from .modeling_deep_transformer import MergedSelfAttentionDecoderLayer, decoder_layer_class, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MatrixRole,
@@ -605,6 +611,19 @@ class MultiUnitTransformerDecoderLayer(MTDecoderLayer):
         )
 
 
+class MultiUnitMergedSelfAttentionDecoderLayer(MergedSelfAttentionDecoderLayer):
+    """Variant 6 of Zhang et al. 2019 (`decoder_attention_type="merged_self"`: causal self-attention and
+    cross-attention summed in one residual sublayer) composed with MUTE: the variant keeps the self-attention, so it
+    keeps MUTE's, with relative positions. (`"aan"` and `"merged"` have no self-attention, hence no relative
+    positions in the decoder.)"""
+
+    def __init__(self, config: MultiUnitTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config, layer_idx)
+        self.self_attn = RelativePositionSelfAttention(
+            config, config.decoder_attention_heads, is_causal=True, layer_idx=layer_idx
+        )
+
+
 # ------------------------------------------------------------------------------------------------ models
 
 
@@ -748,12 +767,16 @@ class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder
 
 class MultiUnitTransformerDecoder(MultiUnitTransformerPreTrainedModel, MTDecoder):
     """The paper's decoder (relative-position self-attention), or a decoder variant of paper 001 composed through
-    `config.decoder_attention_type`."""
+    `config.decoder_attention_type`: variant 6 (`"merged_self"`) keeps the relative-position self-attention; `"aan"`
+    and `"merged"` replace the self-attention by a prefix average, so the decoder then has no relative positions (the
+    encoder units keep theirs, and the absolute sinusoidal positions stay)."""
 
     _can_record_outputs = decoder_recorders(MultiUnitTransformerDecoderLayer)
 
     @property
     def layer_class(self) -> type[nn.Module]:
+        if self.config.decoder_attention_type == "merged_self":
+            return MultiUnitMergedSelfAttentionDecoderLayer
         return decoder_layer_class(self.config, MultiUnitTransformerDecoderLayer)
 
 

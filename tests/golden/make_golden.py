@@ -18,6 +18,8 @@ Regenerated again when Prime's draws followed its authors' code: the kernel gene
 (they were Xavier-uniform) and, under `km`, the cross-attention's query/key/value U(±1/sqrt(d)) (they were
 Xavier-uniform, sqrt(3) wider); only those parameters' checksums changed, in the configurations with Prime layers or
 the `km` law.
+`mute-merged-self` was added when MUTE's variant-6 decoder kept its relative-position self-attention (it had become
+plain attention); the regeneration left every other configuration's values unchanged.
 """
 
 import argparse
@@ -101,6 +103,7 @@ CONFIGS = {
     # compositions
     "deep-merged-self": ("deep_transformer", "tiny", dict(decoder_attention_type="merged_self")),
     "mute-merged": ("multi_unit_transformer", "tiny", dict(decoder_attention_type="merged")),
+    "mute-merged-self": ("multi_unit_transformer", "tiny", dict(decoder_attention_type="merged_self")),
     "unified-dsinit": ("unified_transformer", "tiny", dict(init_law="ds_init", conv_weight_dropout=0.0)),
     "mute-normal": ("multi_unit_transformer", "tiny", dict(init_law="normal")),
     "multi-encoder-prime": (
