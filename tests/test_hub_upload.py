@@ -759,3 +759,63 @@ def test_the_card_states_the_number_of_training_pairs_the_run_used(tmp_path, tra
         assert expected in text and "This run trained on 2,530 of them" in text
     else:
         assert "Trained on Bible verses only" in text and "did not record how many" in text
+
+
+DECODER_VARIANTS = ["self", "aan", "merged", "merged_self"]
+
+
+def card_title(text: str) -> str:
+    return re.search(r"\bA \*\*(.+?)\*\* for ", text).group(1)
+
+
+@pytest.mark.parametrize("attention", DECODER_VARIANTS)
+def test_the_deep_card_describes_the_decoder_variant_of_the_checkpoint(tmp_path, attention):
+    """The `attention != "self"` branch also fired for variant 6, saying that its decoder sees previous words only
+    through their average and citing the merged-attention row; variant 6 keeps full self-attention (Table 3, row 6).
+    The title named merged attention whatever the decoder."""
+    text = rendered_card(tmp_path, attention, "deep_transformer", overrides={"decoder_attention_type": attention})
+    limitations = text.split("## Limitations", 1)[1].split("* A small research model", 1)[0]
+    assert ("only through their uniform average" in limitations) == (attention in ("aan", "merged"))
+    assert ("27.49 against 27.59" in limitations) == (attention == "merged")  # Table 3, row 4: MAtt
+    assert ("keeps full causal self-attention" in limitations) == (attention == "merged_self")
+    assert ("27.41 against 27.59" in limitations) == (attention == "merged_self")  # row 6
+    title = card_title(text)
+    assert ("merged attention (MAtt)" in title) == (attention == "merged")
+    assert ("average attention network" in title) == (attention == "aan")
+    assert ("variant 6" in title) == (attention == "merged_self")
+    assert "depth-scaled initialization (DS-Init)" in title  # the default law
+
+
+def test_the_deep_card_of_a_pre_norm_xavier_checkpoint_claims_neither_post_norm_nor_ds_init(tmp_path):
+    text = rendered_card(
+        tmp_path, "t2t", "deep_transformer", overrides={"normalize_before": True, "init_law": "xavier"}
+    )
+    assert "Post-norm encoder and decoder" not in text and "Pre-norm encoder and decoder" in text
+    assert "DS-Init" not in card_title(text)
+    assert "Post-norm encoder and decoder" in rendered_card(tmp_path, "post", "deep_transformer")
+
+
+@pytest.mark.parametrize("attention", DECODER_VARIANTS)
+@pytest.mark.parametrize(
+    "arch, preset",
+    [
+        ("multi_unit_transformer", "tiny"),
+        ("multi_unit_transformer", "tiny-prime-units"),
+        ("multi_pass_transformer", "tiny"),
+        ("multi_encoder_transformer", "tiny-single"),
+    ],
+)
+def test_a_card_describes_the_decoder_variant_its_architecture_composes(tmp_path, arch, preset, attention):
+    """MUTE's card said "the decoder is a standard pre-norm decoder" with relative positions in its self-attention,
+    and MPT's "a standard Transformer", whatever `decoder_attention_type`: `aan` and `merged` have no decoder
+    self-attention (so no relative positions on MUTE), `merged_self` keeps it (on MUTE, with relative positions)."""
+    text = rendered_card(tmp_path, attention, arch, preset=preset, overrides={"decoder_attention_type": attention})
+    implementation = text.split("### This implementation", 1)[1].split("### This checkpoint", 1)[0]
+    average = attention in ("aan", "merged")
+    assert ("The decoder has no self-attention" in implementation) == average
+    assert ("keeps full causal self-attention" in implementation) == (attention == "merged_self")
+    for standard in ("standard pre-norm decoder", "shared Transformer decoder", "A standard Transformer"):
+        assert attention == "self" or standard not in implementation
+    if arch == "multi_unit_transformer":
+        assert ("The decoder's self-attention uses relative positions" in implementation) == (not average)
+        assert ("the decoder has no relative positions" in implementation) == average
