@@ -819,3 +819,14 @@ def test_a_card_describes_the_decoder_variant_its_architecture_composes(tmp_path
     if arch == "multi_unit_transformer":
         assert ("The decoder's self-attention uses relative positions" in implementation) == (not average)
         assert ("the decoder has no relative positions" in implementation) == average
+
+
+@pytest.mark.parametrize("pattern", ["a", "b", "c", "d"])
+def test_the_mpt_card_names_the_routing_pattern_of_the_checkpoint(tmp_path, pattern):
+    """The card said "before the residual branch point (the paper's routing pattern (a))" whatever `routing_pattern`."""
+    text = rendered_card(tmp_path, pattern, "multi_pass_transformer", overrides={"routing_pattern": pattern})
+    implementation = text.split("### This implementation", 1)[1].split("### This checkpoint", 1)[0]
+    assert f"routing pattern ({pattern})" in implementation
+    assert ("before the residual branch point" in implementation) == (pattern in ("a", "c"))
+    assert ("after the residual branch point" in implementation) == (pattern in ("b", "d"))
+    assert ("after its self-attention sublayer" in implementation) == (pattern in ("c", "d"))

@@ -421,3 +421,38 @@ def test_a_prime_branch_that_does_not_combine_raises_naming_the_fields(overrides
         hf_unified_mt.get_config(ARCH, "tiny-dual", vocab_size=VOCAB, encoder_branches=[branch], **overrides)
     for field in fields:
         assert field in str(error.value)
+
+
+def test_output_attentions_gives_the_maps_of_every_self_attention_and_prime_branch_in_branch_order():
+    """The docs said `output_attentions` returns only the self-attention branch's maps; a Prime branch's attention maps
+    come too: one per layer of each self-attention or Prime branch, branches in config order (a Prime-only encoder
+    has maps, so it is no error)."""
+    prime = dict(type="prime", layers=2, conv_kernel_sizes=[3, 5], conv_weight_dropout=0.0)
+    branches = [prime, dict(type="lstm", layers=1), dict(type="self_attention", layers=1)]
+    ids, mask = random_batch(VOCAB)
+    for encoder_branches, kinds in (
+        (branches, ["PrimeSelfAttention", "PrimeSelfAttention", "MTAttention"]),
+        ([prime], ["PrimeSelfAttention", "PrimeSelfAttention"]),
+    ):
+        model = tiny_model("tiny-dual", encoder_branches=encoder_branches)
+        model.set_attn_implementation("eager")
+        attention_modules = [
+            module
+            for branch in model.model.encoder.branches
+            for module in branch.modules()
+            if type(module).__name__.endswith("Attention")
+        ]
+        assert [type(module).__name__ for module in attention_modules] == kinds
+        captured = []
+
+        def keep_map(module, inputs, output, captured=captured):
+            captured.append(output[1])
+
+        handles = [module.register_forward_hook(keep_map) for module in attention_modules]
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :5], output_attentions=True)
+        for handle in handles:
+            handle.remove()
+        assert len(out.encoder_attentions) == len(captured) == len(kinds)
+        for returned, computed in zip(out.encoder_attentions, captured):
+            assert torch.equal(returned, computed)

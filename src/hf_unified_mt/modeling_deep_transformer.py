@@ -7,8 +7,9 @@ The encoder is the standard post-norm (or pre-norm) Transformer encoder of the s
 * DS-Init (Eq. 15) is the default `init_law` (implemented once in the shared core, `init_matrix_`, for every
   architecture): the weight matrices of layer l are drawn with a variance that shrinks with l;
 * the decoder's first sublayer, selected by `config.decoder_attention_type`: standard self-attention (the shared
-  `MTDecoderLayer`), the original average attention network (`AAN`, `AverageAttentionDecoderLayer`), or merged
-  attention (`MergedAttention`, `MergedAttentionDecoderLayer`, Eq. 16-17);
+  `MTDecoderLayer`), the original average attention network (`AAN`, `AverageAttentionDecoderLayer`), merged
+  attention (`MergedAttention`, `MergedAttentionDecoderLayer`, Eq. 16-17), or Table 3's variant 6, causal
+  self-attention and cross-attention in one merged sublayer (`MergedSelfAttentionDecoderLayer`);
 * O(1) incremental state per layer and step for the average-based sublayers: a running sum and per-row valid counts in
   the layer's `StatefulDecoderCacheLayer`.
 

@@ -464,8 +464,9 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
     """The shared source embedding, the encoder branches side by side, and their combination.
 
     `output_hidden_states` gives (shared embedding, output of each branch in config order, combined memory);
-    `output_attentions` gives the self-attention branch's attention weights, one map per layer of that branch, and
-    raises a `ValueError` for an encoder without a self-attention branch (it has no attention maps)."""
+    `output_attentions` gives the attention weights of every self-attention and Prime branch, one map per layer of
+    each, branches in config order, and raises a `ValueError` for an encoder with neither (its other branches compute
+    no attention maps)."""
 
     _can_record_outputs = {
         "hidden_states": EncoderHiddenStates(
