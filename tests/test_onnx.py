@@ -12,13 +12,14 @@ ConvS2S / FNet / Static Expansion branches, Prime layers in the Multi-Pass passe
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from conftest import make_tokenizer, tiny_config, train_to_reverse
+from conftest import VOCAB_WORDS, make_tokenizer, tiny_config, train_to_reverse
 
 
 # The `onnx` extra (CI installs it); without it the module is skipped, as the README's plain install has no exporter.
@@ -26,8 +27,14 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-from hf_unified_mt.training.inference import quantize_int8  # noqa: E402
-from hf_unified_mt.training.onnx_export import DECODER_FILE, ENCODER_FILE, LAYOUT_FILE, export_onnx  # noqa: E402
+from hf_unified_mt.training.inference import quantize_int8, translate  # noqa: E402
+from hf_unified_mt.training.onnx_export import (  # noqa: E402
+    DECODER_FILE,
+    ENCODER_FILE,
+    LAYOUT_FILE,
+    export_onnx,
+    int8_file_name,
+)
 from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM  # noqa: E402
 from mt_checks import load_script  # noqa: E402
 from test_model_contract import TINY, VARIANTS, batch  # noqa: E402
@@ -156,6 +163,64 @@ def test_onnx_int8_graphs_are_quantised_and_close(exported):
     assert not torch.equal(exact, approximate)
     correlation = np.corrcoef(exact.flatten().numpy(), approximate.flatten().numpy())[0, 1]
     assert correlation > 0.99
+
+
+def thirty_lines() -> list[str]:
+    """30 sentences of 1-12 words of the test vocabulary, of varied lengths (so batches of 7 mix lengths)."""
+    generator = torch.Generator().manual_seed(3)
+    words = VOCAB_WORDS[:20]
+    lengths = torch.randint(1, 13, (30,), generator=generator).tolist()
+    return [" ".join(words[i] for i in torch.randint(0, len(words), (n,), generator=generator)) for n in lengths]
+
+
+def test_onnx_per_row_int8_translations_do_not_depend_on_the_batch(exported, tmp_path):
+    """Dynamic int8 quantises each matmul's input with one scale for the whole batch, so a sentence's logits move
+    with its neighbours; `int8="per_row"` (ONNX Runtime's weight-only int8, `MatMulNBits`, whose inputs are quantised
+    per row in blocks) gives every line the same translation with batch sizes 1, 7 and 30, greedy and with beams, and
+    a sentence the same logits alone as among others."""
+    import shutil
+
+    model, runtime, source = exported("unified-prime")
+    folder = Path(shutil.copytree(source, tmp_path / "export"))
+    dynamic_graphs = (folder / int8_file_name(ENCODER_FILE)).exists()  # made by an earlier test, or not
+    per_row = ORTModelForSeq2SeqLM.from_pretrained(folder, int8="per_row", num_threads=1)
+    for name in (ENCODER_FILE, DECODER_FILE):
+        operators = {node.op_type for node in onnx.load(folder / int8_file_name(name, "per_row")).graph.node}
+        assert "MatMulNBits" in operators, name
+        assert not operators & {"DynamicQuantizeMatMul", "MatMulInteger", "DynamicQuantizeLinear"}, name
+    assert (folder / int8_file_name(ENCODER_FILE)).exists() == dynamic_graphs, "the dynamic graphs are another mode's"
+
+    tokenizer, lines = make_tokenizer(), thirty_lines()
+    for num_beams in (1, 4):
+        outputs = {
+            size: translate(per_row, tokenizer, lines, num_beams=num_beams, batch_size=size, max_new_tokens=12)
+            for size in (1, 7, 30)
+        }
+        assert len(set(outputs[1])) > 5, "the model should translate lines differently"
+        assert outputs[7] == outputs[1] and outputs[30] == outputs[1], f"beam {num_beams}"
+
+    # The longest line alone and with six shorter ones (so its own rows are the same): per row, the same logits;
+    # dynamic int8 (the check can see a batch dependence), not.
+    longest = max(lines, key=len)
+    inputs = tokenizer([longest, *[line for line in lines if line != longest][:6]], return_tensors="pt", padding=True)
+    decoder_input_ids = torch.tensor([[model.config.decoder_start_token_id, 5, 6, 7]] * 7)
+    dynamic = ORTModelForSeq2SeqLM.from_pretrained(folder, int8=True, num_threads=1)
+    for quantized, independent in ((per_row, True), (dynamic, False)):
+        alone = quantized(
+            input_ids=inputs.input_ids[:1],
+            attention_mask=inputs.attention_mask[:1],
+            decoder_input_ids=decoder_input_ids[:1],
+        ).logits[0]
+        among = quantized(**inputs, decoder_input_ids=decoder_input_ids).logits[0]
+        assert torch.equal(alone, among) == independent
+
+    # int8 weights: close to the float graphs, not equal
+    ids, mask, target = batch()
+    decoder_input_ids = torch.cat([torch.full((2, 1), model.config.decoder_start_token_id), target], dim=1)
+    exact = runtime(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+    approximate = per_row(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+    assert not torch.equal(exact, approximate)
+    assert np.corrcoef(exact.flatten().numpy(), approximate.flatten().numpy())[0, 1] > 0.99
 
 
 def test_translate_py_onnx_options_are_checked_before_loading(exported, tmp_path, monkeypatch):

@@ -25,9 +25,11 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 from hf_unified_mt.training import onnx_export as onnx_export_module  # noqa: E402
+from hf_unified_mt.training import onnx_runtime  # noqa: E402
 from hf_unified_mt.training.onnx_export import (  # noqa: E402
     DECODER_FILE,
     ENCODER_FILE,
+    INT8_QUANTIZATION,
     MANIFEST_FILE,
     export_onnx,
     int8_file_name,
@@ -38,6 +40,7 @@ from test_model_contract import TINY  # noqa: E402
 
 
 INT8_FILES = [int8_file_name(name) for name in (ENCODER_FILE, DECODER_FILE)]
+PER_ROW_FILES = [int8_file_name(name, "per_row") for name in (ENCODER_FILE, DECODER_FILE)]
 
 
 def sha256(path: Path) -> str:
@@ -157,9 +160,148 @@ def test_int8_graphs_made_at_load_are_recorded(exports, tmp_path):
         assert manifest["graphs"][int8_file_name(name)] == {
             "sha256": sha256(folder / int8_file_name(name)),
             "quantized_from": sha256(folder / name),
+            "int8_mode": "dynamic",
+            "quantization": INT8_QUANTIZATION["dynamic"],
         }
         assert int8_file_name(name) in manifest["files"]
     ORTModelForSeq2SeqLM.from_pretrained(folder, int8=True, num_threads=1)  # and are used as they are
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Item 8: the per-row (batch-independent) int8 mode, whose graphs are its own
+
+
+@pytest.fixture(scope="module")
+def per_row_export(checkpoints, tmp_path_factory):
+    """The unified checkpoint exported with `--int8 --int8_mode per_row` (read-only: tests copy it)."""
+    folder = tmp_path_factory.mktemp("per-row") / "unified"
+    onnx_export_module.main([str(checkpoints["unified"]), str(folder), "--int8", "--int8_mode", "per_row"])
+    return folder
+
+
+def test_a_per_row_int8_export_records_its_graphs_and_writes_no_dynamic_ones(per_row_export):
+    folder = per_row_export
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    assert set(manifest["graphs"]) == {ENCODER_FILE, DECODER_FILE, *PER_ROW_FILES}
+    assert PER_ROW_FILES == ["encoder.int8.per_row.onnx", "decoder_step.int8.per_row.onnx"]
+    for name in (ENCODER_FILE, DECODER_FILE):
+        assert manifest["graphs"][int8_file_name(name, "per_row")] == {
+            "sha256": sha256(folder / int8_file_name(name, "per_row")),
+            "quantized_from": sha256(folder / name),
+            "int8_mode": "per_row",
+            "quantization": {"quantizer": "MatMulNBits", "bits": 8, "block_size": 32, "accuracy_level": 4},
+        }
+    assert not any((folder / name).exists() for name in INT8_FILES)
+    assert sorted(manifest["files"]) == sorted(p.name for p in folder.iterdir() if p.name != MANIFEST_FILE)
+
+
+def test_int8_graphs_of_the_other_mode_are_never_used(exports, per_row_export, tmp_path, monkeypatch):
+    opened = []
+    session = onnx_runtime._session
+    monkeypatch.setattr(
+        onnx_runtime, "_session", lambda path, threads: opened.append(path.name) or session(path, threads)
+    )
+    # a folder with the dynamic graphs quantises per-row ones for int8="per_row", and records them
+    folder = copy_of(exports["unified"], tmp_path, "dynamic")
+    ORTModelForSeq2SeqLM.from_pretrained(folder, int8="per_row", num_threads=1)
+    assert opened == PER_ROW_FILES
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    assert {*INT8_FILES, *PER_ROW_FILES} <= set(manifest["graphs"]) and set(PER_ROW_FILES) <= set(manifest["files"])
+    # and the other way round
+    opened.clear()
+    ORTModelForSeq2SeqLM.from_pretrained(copy_of(per_row_export, tmp_path, "per-row"), int8=True, num_threads=1)
+    assert opened == INT8_FILES
+    opened.clear()
+    ORTModelForSeq2SeqLM.from_pretrained(copy_of(per_row_export, tmp_path, "per-row-2"), int8="per_row", num_threads=1)
+    assert opened == PER_ROW_FILES
+
+    # the dynamic graphs given per-row names (unrecorded, then recorded under the other mode) are refused
+    folder = copy_of(exports["unified"], tmp_path, "renamed")
+    for name in (ENCODER_FILE, DECODER_FILE):
+        shutil.copyfile(folder / int8_file_name(name), folder / int8_file_name(name, "per_row"))
+    with pytest.raises(ValueError, match=r"encoder\.int8\.per_row\.onnx is not recorded") as error:
+        ORTModelForSeq2SeqLM.from_pretrained(folder, int8="per_row", num_threads=1)
+    assert "--int8 --int8_mode per_row" in str(error.value) and "\n" not in str(error.value)
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    for name in (ENCODER_FILE, DECODER_FILE):
+        manifest["graphs"][int8_file_name(name, "per_row")] = manifest["graphs"][int8_file_name(name)]
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"encoder\.int8\.per_row\.onnx was quantised in dynamic mode"):
+        ORTModelForSeq2SeqLM.from_pretrained(folder, int8="per_row", num_threads=1)
+    for name in (ENCODER_FILE, DECODER_FILE):  # recorded as per row, with another quantiser's settings
+        manifest["graphs"][int8_file_name(name, "per_row")]["int8_mode"] = "per_row"
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"encoder\.int8\.per_row\.onnx was quantised with .*quantize_dynamic"):
+        ORTModelForSeq2SeqLM.from_pretrained(folder, int8="per_row", num_threads=1)
+    # per-row graphs of another model are refused like dynamic ones
+    folder = copy_of(exports["deep"], tmp_path, "deep")
+    for name in PER_ROW_FILES:
+        shutil.copyfile(per_row_export / name, folder / name)
+    with pytest.raises(ValueError, match=r"encoder\.int8\.per_row\.onnx .*not .*quantised from .*encoder\.onnx"):
+        ORTModelForSeq2SeqLM.from_pretrained(folder, int8="per_row", num_threads=1)
+    with pytest.raises(ValueError, match=r"int8 must be .*'dynamic'.*'per_row'"):
+        ORTModelForSeq2SeqLM.from_pretrained(folder, int8="per_tensor", num_threads=1)
+
+
+def test_reexport_leaves_no_per_row_graphs_of_the_first_model(checkpoints, per_row_export, tmp_path, capsys):
+    folder = copy_of(per_row_export, tmp_path)
+    status, err = run_export(capsys, checkpoints["deep"], folder, "--overwrite")
+    assert status == 0, err
+    assert "encoder.int8.per_row.onnx" in err
+    assert not any((folder / name).exists() for name in [*PER_ROW_FILES, *INT8_FILES])
+
+
+def test_int8_mode_options_are_refused_where_they_do_not_apply(checkpoints, exports, tmp_path, capsys):
+    status, err = run_export(capsys, checkpoints["deep"], tmp_path / "out", "--int8_mode", "per_row")
+    assert_one_line_error(status, err, "--int8_mode", "--int8")
+    assert not (tmp_path / "out").exists()
+    translate_script, score_script = load_script("translate"), load_script("score")
+    for script, extra in ((translate_script, ["--input", source_file(tmp_path)]), (score_script, ["--no_progress"])):
+        with pytest.raises(script.UsageError, match="--int8_mode .*--int8"):
+            script.main([str(exports["unified"]), "--backend", "onnx", "--int8_mode", "per_row", *extra])
+        with pytest.raises(script.UsageError, match="--int8_mode per_row .*ONNX Runtime.*--backend onnx"):
+            script.main([str(checkpoints["deep"]), "--int8", "--int8_mode", "per_row", *extra])
+
+
+@pytest.mark.subprocess
+def test_per_row_quantisation_leaves_the_logging_of_the_process_as_it_was(exports, tmp_path):
+    """ONNX Runtime's `matmul_nbits_quantizer` calls `logging.basicConfig(level=INFO)` when imported: in a process
+    that has not configured logging (`onnx_export`, a user's script), every later INFO record would be printed."""
+    import subprocess
+    import sys
+
+    from test_training import run_env
+
+    script = f"""
+import logging
+from hf_unified_mt.training.onnx_export import quantize_onnx_int8
+quantize_onnx_int8({str(exports["deep"] / ENCODER_FILE)!r}, {str(tmp_path / "encoder.onnx")!r}, "per_row")
+logging.getLogger("user").info("an INFO record the user did not ask to see")
+print(logging.getLogger().handlers, logging.getLevelName(logging.getLogger().level))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=run_env(), capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.strip() == "[] WARNING" and result.stderr == ""
+
+
+def test_translate_py_per_row_int8_gives_the_same_lines_whatever_the_batch(per_row_export, tmp_path):
+    folder = copy_of(per_row_export, tmp_path)
+    words = "hola mundo el gato ve al perro la casa es grande y pequeña".split()
+    lines = [" ".join(words[(i * 7 + j) % len(words)] for j in range(1 + i % 9)) for i in range(30)]
+    source = tmp_path / "input.es"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    translate_script = load_script("translate")
+    outputs = {}
+    for size in (1, 7, 30):
+        output = tmp_path / f"batch{size}.en"
+        arguments = [str(folder), "--backend", "onnx", "--int8", "--int8_mode", "per_row", "--num_beams", "2"]
+        arguments += ["--input", str(source), "--output", str(output), "--batch_size", str(size), "--no_progress"]
+        translate_script.main([*arguments, "--max_new_tokens", "8"])
+        outputs[size] = output.read_text(encoding="utf-8")
+    assert len(outputs[1].splitlines()) == 30
+    assert outputs[7] == outputs[1] and outputs[30] == outputs[1]
 
 
 # --------------------------------------------------------------------------------------------------------------------

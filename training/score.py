@@ -37,6 +37,7 @@ from hf_unified_mt.training.metrics import (
     compute_translation_scores,
     format_scores,
 )
+from hf_unified_mt.training.onnx_export import add_int8_mode_argument, int8_option
 from hf_unified_mt.training.onnx_runtime import load_onnx_model, onnx_backend_problem, torch_backend_problem
 
 
@@ -75,8 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--int8",
         action="store_true",
-        help="Dynamic int8 quantisation of the linear layers (CPU; with --backend onnx, of the ONNX graphs).",
+        help="Dynamic int8 quantisation of the linear layers (CPU; with --backend onnx, of the ONNX graphs: see "
+        "--int8_mode).",
     )
+    add_int8_mode_argument(gen)
     out = parser.add_argument_group("output")
     out.add_argument("--output_dir", default=None, help="Where to write results (default: the model directory).")
     out.add_argument(
@@ -97,6 +100,10 @@ class UsageError(Exception):
 
 def check_arguments(args) -> None:
     """Every option and path, before any data or model is loaded."""
+    try:
+        int8_option(args.int8, args.int8_mode, args.backend)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
     if args.int8 and (args.device or "cpu") != "cpu":
         raise UsageError("--int8 quantises the model for CPU: leave --device at its default")
     if args.backend == "onnx":
@@ -237,7 +244,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     try:
         if args.backend == "onnx":
-            model, tokenizer = load_onnx_model(args.model, args.int8, args.trust_remote_code)
+            int8 = int8_option(args.int8, args.int8_mode, args.backend)
+            model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code)
         else:
             device = "cpu" if args.int8 else args.device or ("cuda" if torch.cuda.is_available() else "cpu")
             tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)

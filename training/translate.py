@@ -6,6 +6,7 @@
     python training/translate.py outputs/mt --input source.es --output output.en --num_beams 5
     echo "En el principio era el Verbo." | python training/translate.py outputs/mt
     python training/translate.py outputs/mt --backend onnx --int8 -i source.es    # ONNX Runtime (the onnx extra)
+    python training/translate.py outputs/mt --backend onnx --int8 --int8_mode per_row -i source.es   # batch-independent
 
 Each input line gives one output line (empty lines stay empty). Lines are separated by `\\n` (a `\\r\\n` ending is
 accepted); other Unicode line separators are part of the text. A source longer than the model accepts stops the
@@ -28,6 +29,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.training.data import describe_binary_start
 from hf_unified_mt.training.inference import model_length_limit, quantize_int8, split_lines, translate
+from hf_unified_mt.training.onnx_export import add_int8_mode_argument, int8_option
 from hf_unified_mt.training.onnx_runtime import load_onnx_model, onnx_backend_problem, torch_backend_problem
 
 
@@ -62,8 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--int8",
         action="store_true",
-        help="Dynamic int8 quantisation of the linear layers (CPU; with --backend onnx, of the ONNX graphs).",
+        help="Dynamic int8 quantisation of the linear layers (CPU; with --backend onnx, of the ONNX graphs: see "
+        "--int8_mode).",
     )
+    add_int8_mode_argument(parser)
     parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
     parser.add_argument("--no_progress", action="store_true", help="Hide the progress bar.")
     return parser
@@ -120,6 +124,10 @@ def check_arguments(args) -> None:
             raise UsageError(f"cannot write --output {args.output}: the folder {folder} does not exist")
         if not os.access(folder, os.W_OK):
             raise UsageError(f"cannot write --output {args.output}: the folder {folder} is not writable")
+    try:
+        int8_option(args.int8, args.int8_mode, args.backend)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
     if args.int8 and (args.dtype != "float32" or (args.device or "cpu") != "cpu"):
         raise UsageError("--int8 quantises a float32 model for CPU: leave --dtype and --device at their defaults")
     if args.backend == "onnx":
@@ -174,7 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     lines = read_input(args)
     try:
         if args.backend == "onnx":
-            model, tokenizer = load_onnx_model(args.model, args.int8, args.trust_remote_code)
+            int8 = int8_option(args.int8, args.int8_mode, args.backend)
+            model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code)
         else:
             device = "cpu" if args.int8 else args.device
             model, tokenizer = load_model(args.model, device, args.dtype, args.trust_remote_code)

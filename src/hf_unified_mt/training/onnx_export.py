@@ -26,7 +26,7 @@ running sum and count continue as from nothing).
 
 Every export folder has a manifest, `onnx_export.json`: the sha256 of the weights files it was exported from (when
 known), of `config.json` and `onnx_cache.json`, and of every graph (the int8 ones with the float graph they were
-quantised from), and the files the exporter wrote. The runtime refuses a folder whose files do not match it
+quantised from and how), and the files the exporter wrote. The runtime refuses a folder whose files do not match it
 (`onnx_runtime.check_export`), and the exporter writes only into a new or empty folder, or, with `overwrite`, into a
 folder it made itself; never into a saved model (`check_output_dir`).
 """
@@ -448,30 +448,110 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
     _save(program, path)
 
 
-def int8_file_name(name: str) -> str:
-    """`encoder.onnx` -> `encoder.int8.onnx`."""
-    return name.removesuffix(".onnx") + ".int8.onnx"
+# How the int8 graphs are quantised (`quantize_onnx_int8`), recorded with each int8 graph in the manifest:
+# * dynamic: ONNX Runtime's `quantize_dynamic`, int8 weights; each matmul's input is quantised with one scale for the
+#   whole tensor, i.e. for all the sentences of the batch together, so a sentence's output depends on its neighbours.
+# * per_row: ONNX Runtime's weight-only quantiser (`MatMulNBitsQuantizer`), `MatMulNBits` nodes with 8-bit weights in
+#   blocks of 32 along the input dimension; with accuracy level 4 their input is quantised to int8 per row, in blocks,
+#   so a sentence's output does not depend on the batch.
+INT8_MODES = ("dynamic", "per_row")
+INT8_QUANTIZATION = {
+    "dynamic": {"quantizer": "quantize_dynamic", "weight_type": "QInt8"},
+    "per_row": {"quantizer": "MatMulNBits", "bits": 8, "block_size": 32, "accuracy_level": 4},
+}
 
 
-def quantize_onnx_int8(source: str | os.PathLike, target: str | os.PathLike) -> None:
-    """ONNX Runtime's dynamic int8 quantisation of a graph: the weight matrices of the matmuls in int8, their inputs
-    quantised on the fly (the ONNX counterpart of `inference.quantize_int8`). The graph is first optimised by ONNX
-    Runtime (`quant_pre_process`), which folds the exporter's weight transposes into the initialisers that the
-    quantiser looks for. The quantiser's notices about tensors it leaves in float (integer and boolean ones) go to the
-    root logger; they are silenced here."""
+def int8_mode(int8: bool | str | None) -> str | None:
+    """The int8 mode an `int8=` option asks for: None for float32 (False, None), "dynamic" (True or "dynamic") or
+    "per_row"; a `ValueError` for anything else."""
+    if int8 is None or int8 is False:
+        return None
+    if int8 is True:
+        return "dynamic"
+    if isinstance(int8, str) and int8 in INT8_MODES:
+        return int8
+    raise ValueError(f"int8 must be False, True (= 'dynamic'), 'dynamic' or 'per_row', not {int8!r}")
+
+
+def int8_file_name(name: str, mode: str = "dynamic") -> str:
+    """`encoder.onnx` -> `encoder.int8.onnx` (dynamic), `encoder.int8.per_row.onnx` (per_row): each mode's own
+    graphs, so that one mode never runs the other's."""
+    return name.removesuffix(".onnx") + (".int8.onnx" if int8_mode(mode) == "dynamic" else f".int8.{mode}.onnx")
+
+
+def add_int8_mode_argument(parser) -> None:
+    """`--int8_mode` of onnx_export, translate.py and score.py (read with `int8_option`)."""
+    parser.add_argument(
+        "--int8_mode",
+        choices=INT8_MODES,
+        default=None,
+        help="How --int8 quantises: dynamic (the default; each matmul's input is quantised per batch, so a sentence's "
+        "int8 translation can change with its neighbours) or per_row (ONNX Runtime's MatMulNBits, 8-bit weights, "
+        "inputs quantised per row: the same translation whatever the batch; ONNX graphs only).",
+    )
+
+
+def int8_option(int8: bool, mode: str | None, backend: str = "onnx") -> bool | str:
+    """The `int8=` value of the options `--int8` and `--int8_mode` (False, "dynamic" or "per_row"); a `ValueError`
+    (one line) where the mode does not apply: without --int8, or per_row with PyTorch (`backend="torch"`)."""
+    if mode is not None and not int8:
+        raise ValueError(f"--int8_mode {mode} chooses how --int8 quantises: pass --int8 too")
+    if mode == "per_row" and backend != "onnx":
+        raise ValueError(
+            "--int8_mode per_row is ONNX Runtime's weight-only int8 (MatMulNBits), which PyTorch does not have: "
+            "pass --backend onnx"
+        )
+    return (mode or "dynamic") if int8 else False
+
+
+@contextlib.contextmanager
+def _quiet_quantizers():
+    """ONNX Runtime's quantisers log a notice at INFO for every tensor or node they leave in float (integer and boolean
+    tensors, matmuls without constant weights) to the root logger, held at ERROR here; and `matmul_nbits_quantizer`
+    calls `logging.basicConfig(level=INFO)` when it is imported, which would print every later INFO record of the
+    process: while nothing handles the root logger, a placeholder handler makes that call do nothing."""
+    root = logging.getLogger()
+    level = root.level
+    placeholder = logging.NullHandler() if not root.handlers else None
+    if placeholder is not None:
+        root.addHandler(placeholder)
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        if placeholder is not None:
+            root.removeHandler(placeholder)
+
+
+def quantize_onnx_int8(source: str | os.PathLike, target: str | os.PathLike, mode: str = "dynamic") -> None:
+    """ONNX Runtime's int8 quantisation of a graph, in `mode` (`INT8_QUANTIZATION`): "dynamic", the weight matrices
+    of the matmuls in int8 and their inputs quantised per tensor on the fly (the ONNX counterpart of
+    `inference.quantize_int8`), or "per_row", `MatMulNBits` with 8-bit weights and inputs quantised per row. The graph
+    is first optimised by ONNX Runtime (`quant_pre_process`), which folds the exporter's weight transposes into the
+    initialisers that the quantisers look for."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            prepared = Path(scratch) / "prepared.onnx"
-            quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+    mode = int8_mode(mode)
+    with _quiet_quantizers(), tempfile.TemporaryDirectory() as scratch:
+        prepared = Path(scratch) / "prepared.onnx"
+        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+        if mode == "dynamic":
             quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8)
-    finally:
-        root.setLevel(level)
+            return
+        from onnxruntime.quantization.matmul_nbits_quantizer import (
+            DefaultWeightOnlyQuantConfig,
+            MatMulNBitsQuantizer,
+        )
+
+        settings = INT8_QUANTIZATION[mode]
+        config = DefaultWeightOnlyQuantConfig(
+            bits=settings["bits"], block_size=settings["block_size"], accuracy_level=settings["accuracy_level"]
+        )
+        quantizer = MatMulNBitsQuantizer(str(prepared), algo_config=config)
+        quantizer.process()
+        quantizer.model.save_model_to_file(str(target))
 
 
 def check_exportable(model, encoder_kwargs: dict) -> None:
@@ -680,21 +760,27 @@ def _source_record(source: str | os.PathLike | None) -> dict:
     }
 
 
-def reexport_command(manifest: dict | None, folder: str | os.PathLike, int8: bool = False) -> str:
-    """The command that exports the model of `folder` again (the model folder recorded in its manifest, if any)."""
+def reexport_command(manifest: dict | None, folder: str | os.PathLike, int8: bool | str = False) -> str:
+    """The command that exports the model of `folder` again (the model folder recorded in its manifest, if any), with
+    the int8 graphs of `int8` (a mode, or True for "dynamic")."""
     source = ((manifest or {}).get("source") or {}).get("path") or "MODEL"
-    return f"{EXPORT_COMMAND} {source} {folder} --overwrite" + (" --int8" if int8 else "")
+    mode = int8_mode(int8)
+    options = {None: "", "dynamic": " --int8"}.get(mode, f" --int8 --int8_mode {mode}")
+    return f"{EXPORT_COMMAND} {source} {folder} --overwrite{options}"
 
 
-def add_int8_graphs(folder: str | os.PathLike, target: str | os.PathLike | None = None) -> list[Path]:
-    """Quantises the float graphs of the export in `folder` to int8 (`quantize_onnx_int8`) where their int8 graphs are
-    missing, and records them in the manifest with the float graph each was quantised from. With `target` (a folder
-    the export's own cannot be written), they are written there instead and not recorded. Returns the int8 graphs."""
+def add_int8_graphs(
+    folder: str | os.PathLike, target: str | os.PathLike | None = None, mode: str = "dynamic"
+) -> list[Path]:
+    """Quantises the float graphs of the export in `folder` to int8 in `mode` (`quantize_onnx_int8`) where that mode's
+    int8 graphs are missing, and records them in the manifest with the float graph each was quantised from and how.
+    With `target` (a folder the export's own cannot be written), they are written there instead and not recorded.
+    Returns the int8 graphs."""
     folder = Path(folder)
-    graphs = [(folder / name, int8_file_name(name)) for name in (ENCODER_FILE, DECODER_FILE)]
+    graphs = [(folder / name, int8_file_name(name, mode)) for name in (ENCODER_FILE, DECODER_FILE)]
     if target is not None:
         for source, name in graphs:
-            quantize_onnx_int8(source, Path(target) / name)
+            quantize_onnx_int8(source, Path(target) / name, mode)
         return [Path(target) / name for _, name in graphs]
     build = folder / BUILD_FOLDER
     missing = [(source, name) for source, name in graphs if not (folder / name).is_file()]
@@ -703,10 +789,12 @@ def add_int8_graphs(folder: str | os.PathLike, target: str | os.PathLike | None 
         try:
             manifest = read_manifest(folder)
             for source, name in missing:
-                quantize_onnx_int8(source, build / name)
+                quantize_onnx_int8(source, build / name, mode)
                 manifest["graphs"][name] = {
                     "sha256": file_sha256(build / name),
                     "quantized_from": manifest["graphs"][source.name]["sha256"],
+                    "int8_mode": int8_mode(mode),
+                    "quantization": INT8_QUANTIZATION[int8_mode(mode)],
                 }
                 os.replace(build / name, folder / name)
                 manifest["files"] = sorted({*manifest["files"], name})
@@ -716,7 +804,9 @@ def add_int8_graphs(folder: str | os.PathLike, target: str | os.PathLike | None 
     return [folder / name for _, name in graphs]
 
 
-def _write_export(model, folder: Path, tokenizer, encoder_kwargs: dict, int8: bool, verify: bool, source: dict):
+def _write_export(
+    model, folder: Path, tokenizer, encoder_kwargs: dict, int8: str | None, verify: bool, source: dict
+) -> None:
     """Writes a complete, verified export into the empty `folder`, its manifest last."""
     import onnx
 
@@ -758,8 +848,8 @@ def _write_export(model, folder: Path, tokenizer, encoder_kwargs: dict, int8: bo
         if fuse:
             model.unfuse_projections()
         model.train(was_training)
-    if int8:
-        add_int8_graphs(folder)
+    if int8 is not None:
+        add_int8_graphs(folder, mode=int8)
 
 
 def export_onnx(
@@ -768,7 +858,7 @@ def export_onnx(
     tokenizer=None,
     *,
     encoder_pass: int | None = None,
-    int8: bool = False,
+    int8: bool | str = False,
     verify: bool = True,
     overwrite: bool = False,
     source: str | os.PathLike | None = None,
@@ -780,7 +870,8 @@ def export_onnx(
         export_onnx(model, "outputs/mt-onnx", tokenizer)
 
     Both graphs are checked with `onnx.checker`, and with `verify` the graphs' logits are compared with the model's
-    (`verify_export`). `int8` also writes the graphs quantised by ONNX Runtime (`*.int8.onnx`). `encoder_pass` fixes
+    (`verify_export`). `int8` also writes the graphs quantised to int8 by ONNX Runtime: True or "dynamic",
+    `*.int8.onnx`; "per_row", `*.int8.per_row.onnx`, whose translations do not depend on the batch. `encoder_pass` fixes
     the Multi-Pass encoder's pass. `source`: the saved model folder `model` was loaded from, unchanged; the sha256 of
     its weights files go into the manifest.
 
@@ -792,6 +883,7 @@ def export_onnx(
     """
     encoder_kwargs = {"encoder_pass": encoder_pass} if encoder_pass is not None else {}
     check_exportable(model, encoder_kwargs)
+    int8 = int8_mode(int8)
     output_dir = Path(output_dir)
     replaced = check_output_dir(output_dir, overwrite)
     source_record = _source_record(source)
@@ -839,7 +931,8 @@ def is_onnx_export(path: str | os.PathLike) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m hf_unified_mt.training.onnx_export MODEL OUTPUT_DIR [--int8] [--encoder_pass N] [--overwrite]`."""
+    """`python -m hf_unified_mt.training.onnx_export MODEL OUTPUT_DIR [--int8 [--int8_mode per_row]] [--encoder_pass N]
+    [--overwrite]`."""
     import argparse
     import sys
 
@@ -852,6 +945,7 @@ def main(argv: list[str] | None = None) -> None:
         help="Where to write the graphs, the config and the tokenizer: a new or empty folder (never a saved model).",
     )
     parser.add_argument("--int8", action="store_true", help="Also write the graphs quantised to int8 by ONNX Runtime.")
+    add_int8_mode_argument(parser)
     parser.add_argument("--encoder_pass", type=int, default=None, help="Multi-Pass Transformer: the encoder pass.")
     parser.add_argument(
         "--overwrite",
@@ -865,6 +959,10 @@ def main(argv: list[str] | None = None) -> None:
     def fail(message: str) -> None:
         parser.exit(2, f"onnx_export: error: {(str(message).splitlines() or [''])[0]}\n")
 
+    try:
+        int8 = int8_option(args.int8, args.int8_mode)
+    except ValueError as error:
+        fail(error)
     model_dir = Path(args.model)
     if not model_dir.is_dir():
         fail(f"{args.model} is a file, not a model folder" if model_dir.exists() else f"{args.model} does not exist")
@@ -893,7 +991,7 @@ def main(argv: list[str] | None = None) -> None:
             args.output_dir,
             tokenizer,
             encoder_pass=args.encoder_pass,
-            int8=args.int8,
+            int8=int8,
             overwrite=args.overwrite,
             source=args.model,
         )

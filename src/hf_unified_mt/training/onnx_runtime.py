@@ -1,7 +1,7 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Generation with the ONNX graphs of `onnx_export.py` in ONNX Runtime, through transformers' own `generate()`.
 
-    model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")          # or int8=True
+    model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")          # or int8=True, int8="per_row"
     tokenizer = AutoTokenizer.from_pretrained("outputs/mt-onnx")
     ids = model.generate(**tokenizer(["En el principio"], return_tensors="pt"), num_beams=4)
 
@@ -39,6 +39,7 @@ from .onnx_export import (
     DECODER_FILE,
     ENCODER_FILE,
     EXPORT_COMMAND,
+    INT8_QUANTIZATION,
     LAYOUT_FILE,
     MANIFEST_FILE,
     MANIFEST_FORMAT,
@@ -48,6 +49,7 @@ from .onnx_export import (
     export_onnx,
     file_sha256,
     int8_file_name,
+    int8_mode,
     is_onnx_export,
     read_manifest,
     reexport_command,
@@ -80,13 +82,15 @@ def _session(path: Path, num_threads: int | None):
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def check_export(path: str | os.PathLike, int8: bool = False) -> dict:
+def check_export(path: str | os.PathLike, int8: bool | str = False) -> dict:
     """Checks an export folder against its manifest (`onnx_export.json`) before anything is loaded, and returns the
     manifest: `config.json` and `onnx_cache.json` must be the files the graphs were exported with, the graphs the
     ones `export_onnx` wrote, model weights beside them (a model saved or trained into the folder) the weights they
-    were exported from, and, with `int8`, each int8 graph quantised from the float graph beside it. A `ValueError`
-    (one line) names what differs and the command that exports the model again."""
+    were exported from, and, with `int8` (True or "dynamic", or "per_row"), each int8 graph of that mode quantised
+    from the float graph beside it, in that mode. A `ValueError` (one line) names what differs and the command that
+    exports the model again."""
     path = Path(path)
+    mode = int8_mode(int8)
     manifest = read_manifest(path)
     weights = weights_files(path)
     if manifest is None:
@@ -137,21 +141,32 @@ def check_export(path: str | os.PathLike, int8: bool = False) -> dict:
                 f"{path}/{name} is not the graph onnx_export wrote there (its sha256 differs from {MANIFEST_FILE}'s): "
                 f"it was changed or replaced since; export the model again ({again})"
             )
-    for name in (ENCODER_FILE, DECODER_FILE) if int8 else ():
-        quantized = int8_file_name(name)
+    for name in (ENCODER_FILE, DECODER_FILE) if mode else ():
+        quantized = int8_file_name(name, mode)
         if not (path / quantized).is_file():
             continue  # quantised at load
         entry = graphs.get(quantized)
+        again = reexport_command(manifest, path, int8=mode)
         if entry is None or entry.get("quantized_from") != graphs[name]["sha256"]:
             raise ValueError(
                 f"{path}/{quantized} is not recorded in {MANIFEST_FILE} as quantised from this {name} (left by an "
-                f"earlier export?): it is not quantised from {path}/{name}; remove it, or export again with --int8 "
-                f"({reexport_command(manifest, path, int8=True)})"
+                f"earlier export?): it is not quantised from {path}/{name}; remove it, or export again ({again})"
+            )
+        # entries without a mode were written before the modes, by the dynamic quantiser
+        recorded = entry.get("int8_mode", "dynamic")
+        if recorded != mode:
+            raise ValueError(
+                f"{path}/{quantized} was quantised in {recorded} mode, not {mode}: remove it, or export again ({again})"
+            )
+        if entry.get("quantization", INT8_QUANTIZATION["dynamic"]) != INT8_QUANTIZATION[mode]:
+            raise ValueError(
+                f"{path}/{quantized} was quantised with {entry.get('quantization')}, not as this version quantises in "
+                f"{mode} mode ({INT8_QUANTIZATION[mode]}): remove it, or export again ({again})"
             )
         if entry.get("sha256") != file_sha256(path / quantized):
             raise ValueError(
                 f"{path}/{quantized} is not the int8 graph quantised from {name} (its sha256 differs from "
-                f"{MANIFEST_FILE}'s): remove it, or export again with --int8 ({reexport_command(manifest, path, True)})"
+                f"{MANIFEST_FILE}'s): remove it, or export again ({again})"
             )
     return manifest
 
@@ -228,18 +243,21 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | os.PathLike, int8: bool = False, num_threads: int | None = None, **kwargs
+        cls, path: str | os.PathLike, int8: bool | str = False, num_threads: int | None = None, **kwargs
     ) -> ORTModelForSeq2SeqLM:
         """Loads a folder written by `export_onnx`, after checking it against its manifest (`check_export`: a
-        `ValueError` if the graphs do not match the config, weights or float graphs beside them). `int8=True` runs
-        ONNX Runtime's dynamic int8 quantisation of the graphs (written next to them on first use, `*.int8.onnx`,
-        and recorded in the manifest)."""
+        `ValueError` if the graphs do not match the config, weights or float graphs beside them). `int8=True` (or
+        "dynamic") runs ONNX Runtime's dynamic int8 quantisation of the graphs (`*.int8.onnx`), whose output depends
+        on the batch; `int8="per_row"` its weight-only int8 (`*.int8.per_row.onnx`, `MatMulNBits`), whose output does
+        not. Each mode reads only its own graphs, quantised next to the float ones on first use and recorded in the
+        manifest."""
         if kwargs:
             raise TypeError(f"ORTModelForSeq2SeqLM.from_pretrained() got unexpected arguments {sorted(kwargs)}")
+        mode = int8_mode(int8)
         path = Path(path)
         if not is_onnx_export(path):
             raise ValueError(f"{path} is not an ONNX export of this package: it has no {MANIFEST_FILE}")
-        check_export(path, int8=int8)
+        check_export(path, int8=mode)
         layout = CacheLayout.from_json(json.loads((path / LAYOUT_FILE).read_text()))
         config = AutoConfig.from_pretrained(path)
         generation_config = None
@@ -247,12 +265,12 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             generation_config = GenerationConfig.from_pretrained(path)
         files = [path / ENCODER_FILE, path / DECODER_FILE]
         with tempfile.TemporaryDirectory() as scratch:
-            if int8:  # quantised next to the graphs, or in a scratch folder when that one is read-only
+            if mode:  # quantised next to the graphs, or in a scratch folder when that one is read-only
                 if os.access(path, os.W_OK):
-                    files = add_int8_graphs(path)
+                    files = add_int8_graphs(path, mode=mode)
                 else:
-                    present = [path / int8_file_name(file.name) for file in files]
-                    files = present if all(f.is_file() for f in present) else add_int8_graphs(path, scratch)
+                    present = [path / int8_file_name(file.name, mode) for file in files]
+                    files = present if all(f.is_file() for f in present) else add_int8_graphs(path, scratch, mode)
             encoder, decoder = (_session(file, num_threads) for file in files)  # the sessions hold the graphs
         return cls(config, encoder, decoder, layout, generation_config)
 
@@ -394,10 +412,11 @@ def torch_backend_problem(path: str | os.PathLike) -> str | None:
 
 
 def load_onnx_model(
-    path: str | os.PathLike, int8: bool = False, trust_remote_code: bool = False, num_threads: int | None = None
+    path: str | os.PathLike, int8: bool | str = False, trust_remote_code: bool = False, num_threads: int | None = None
 ) -> tuple[ORTModelForSeq2SeqLM, object]:
     """The ONNX Runtime model and tokenizer of `path`: an `export_onnx` folder, or a saved PyTorch model, which is then
-    exported to a temporary folder first (for repeated use, export it once with `export_onnx`)."""
+    exported to a temporary folder first (for repeated use, export it once with `export_onnx`). `int8`: as in
+    `ORTModelForSeq2SeqLM.from_pretrained`."""
     if is_onnx_export(path):  # checked against its manifest (`check_export`), weights beside the graphs included
         model = ORTModelForSeq2SeqLM.from_pretrained(path, int8=int8, num_threads=num_threads)
         if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
