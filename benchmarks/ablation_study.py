@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -74,16 +73,15 @@ from sacrebleu.significance import PairedTest
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, TrainerCallback
 
 import hf_unified_mt  # noqa: F401  (registers the architectures)
+from hf_unified_mt.deployment.inference import translate
 from hf_unified_mt.training.baselines import count_parameters
 from hf_unified_mt.training.checkpoints import last_complete_checkpoint
 from hf_unified_mt.training.data import load_parallel_data, tokenize_corpus
-from hf_unified_mt.training.inference import translate
 from hf_unified_mt.training.metrics import compute_translation_scores
 from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
 
 
 REPO = Path(__file__).resolve().parent.parent
-TRAIN_SCRIPT = REPO / "training" / "train.py"
 DEFAULT_RESULTS = REPO / "benchmarks" / "results" / "ablations"
 # The study's document: its tables and figures sit between markers, one pair per study size (`report_markers`), and
 # are rebuilt from the result files by every report; the narrative around them is written by hand.
@@ -836,12 +834,11 @@ class CommonStop(TrainerCallback):
 
 
 def load_train_module():
-    """`training/train.py` as a module (the study runs exactly the training code path users run)."""
-    spec = importlib.util.spec_from_file_location("hf_unified_mt_train_script", TRAIN_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    """One training run (`hf_unified_mt.training.run`, what `training/train.py` runs: the study runs exactly the
+    training code path users run)."""
+    from hf_unified_mt.training import run
+
+    return run
 
 
 def train_arguments(arm: Arm, seed: int, args, tokenizer_path: Path, output: Path) -> list[str]:

@@ -24,9 +24,9 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 import hf_unified_mt
+from hf_unified_mt.deployment.inference import translate
 from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
 from hf_unified_mt.training.data import load_parallel_data
-from hf_unified_mt.training.inference import translate
 from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
 
 

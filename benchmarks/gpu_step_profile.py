@@ -24,8 +24,8 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
 
 import hf_unified_mt
+from hf_unified_mt.presets import MARIAN_COMMON
 from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
-from hf_unified_mt.training.presets import MARIAN_COMMON
 
 
 HERE = Path(__file__).resolve().parent

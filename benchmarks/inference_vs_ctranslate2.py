@@ -52,8 +52,8 @@ from transformers import MarianMTModel
 from transformers.utils import logging as transformers_logging
 
 import hf_unified_mt
+from hf_unified_mt.deployment.inference import quantize_int8
 from hf_unified_mt.training.baselines import count_parameters
-from hf_unified_mt.training.inference import quantize_int8
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,13 +262,13 @@ def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_toke
 
 def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tokens: int) -> dict[str, GenerateFn]:
     """The ONNX Runtime backends of `model`, float32 and int8, or none, with a printed note, when the ONNX backend
-    (issue 33: `hf_unified_mt.training.onnx_export` / `onnx_runtime`) or ONNX Runtime is not installed, or when the
+    (issue 33: `hf_unified_mt.deployment.onnx_export` / `onnx_runtime`) or ONNX Runtime is not installed, or when the
     export refuses the model. The one place to adapt if that backend's API changes: `export_onnx(model, tokenizer,
     directory)` writes the graphs, `ORTModelForSeq2SeqLM.from_pretrained(directory, int8=..., num_threads=...)` loads
     them into a model whose `generate` takes the same arguments as the PyTorch model's."""
     try:
-        from hf_unified_mt.training.onnx_export import export_onnx
-        from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM
+        from hf_unified_mt.deployment.onnx_export import export_onnx
+        from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
         export_onnx(model, directory, int8=True, verify=False)  # its tests compare the graphs with PyTorch
         return {
@@ -686,7 +686,7 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
     """Where ONNX Runtime's `generate()` time goes at the profile setting: inside the encoder graph, inside the
     decoder-step graph, and outside both (`generate()`'s own Python, beam bookkeeping, the cache handed between
     steps); and, from ONNX Runtime's own profiler, the decoder graph's node time by operator type."""
-    from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM
+    from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
     spec = profile_spec(args)
     input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
@@ -795,7 +795,7 @@ def run_profile(args) -> list[dict]:
         results.append(result)
     with tempfile.TemporaryDirectory() as scratch:
         try:
-            from hf_unified_mt.training.onnx_export import export_onnx
+            from hf_unified_mt.deployment.onnx_export import export_onnx
 
             export_onnx(model, scratch, int8=True, verify=False)
         except ImportError as error:

@@ -22,9 +22,9 @@ from bench_timing import median_times
 from transformers import AutoModelForSeq2SeqLM
 
 import hf_unified_mt
-from hf_unified_mt.training.inference import quantize_int8
-from hf_unified_mt.training.onnx_export import export_onnx
-from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM
+from hf_unified_mt.deployment.inference import quantize_int8
+from hf_unified_mt.deployment.onnx_export import export_onnx
+from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
 
 SETTINGS = {"batch 1 greedy": (1, 1), "batch 16 beam 4": (16, 4)}

@@ -6,12 +6,8 @@ import torch
 from datasets import Dataset
 from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel, Seq2SeqTrainingArguments
 
-from hf_unified_mt.training.batching import (
-    ExampleTooLongError,
-    MaxTokensBatchSampler,
-    TokenBatchSeq2SeqTrainer,
-    token_batches_for_inference,
-)
+from hf_unified_mt.deployment.inference import token_batches_for_inference
+from hf_unified_mt.training.batching import ExampleTooLongError, MaxTokensBatchSampler, TokenBatchSeq2SeqTrainer
 from hf_unified_mt.training.tokenization import train_tokenizer
 
 

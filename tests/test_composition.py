@@ -166,7 +166,7 @@ def test_int8_quantisation_generates_with_every_architecture(arch, preset):
     untouched and no warning reaches the user."""
     import warnings
 
-    from hf_unified_mt.training.inference import quantize_int8
+    from hf_unified_mt.deployment.inference import quantize_int8
 
     config = hf_unified_mt.get_config(arch, preset, vocab_size=VOCAB_SIZE, pad_token_id=0)
     torch.manual_seed(0)
@@ -195,7 +195,7 @@ def test_an_int8_model_refuses_to_be_saved_before_writing_anything(arch, preset,
     is written, saying how to get an int8 model (save the float model, quantise after loading)."""
     from transformers import MarianConfig, MarianMTModel
 
-    from hf_unified_mt.training.inference import quantize_int8
+    from hf_unified_mt.deployment.inference import quantize_int8
 
     if arch == "marian":
         model = MarianMTModel(
@@ -236,7 +236,7 @@ def test_int8_logits_depend_on_the_batch_and_the_docs_say_so_beside_the_int8_sco
     weight-only int8 does); the deployment guide and the README say so where they give the int8 BLEU figures."""
     from pathlib import Path
 
-    from hf_unified_mt.training.inference import quantize_int8
+    from hf_unified_mt.deployment.inference import quantize_int8
 
     config = hf_unified_mt.get_config("unified_transformer", "tiny", vocab_size=VOCAB_SIZE, dropout=0.0)
     torch.manual_seed(0)

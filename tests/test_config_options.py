@@ -3,6 +3,7 @@ composed layer or branch given at the top level, transformers' options the model
 that the other fields of the same config switch off. `config.json` never states what the built model is not."""
 
 import copy
+import importlib
 import json
 import re
 import subprocess
@@ -16,7 +17,6 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, PreTrainedConfig
 
 import hf_unified_mt
 from hf_unified_mt.configuration_mt_common import ARCHITECTURE_OPTIONS
-from mt_checks import load_script
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,7 +215,7 @@ def test_hub_metadata_of_transformers_is_still_accepted():
     ],
 )
 def test_train_py_refuses_bad_config_overrides_in_one_line(arch, overrides, message, tmp_path):
-    train = load_script("train")
+    train = importlib.import_module("hf_unified_mt.training.run")
     argv = ["--arch", arch, "--preset", "tiny", "--config_overrides", overrides, "--output_dir", str(tmp_path)]
     with pytest.raises(train.UsageError) as error:
         train.validate_arguments(*train.parse_arguments([*argv, "--use_cpu"]))

@@ -3,10 +3,9 @@ layouts, the prefix average and its constant-size state, DS-Init, parameter coun
 average sublayers' maps, separate embeddings, presets and the gradient diagnostics. The checks every architecture
 shares are in `test_model_contract.py`."""
 
-import importlib.util
+import importlib
 import json
 import math
-import sys
 from functools import partial
 from pathlib import Path
 
@@ -347,13 +346,7 @@ def test_presets():
 
 @pytest.fixture(scope="module")
 def diagnostics():
-    spec = importlib.util.spec_from_file_location(
-        "mt_script_gradient_diagnostics", ROOT / "training" / "gradient_diagnostics.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("hf_unified_mt.analysis.gradient_diagnostics")
 
 
 def test_deep_post_norm_gradients_vanish_in_lower_layers_without_ds_init_and_not_with_it(diagnostics):

@@ -61,7 +61,7 @@ def test_generate_on_an_empty_sentence_is_what_the_readme_says():
     pipeline answer "" for empty strings without calling the model."""
     from pathlib import Path
 
-    from hf_unified_mt.training.inference import translate
+    from hf_unified_mt.deployment.inference import translate
 
     model = tiny_model()
     with pytest.raises(ValueError, match="empty"):

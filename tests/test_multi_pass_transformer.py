@@ -5,6 +5,7 @@ Most generation checks use models briefly trained on a toy word-mapping task: th
 embeddings) repeat the start token, which would let a cache or padding bug go unnoticed."""
 
 import copy
+import importlib
 import json
 import logging
 from functools import partial
@@ -282,9 +283,8 @@ def test_sum_objective_keeps_every_pass_under_train_py_label_smoothing(tmp_path)
     """train.py's --label_smoothing_factor (on by default) goes into the model, which keeps its labels in the
     Trainer and so still sums the losses of all passes."""
     from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
-    from mt_checks import load_script
 
-    train_script = load_script("train")
+    train_script = importlib.import_module("hf_unified_mt.training.run")
     ids, _ = random_batch(VOCAB, pad_last=0)
     labels = torch.roll(ids, 1, dims=1)
     model = tiny_model(num_passes=2, training_objective="sum").train()
@@ -511,13 +511,7 @@ def test_searched_preset_and_the_base_model_reading_a_chosen_pass():
 
 
 def _load_search_tool():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "training" / "search_connections.py"
-    spec = importlib.util.spec_from_file_location("mt_script_search_connections", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("hf_unified_mt.analysis.search_connections")
 
 
 def test_connection_search_is_coarse_to_fine_and_resumable(tmp_path):

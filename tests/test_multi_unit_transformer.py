@@ -3,11 +3,10 @@ AutoShuffle penalty) in the model and the Trainer, checkpointing with the unit n
 own attention maps, the units, the bias module, AutoShuffle, relative positions and the unit-diversity tool. The checks
 every architecture shares are in `test_model_contract.py`."""
 
-import importlib.util
+import importlib
 import json
 import math
 from functools import partial
-from pathlib import Path
 
 import pytest
 import torch
@@ -443,11 +442,7 @@ def test_relative_attention_matches_the_shaw_formula():
 
 
 def _load_unit_diversity():
-    path = Path(__file__).resolve().parents[1] / "training" / "unit_diversity.py"
-    spec = importlib.util.spec_from_file_location("unit_diversity", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("hf_unified_mt.analysis.unit_diversity")
 
 
 def test_unit_diversity_tool_on_the_real_corpus(tmp_path):

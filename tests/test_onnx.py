@@ -1,4 +1,4 @@
-"""ONNX export and ONNX Runtime generation (`hf_unified_mt.training.onnx_export` / `onnx_runtime`, issue 33).
+"""ONNX export and ONNX Runtime generation (`hf_unified_mt.deployment.onnx_export` / `onnx_runtime`, issue 33).
 
 Each variant is exported once (module-scoped; an export traces two graphs, tens of seconds on a busy machine) from a
 tiny model trained for a few steps, so that it decodes varied tokens rather than one token repeated. Against the
@@ -27,15 +27,15 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-from hf_unified_mt.training.inference import quantize_int8, translate  # noqa: E402
-from hf_unified_mt.training.onnx_export import (  # noqa: E402
+from hf_unified_mt.deployment.inference import quantize_int8, translate  # noqa: E402
+from hf_unified_mt.deployment.onnx_export import (  # noqa: E402
     DECODER_FILE,
     ENCODER_FILE,
     LAYOUT_FILE,
     export_onnx,
     int8_file_name,
 )
-from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM  # noqa: E402
+from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM  # noqa: E402
 from mt_checks import load_script  # noqa: E402
 from test_model_contract import TINY, VARIANTS, batch  # noqa: E402
 

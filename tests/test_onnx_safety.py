@@ -1,7 +1,7 @@
 """ONNX exports that never serve stale graphs, never overwrite a model, and fail on one line (issue 45).
 
 Two tiny checkpoints of different architectures are saved once, and each is exported once with the command
-(`python -m hf_unified_mt.training.onnx_export`, run in-process); the scenarios copy those folders and change them
+(`python -m hf_unified_mt.deployment.onnx_export`, run in-process); the scenarios copy those folders and change them
 as a user would (re-export, fine-tune into, plant stale files) instead of exporting again.
 """
 
@@ -24,9 +24,9 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-from hf_unified_mt.training import onnx_export as onnx_export_module  # noqa: E402
-from hf_unified_mt.training import onnx_runtime  # noqa: E402
-from hf_unified_mt.training.onnx_export import (  # noqa: E402
+from hf_unified_mt.deployment import onnx_export as onnx_export_module  # noqa: E402
+from hf_unified_mt.deployment import onnx_runtime  # noqa: E402
+from hf_unified_mt.deployment.onnx_export import (  # noqa: E402
     DECODER_FILE,
     ENCODER_FILE,
     INT8_QUANTIZATION,
@@ -34,7 +34,7 @@ from hf_unified_mt.training.onnx_export import (  # noqa: E402
     export_onnx,
     int8_file_name,
 )
-from hf_unified_mt.training.onnx_runtime import ORTModelForSeq2SeqLM  # noqa: E402
+from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM  # noqa: E402
 from mt_checks import ROOT, load_script  # noqa: E402
 from test_model_contract import TINY  # noqa: E402
 
@@ -274,7 +274,7 @@ def test_per_row_quantisation_leaves_the_logging_of_the_process_as_it_was(export
 
     script = f"""
 import logging
-from hf_unified_mt.training.onnx_export import quantize_onnx_int8
+from hf_unified_mt.deployment.onnx_export import quantize_onnx_int8
 quantize_onnx_int8({str(exports["deep"] / ENCODER_FILE)!r}, {str(tmp_path / "encoder.onnx")!r}, "per_row")
 logging.getLogger("user").info("an INFO record the user did not ask to see")
 print(logging.getLogger().handlers, logging.getLevelName(logging.getLogger().level))
@@ -475,7 +475,7 @@ def _documented_calls(text: str) -> list[str]:
 def test_documented_export_onnx_calls_bind_to_its_signature():
     """Every `export_onnx(...)` call shown in the docstrings and docs/deployment.md passes the output folder and the
     tokenizer where the signature takes them."""
-    from hf_unified_mt.training import onnx_runtime
+    from hf_unified_mt.deployment import onnx_runtime
 
     texts = [onnx_export_module.__doc__, export_onnx.__doc__, onnx_runtime.__doc__]
     texts.append((ROOT / "docs" / "deployment.md").read_text(encoding="utf-8"))

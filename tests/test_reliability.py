@@ -2,6 +2,7 @@
 and nothing is lost or truncated silently (translate.py, score.py, train.py's checks, data loading, the pipeline)."""
 
 import gzip
+import importlib
 import json
 import os
 import subprocess
@@ -51,7 +52,7 @@ def run_script(name, *arguments):
 
 
 def test_split_lines_splits_on_newline_only():
-    from hf_unified_mt.training.inference import split_lines
+    from hf_unified_mt.deployment.inference import split_lines
 
     text = f"a{LINE_SEPARATORS}b\r\nc\n\nd"
     assert split_lines(text) == [f"a{LINE_SEPARATORS}b", "c", "", "d"]
@@ -99,7 +100,7 @@ def test_score_py_refuses_files_of_different_lengths(saved_model, tmp_path):
 
 
 def test_translate_py_max_new_tokens_zero_is_refused(saved_model, tmp_path):
-    from hf_unified_mt.training.inference import translate
+    from hf_unified_mt.deployment.inference import translate
 
     translate_script = load_script("translate")
     with pytest.raises(translate_script.UsageError, match="--max_new_tokens must be at least 1, not 0"):
@@ -211,14 +212,14 @@ TRAIN_BASE = ["--use_cpu", "--report_to", "none", "--max_steps", "2"]
     ],
 )
 def test_train_py_validates_every_option_before_any_work(arguments, message, monkeypatch, tmp_path):
-    train_script = load_script("train")
+    train_script = importlib.import_module("hf_unified_mt.training.run")
     monkeypatch.setattr(train_script, "load_splits", lambda *a, **k: pytest.fail("data was loaded"))
     with pytest.raises(train_script.UsageError, match=message):
         train_script.main([*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), *arguments])
 
 
 def test_train_py_lists_every_bad_option_at_once(monkeypatch, tmp_path):
-    train_script = load_script("train")
+    train_script = importlib.import_module("hf_unified_mt.training.run")
     with pytest.raises(train_script.UsageError) as error:
         train_script.main(
             [*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), "--learning_rate", "-1", "--generation_num_beams", "0"]
@@ -255,7 +256,7 @@ def test_train_py_prints_data_errors_without_traceback_or_argument_dump(tmp_path
 def test_overlong_skip_keeps_test_pairs_truncated_and_names_an_emptied_split(tmp_path):
     from hf_unified_mt.training.data import DataValidationError, load_parallel_data
 
-    train_script = load_script("train")
+    train_script = importlib.import_module("hf_unified_mt.training.run")
     path = tmp_path / "test.tsv"
     path.write_text("es\ten\nhola\thello\n" + "el gato " * 10 + "\tthe cat\nmundo\tworld\n", encoding="utf-8")
     model_args, data_args, training_args = train_script.parse_arguments(
@@ -357,7 +358,7 @@ def test_logged_loss_sum_weighs_each_logging_interval():
 
 
 def test_a_file_run_does_not_record_the_default_corpus(tmp_path):
-    train_script = load_script("train")
+    train_script = importlib.import_module("hf_unified_mt.training.run")
     path = tmp_path / "train.tsv"
     path.write_text("es\ten\nhola\thello\n", encoding="utf-8")
     model = torch.nn.Linear(1, 1)

@@ -1,5 +1,6 @@
 """Shared subword tokenizers: special tokens, </s> appending, round trip, saving/reloading, determinism."""
 
+import importlib
 import json
 
 import pytest
@@ -158,11 +159,9 @@ def test_train_py_saves_a_loaded_tokenizer_without_load_options(tmp_path):
     `processing_class`, whose `save_pretrained` writes it into every checkpoint and the output folder."""
     from types import SimpleNamespace
 
-    from mt_checks import load_script
-
     source = saved_tokenizer(tmp_path / "source")
     model_args = SimpleNamespace(tokenizer_name_or_path=str(source), model_name_or_path=None)
-    tokenizer = load_script("train").get_tokenizer(model_args, None, None, None)
+    tokenizer = importlib.import_module("hf_unified_mt.training.run").get_tokenizer(model_args, None, None, None)
     tokenizer.save_pretrained(tmp_path / "checkpoint-1")
     assert not LOAD_OPTIONS & config_keys(tmp_path / "checkpoint-1")
 

@@ -1,5 +1,6 @@
 """End to end: train.py on a slice of the real corpus, resuming, 2-process distributed training, and the scripts."""
 
+import importlib
 import json
 import os
 import shutil
@@ -140,7 +141,7 @@ def test_end_to_end_run_writes_a_reloadable_checkpoint(trained):
     assert any("eval_bleu" in entry and "eval_chrf" in entry for entry in state["log_history"])
 
     # The saved model reloads offline and translates the same way as at the end of the run.
-    from hf_unified_mt.training.inference import translate
+    from hf_unified_mt.deployment.inference import translate
 
     model = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
@@ -218,7 +219,7 @@ import torch
 from transformers import TrainerCallback
 
 sys.path.insert(0, sys.argv[1])
-import train
+from hf_unified_mt.training import run as train
 
 record_dir = sys.argv[2]
 
@@ -329,7 +330,7 @@ def test_average_checkpoints(trained, tmp_path):
         assert torch.allclose(state[name], (first[name] + second[name]) / 2, atol=1e-6), name
     assert model.lm_head.weight.data_ptr() == model.model.shared.weight.data_ptr()  # still tied
 
-    from hf_unified_mt.training.inference import translate
+    from hf_unified_mt.deployment.inference import translate
 
     tokenizer = AutoTokenizer.from_pretrained(averaged_dir)
     assert len(translate(model, tokenizer, ["Y dijo Dios.", ""], max_new_tokens=5)) == 2
@@ -492,7 +493,7 @@ def test_main_command_shape_runs_without_warnings_and_shows_the_time_budget(tmp_
 
 
 def test_bad_data_stops_train_py_with_file_and_line(tmp_path):
-    train_script = load_script("train")
+    train_script = importlib.import_module("hf_unified_mt.training.run")
     bad = tmp_path / "train.tsv"
     bad.write_text("es\ten\nhola\thello\nsolo\t\n", encoding="utf-8")
     from hf_unified_mt.training.data import DataValidationError
@@ -516,7 +517,7 @@ def test_bad_data_stops_train_py_with_file_and_line(tmp_path):
 
 
 def test_arguments_from_yaml_and_command_line(tmp_path):
-    train_script = load_script("train")
+    train_script = importlib.import_module("hf_unified_mt.training.run")
     config = tmp_path / "config.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -548,7 +549,7 @@ def test_arguments_from_yaml_and_command_line(tmp_path):
 
 
 def test_other_architectures_go_through_the_package():
-    train_script = load_script("train")
+    train_script = importlib.import_module("hf_unified_mt.training.run")
     from hf_unified_mt.training.tokenization import train_tokenizer
 
     tokenizer = train_tokenizer(["uno dos tres", "one two three"], vocab_size=30)

@@ -53,7 +53,7 @@ def spy_on_generate(model):
 
 
 def test_translate_caps_the_default_length_at_the_model_limit():
-    from hf_unified_mt.training.inference import translate
+    from hf_unified_mt.deployment.inference import translate
 
     model = endless_model()
     calls = spy_on_generate(model)
@@ -62,7 +62,7 @@ def test_translate_caps_the_default_length_at_the_model_limit():
 
 
 def test_translate_caps_a_checkpoint_max_new_tokens_beyond_the_model():
-    from hf_unified_mt.training.inference import translate
+    from hf_unified_mt.deployment.inference import translate
 
     model = endless_model(max_new_tokens=40)
     calls = spy_on_generate(model)
@@ -71,7 +71,7 @@ def test_translate_caps_a_checkpoint_max_new_tokens_beyond_the_model():
 
 
 def test_translate_refuses_max_new_tokens_beyond_the_model_before_translating():
-    from hf_unified_mt.training.inference import translate
+    from hf_unified_mt.deployment.inference import translate
 
     model = endless_model()
     calls = spy_on_generate(model)

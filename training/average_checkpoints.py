@@ -27,7 +27,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-from hf_unified_mt.training.inference import clean_generation_config
+from hf_unified_mt.deployment.inference import clean_generation_config
 from hf_unified_mt.training.tokenization import save_tokenizer
 
 

@@ -42,8 +42,7 @@ from .modeling_unified_transformer import (
     UnifiedTransformerPreTrainedModel,
 )
 from .pipeline_translation import TranslationPipeline, register_translation_pipeline
-from .training.callbacks import AutoShuffleProjectionCallback, MultiUnitLossLoggingCallback
-from .training.presets import PRESETS, available_presets, get_config
+from .presets import PRESETS, available_presets, get_config
 
 
 __version__ = "0.1.0"
@@ -90,6 +89,19 @@ def _register() -> None:
 
 
 _register()
+
+# The Trainer callbacks live with the training code (`hf_unified_mt.training.callbacks`); importing the package does not
+# import it, and these names load it on first use.
+_TRAINING_NAMES = {"AutoShuffleProjectionCallback", "MultiUnitLossLoggingCallback"}
+
+
+def __getattr__(name: str):
+    if name in _TRAINING_NAMES:
+        from .training import callbacks
+
+        return getattr(callbacks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ARCHITECTURES",

@@ -189,6 +189,21 @@ class LSTMStack(GradientCheckpointingLayer):
         output, _ = self.lstm(packed)
         return pad_packed_sequence(output, batch_first=True, total_length=hidden_states.shape[1])[0]
 
+    def onnx_export_forward(self):
+        """The forward the package's ONNX export traces instead (`hf_unified_mt.deployment.onnx_export`): the LSTM
+        runs over the right-padded batch unpacked and the padded positions are zeroed afterwards. A uni-directional
+        LSTM's state at a real token depends only on the tokens before it, so the real positions get the states of the
+        packed run, and `pad_packed_sequence` gives the padded ones zeros; packing itself reads the lengths on the
+        host, which a graph cannot."""
+
+        def forward(hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
+            output = self.lstm(hidden_states)[0]
+            if padding_mask is None:
+                return output
+            return output * padding_mask.unsqueeze(-1).to(output.dtype)
+
+        return forward
+
 
 # ================================================================================================ ConvS2S
 
@@ -272,6 +287,27 @@ class FourierMixing(nn.Module):
         inputs = mask_padding(hidden_states, padding_mask).float()
         mixed = torch.fft.fft2(inputs, s=(self.fft_length, channels), dim=(1, 2)).real[:, :length]
         return mask_padding(mixed.to(hidden_states.dtype), padding_mask)
+
+    @property
+    def max_source_length(self) -> int:
+        """The longest source this module transforms (the longest an ONNX export's encoder takes)."""
+        return self.fft_length
+
+    def onnx_export_forward(self):
+        """The forward the package's ONNX export traces instead (`hf_unified_mt.deployment.onnx_export`): the
+        sequence axis zero-padded to `fft_length` before the transform instead of by it (`fft2(..., s=...)` pads the
+        complex tensor, which the ONNX translation does not cover): the same transform of the same zero-padded input.
+        The export limits the source length to `max_source_length`, so the length check of `forward` cannot be
+        reached."""
+
+        def forward(hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+            length = hidden_states.shape[1]
+            valid = padding_mask.unsqueeze(-1).to(hidden_states.dtype) if padding_mask is not None else 1.0
+            inputs = nn.functional.pad((hidden_states * valid).float(), (0, 0, 0, self.fft_length - length))
+            mixed = torch.fft.fft2(inputs, dim=(1, 2)).real[:, :length]
+            return mixed.to(hidden_states.dtype) * valid
+
+        return forward
 
 
 class FNetLayer(GradientCheckpointingLayer):

@@ -523,6 +523,14 @@ class AutoShuffle(nn.Module):
             return self.weight
         return project_doubly_stochastic(self.weight.detach())
 
+    def onnx_export_forward(self):
+        """The forward the package's ONNX export traces instead (`hf_unified_mt.deployment.onnx_export`): M as the
+        model in eval mode uses it (its doubly stochastic projection), computed once before tracing. The projection
+        iterates to a data-dependent tolerance, which the tracer does not follow (it would take the stored matrix, as
+        under `torch.compile`)."""
+        matrix = type(self).forward(self).detach().clone()
+        return lambda: matrix
+
     def penalty(self) -> torch.Tensor:
         return lipschitz_penalty(self.weight)  # Eq. (19)
 

@@ -143,6 +143,23 @@ class PrimeDynamicConvolution(nn.Module):
             output = self.window_convolution(window, taps)
         return output.transpose(1, 2).reshape(batch, length, channels)
 
+    def onnx_export_forward(self):
+        """The forward the package's ONNX export traces instead (`hf_unified_mt.deployment.onnx_export`), or None
+        (unchanged): the encoder's convolution takes the sliding windows at every length (the same result), so that
+        one graph serves every source length. The decoder's steps (one position) keep the band, whose one-position
+        case is a plain matmul."""
+        if self.is_causal:
+            return None
+
+        def forward(*args, **kwargs) -> torch.Tensor:
+            band_max_length, self.band_max_length = self.band_max_length, 0
+            try:
+                return type(self).forward(self, *args, **kwargs)
+            finally:
+                self.band_max_length = band_max_length
+
+        return forward
+
     def band_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
         """The convolution as one batched matmul with a band matrix, out[t] = Σ_s band[t, s] · window[s], where row t
         holds the K taps of position t at columns t .. t+K-1 of the padded window `[B, H, T+K-1, C/H]` (as fairseq's

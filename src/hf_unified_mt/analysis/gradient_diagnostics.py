@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Gradient-norm diagnostics of paper 001 (Zhang, Titov & Sennrich 2019): Figure 1 and Table 1.
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Random architecture search over the hard connections of the Multi-Pass Transformer (paper 004, §3.4).
 
@@ -28,30 +27,25 @@ seed), and an interrupted candidate continues from its newest checkpoint.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import random
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from transformers import TrainerCallback
 
 
-TRAINING_DIR = Path(__file__).resolve().parent
 METRICS = {"loss": ("eval_loss", False), "bleu": ("eval_bleu", True)}  # name -> (logged key, higher is better)
 STATE_FILE = "search_state.json"
 
 
 def load_train_main() -> Callable:
-    """`main(argv, callbacks)` of training/train.py (imported by path: `training/` is a folder of scripts)."""
-    spec = importlib.util.spec_from_file_location("mt_script_train", TRAINING_DIR / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the script runs
-    spec.loader.exec_module(module)
-    return module.main
+    """`main(argv, callbacks)` of one training run (`hf_unified_mt.training.run`, what `training/train.py` runs)."""
+    from hf_unified_mt.training.run import main
+
+    return main
 
 
 # ---------------------------------------------------------------------------------------------------------------------

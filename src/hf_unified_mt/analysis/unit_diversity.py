@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Unit-diversity analysis of paper 002 (Multi-Unit Transformer, §5.6, Eq. 21, Table 6).
 

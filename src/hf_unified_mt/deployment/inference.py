@@ -13,8 +13,6 @@ import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig
 
-from .batching import token_batches_for_inference
-
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +126,31 @@ def model_length_limit(model) -> int | None:
 def _describe_lines(indices: list[int], lengths: list[int], limit: int = 5) -> str:
     shown = ", ".join(f"line {i + 1} ({n} tokens)" for i, n in zip(indices[:limit], lengths[:limit]))
     return shown + (f" and {len(indices) - limit} more" if len(indices) > limit else "")
+
+
+def token_batches_for_inference(
+    lengths: Sequence[int], max_sentences: int = 64, max_tokens: int | None = None
+) -> list[list[int]]:
+    """Group indices by length for translation (longest first), capped by sentences and padded source tokens.
+
+    Used by [`translate`]; the caller restores the input order.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    longest = 0
+    for index in order:
+        candidate = max(longest, lengths[index])
+        if batch and (
+            len(batch) + 1 > max_sentences or (max_tokens is not None and (len(batch) + 1) * candidate > max_tokens)
+        ):
+            batches.append(batch)
+            batch, candidate = [], lengths[index]
+        batch.append(index)
+        longest = candidate
+    if batch:
+        batches.append(batch)
+    return batches
 
 
 @torch.inference_mode()

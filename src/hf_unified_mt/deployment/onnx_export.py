@@ -3,7 +3,7 @@
 returns the whole decoder cache as flat tensors.
 
     export_onnx(model, "outputs/mt-onnx", tokenizer)        # encoder.onnx, decoder_step.onnx, onnx_cache.json, ...
-    model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")   # onnx_runtime.py
+    model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")   # onnx_runtime.py reads the folder
     model.generate(**tokenizer(["..."], return_tensors="pt"), num_beams=4)
 
 The two graphs (`torch.onnx.export`, the `torch.export`-based exporter):
@@ -28,24 +28,21 @@ Every export folder has a manifest, `onnx_export.json`: the sha256 of the weight
 known), of `config.json` and `onnx_cache.json`, and of every graph (the int8 ones with the float graph they were
 quantised from and how), and the files the exporter wrote. The runtime refuses a folder whose files do not match it
 (`onnx_runtime.check_export`), and the exporter writes only into a new or empty folder, or, with `overwrite`, into a
-folder it made itself; never into a saved model (`check_output_dir`).
+folder it made itself; never into a saved model (`check_output_dir`). The file names, the cache layout and the
+manifest are `onnx_format.py`'s, which the runtime reads too; this module imports nothing from the runtime (the export
+is verified by running its graphs in ONNX Runtime directly, `verify_export`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
-import hashlib
 import io
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -53,75 +50,37 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from ..cache_mt import StatefulDecoderCacheLayer
-from .tokenization import save_tokenizer
+from ..training.tokenization import save_tokenizer
+from .onnx_format import (
+    BUILD_FOLDER,
+    BUILT_BY,
+    CONFIG_FILES,
+    DECODER_FILE,
+    ENCODER_FILE,
+    INT8_MODES,
+    INT8_QUANTIZATION,
+    LAYOUT_FILE,
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    TOKENIZER_FILES,
+    CacheLayout,
+    LayerLayout,
+    file_sha256,
+    int8_file_name,
+    int8_mode,
+    is_onnx_export,
+    read_manifest,
+    weights_files,
+    write_manifest,
+)
 
 
 logger = logging.getLogger(__name__)
 
-
-ENCODER_FILE = "encoder.onnx"
-DECODER_FILE = "decoder_step.onnx"
-LAYOUT_FILE = "onnx_cache.json"
-LAYOUT_FORMAT = 1
 OPSET = 18
-# Written into every export folder: what the graphs were exported from and which files the exporter wrote.
-MANIFEST_FILE = "onnx_export.json"
-MANIFEST_FORMAT = 1
-# An export is built in this folder inside the output folder, and moved into place once it is complete and verified.
-BUILD_FOLDER = ".onnx_export.partial"
-CONFIG_FILES = ("config.json", LAYOUT_FILE)
-TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
-EXPORT_COMMAND = "python -m hf_unified_mt.training.onnx_export"
-
 # The example shapes the graphs are traced with: 2, 3 and 5 are neither 0 nor 1 (which torch.export would specialise)
 # nor equal to each other (which it could take for one dimension).
 _EXAMPLE_BATCH, _EXAMPLE_SOURCE, _EXAMPLE_PAST = 2, 5, 3
-
-
-@dataclasses.dataclass
-class LayerLayout:
-    """What one decoder layer's `StatefulDecoderCacheLayer` holds after a step: self-attention keys/values
-    (`keys`, with `heads` x `head_dim`) or only a count of positions, and named states of fixed shape per sentence
-    (`states`: name -> shape without the batch dimension)."""
-
-    keys: bool
-    heads: int
-    head_dim: int
-    states: dict[str, list[int]]
-
-
-@dataclasses.dataclass
-class CacheLayout:
-    """The decoder cache of a model, layer by layer, and the cross-attention heads; the ONNX graphs' input and output
-    names follow from it (`cache_names`)."""
-
-    layers: list[LayerLayout]
-    cross_heads: list[int]
-    cross_head_dim: int
-    max_source_length: int
-    encoder_kwargs: dict = dataclasses.field(default_factory=dict)
-    format: int = LAYOUT_FORMAT
-
-    def cross_names(self) -> list[str]:
-        return [f"cross.{i}.{kind}" for i in range(len(self.layers)) for kind in ("key", "value")]
-
-    def cache_names(self, prefix: str) -> list[str]:
-        """`past.{i}.key`, `past.{i}.value` (layers with keys), then `past.{i}.state.{name}`, layer by layer."""
-        names = []
-        for i, layer in enumerate(self.layers):
-            if layer.keys:
-                names += [f"{prefix}.{i}.key", f"{prefix}.{i}.value"]
-            names += [f"{prefix}.{i}.state.{name}" for name in layer.states]
-        return names
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> CacheLayout:
-        if data.get("format") != LAYOUT_FORMAT:
-            raise ValueError(f"{LAYOUT_FILE} has format {data.get('format')!r}; this version reads {LAYOUT_FORMAT}")
-        return cls(**{**data, "layers": [LayerLayout(**layer) for layer in data["layers"]]})
 
 
 def _example_inputs(model, batch: int, source: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,72 +146,25 @@ def discover_cache_layout(model, encoder_kwargs: dict | None = None) -> CacheLay
     )
 
 
-def _unpacked_lstm_forward(stack: nn.Module, hidden_states: torch.Tensor, padding_mask=None, **kwargs):
-    """The Multi-Encoder's `LSTMStack.forward` without packing: the LSTM runs over the right-padded batch and the
-    padded positions are zeroed afterwards. A uni-directional LSTM's state at a real token depends only on the tokens
-    before it, so the real positions get the states of the packed run, and `pad_packed_sequence` gives the padded ones
-    zeros; packing itself reads the lengths on the host, which a graph cannot."""
-    output = stack.lstm(hidden_states)[0]
-    if padding_mask is None:
-        return output
-    return output * padding_mask.unsqueeze(-1).to(output.dtype)
-
-
-def _real_padded_fourier_forward(mixing: nn.Module, hidden_states: torch.Tensor, padding_mask=None) -> torch.Tensor:
-    """The Multi-Encoder's `FourierMixing.forward` (FNet) with the sequence axis zero-padded to `fft_length` before the
-    transform instead of by it (`fft2(..., s=...)` pads the complex tensor, which the ONNX translation does not
-    cover): the same transform of the same zero-padded input. The export limits the source length to `fft_length`
-    (`max_source_length`), so the length check of the original cannot be reached."""
-    length = hidden_states.shape[1]
-    valid = padding_mask.unsqueeze(-1).to(hidden_states.dtype) if padding_mask is not None else 1.0
-    inputs = nn.functional.pad((hidden_states * valid).float(), (0, 0, 0, mixing.fft_length - length))
-    mixed = torch.fft.fft2(inputs, dim=(1, 2)).real[:, :length]
-    return mixed.to(hidden_states.dtype) * valid
-
-
-def _fixed_unit_order(shuffle: nn.Module) -> Callable[[], torch.Tensor]:
-    """MUTE's AutoShuffle matrix as the model in eval mode uses it (its doubly stochastic projection), computed once
-    before tracing: the projection iterates to a data-dependent tolerance, which the tracer does not follow (it would
-    take the stored matrix, as under `torch.compile`)."""
-    matrix = type(shuffle).forward(shuffle).detach().clone()
-    return lambda: matrix
-
-
-# class name -> the forward its modules take while exporting, built from the module
-_EXPORT_FORWARDS: dict[str, Callable[[nn.Module], Callable]] = {
-    "LSTMStack": lambda module: functools.partial(_unpacked_lstm_forward, module),
-    "FourierMixing": lambda module: functools.partial(_real_padded_fourier_forward, module),
-    "AutoShuffle": _fixed_unit_order,
-}
-
-
 @contextlib.contextmanager
 def _exportable(model):
-    """While exporting, the Multi-Encoder's LSTM branches run unpacked (`_unpacked_lstm_forward`), its FNet mixing
-    pads before the transform (`_real_padded_fourier_forward`) and MUTE's AutoShuffle matrix is a constant
-    (`_fixed_unit_order`). Found by class name, so that a model loaded with its own copy of the modeling code is
-    covered too."""
-    patched = [module for module in model.modules() if type(module).__name__ in _EXPORT_FORWARDS]
-    for module in patched:
-        module.forward = _EXPORT_FORWARDS[type(module).__name__](module)
-    # Prime's convolution switches from a band matmul to sliding windows above `band_max_length` positions (the same
-    # result): a graph for every source length takes the sliding windows in the encoder. The decoder's steps (one
-    # position) keep the band, whose one-position case is a plain matmul.
-    convolutions = [
-        module
-        for module in model.modules()
-        if type(module).__name__ == "PrimeDynamicConvolution" and not module.is_causal
-    ]
-    band_max_lengths = [module.band_max_length for module in convolutions]
-    for module in convolutions:
-        module.band_max_length = 0
+    """While exporting, every module that provides `onnx_export_forward()` runs the forward it returns (the Multi-
+    Encoder's LSTM branches unpacked, its FNet mixing padded before the transform, MUTE's AutoShuffle matrix as a
+    constant, Prime's encoder convolution over sliding windows at every length): the same function of the inputs, in a
+    form the exporter translates. The modules declare it themselves, so a model loaded with its own copy of the
+    modeling code (`trust_remote_code`) is covered too."""
+    patched = []
+    for module in model.modules():
+        provider = getattr(module, "onnx_export_forward", None)
+        forward = provider() if callable(provider) else None
+        if forward is not None:
+            module.forward = forward
+            patched.append(module)
     try:
         yield
     finally:
         for module in patched:
             del module.forward
-        for module, length in zip(convolutions, band_max_lengths):
-            module.band_max_length = length
 
 
 class ExportEncoder(nn.Module):
@@ -341,8 +253,9 @@ class ExportDecoderStep(nn.Module):
 
 
 def max_source_length(model) -> int:
-    """The longest source the graphs take: `max_position_embeddings`, or an FNet branch's `fft_length` if shorter."""
-    lengths = [module.fft_length for module in model.modules() if type(module).__name__ == "FourierMixing"]
+    """The longest source the graphs take: `max_position_embeddings`, or the `max_source_length` a module declares
+    (an FNet branch's `fft_length`) if shorter."""
+    lengths = [module.max_source_length for module in model.modules() if hasattr(module, "max_source_length")]
     return min([model.config.max_position_embeddings, *lengths])
 
 
@@ -446,37 +359,6 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
         optimize=False,
     )
     _save(program, path)
-
-
-# How the int8 graphs are quantised (`quantize_onnx_int8`), recorded with each int8 graph in the manifest:
-# * dynamic: ONNX Runtime's `quantize_dynamic`, int8 weights; each matmul's input is quantised with one scale for the
-#   whole tensor, i.e. for all the sentences of the batch together, so a sentence's output depends on its neighbours.
-# * per_row: ONNX Runtime's weight-only quantiser (`MatMulNBitsQuantizer`), `MatMulNBits` nodes with 8-bit weights in
-#   blocks of 32 along the input dimension; with accuracy level 4 their input is quantised to int8 per row, in blocks,
-#   so a sentence's output does not depend on the batch.
-INT8_MODES = ("dynamic", "per_row")
-INT8_QUANTIZATION = {
-    "dynamic": {"quantizer": "quantize_dynamic", "weight_type": "QInt8"},
-    "per_row": {"quantizer": "MatMulNBits", "bits": 8, "block_size": 32, "accuracy_level": 4},
-}
-
-
-def int8_mode(int8: bool | str | None) -> str | None:
-    """The int8 mode an `int8=` option asks for: None for float32 (False, None), "dynamic" (True or "dynamic") or
-    "per_row"; a `ValueError` for anything else."""
-    if int8 is None or int8 is False:
-        return None
-    if int8 is True:
-        return "dynamic"
-    if isinstance(int8, str) and int8 in INT8_MODES:
-        return int8
-    raise ValueError(f"int8 must be False, True (= 'dynamic'), 'dynamic' or 'per_row', not {int8!r}")
-
-
-def int8_file_name(name: str, mode: str = "dynamic") -> str:
-    """`encoder.onnx` -> `encoder.int8.onnx` (dynamic), `encoder.int8.per_row.onnx` (per_row): each mode's own
-    graphs, so that one mode never runs the other's."""
-    return name.removesuffix(".onnx") + (".int8.onnx" if int8_mode(mode) == "dynamic" else f".int8.{mode}.onnx")
 
 
 def add_int8_mode_argument(parser) -> None:
@@ -614,23 +496,48 @@ def _quiet_exporter():
         registration.setLevel(level)
 
 
+def _graph_logits(folder: Path, layout: CacheLayout, ids, mask, decoder_input_ids) -> torch.Tensor:
+    """The logits `[batch, target, vocab]` the two graphs in `folder` give for `decoder_input_ids` after the source,
+    one step per position with the cache the step graph returns, run in ONNX Runtime directly: the check does not go
+    through `onnx_runtime.py`, which reads what this module writes."""
+    import numpy as np
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+    encoder, decoder = (
+        onnxruntime.InferenceSession(str(folder / name), options, providers=["CPUExecutionProvider"])
+        for name in (ENCODER_FILE, DECODER_FILE)
+    )
+    mask = mask.long().numpy()
+    cross = encoder.run(None, {"input_ids": ids.long().numpy(), "attention_mask": mask})[1:]
+    cache = [tensor.numpy() for tensor in _zero_cache(layout, ids.shape[0], 0, torch.float32)]
+    names = [node.name for node in decoder.get_inputs()]
+    logits = []
+    for position in range(decoder_input_ids.shape[1]):
+        token = decoder_input_ids[:, position : position + 1].long().numpy()
+        feeds = [token, mask, np.arange(position, dtype=np.int64), *cross, *cache]
+        step, *cache = decoder.run(None, dict(zip(names, feeds)))
+        logits.append(torch.from_numpy(step))
+    return torch.stack(logits, dim=1)
+
+
 @torch.no_grad()
 def verify_export(model, output_dir: str | os.PathLike, steps: int = 4, atol: float = 1e-4) -> float:
     """Decodes the example batch (one row padded) for `steps` positions with the graphs in ONNX Runtime and with the
     PyTorch model, feeding both the same tokens, and raises a `ValueError` when the logits differ by more than
     `atol` (times the largest logit, if above 1). Returns the largest difference."""
-    from .onnx_runtime import ORTModelForSeq2SeqLM
-
-    runtime = ORTModelForSeq2SeqLM.from_pretrained(output_dir, num_threads=1)
+    output_dir = Path(output_dir)
+    layout = CacheLayout.from_json(json.loads((output_dir / LAYOUT_FILE).read_text()))
     ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
     generator = torch.Generator().manual_seed(1)
     targets = torch.randint(0, model.config.decoder_vocab_size, (ids.shape[0], steps - 1), generator=generator)
     start = torch.full((ids.shape[0], 1), model.config.decoder_start_token_id, dtype=torch.long)
     decoder_input_ids = torch.cat([start, targets], dim=1)
     expected = model(
-        input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids, **runtime.layout.encoder_kwargs
+        input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids, **layout.encoder_kwargs
     ).logits
-    got = runtime(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_input_ids).logits
+    got = _graph_logits(output_dir, layout, ids, mask, decoder_input_ids)
     difference = float((expected - got).abs().max())
     if not difference <= atol * max(1.0, float(expected.abs().max())):
         raise ValueError(
@@ -644,54 +551,9 @@ def verify_export(model, output_dir: str | os.PathLike, steps: int = 4, atol: fl
 # The export folder: its manifest, and which folders an export may write
 # ---------------------------------------------------------------------------------------------------------------------
 
-BUILT_BY = "hf_unified_mt.training.onnx_export"
 # Names inside an export folder that belong to the exporter whatever its manifest lists (the manifest being replaced,
 # the folder an export is built in).
 _OWN_NAMES = frozenset({MANIFEST_FILE, MANIFEST_FILE + ".tmp", BUILD_FOLDER})
-_WEIGHTS_NAME = re.compile(r".+\.safetensors|pytorch_model.*\.bin|.+\.(safetensors|bin)\.index\.json|tf_model\.h5")
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def weights_files(folder: str | os.PathLike) -> list[str]:
-    """The model weights files in `folder`: `model.safetensors`, shards and their index, `pytorch_model.bin`, ..."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    return sorted(path.name for path in folder.iterdir() if path.is_file() and _WEIGHTS_NAME.fullmatch(path.name))
-
-
-def read_manifest(folder: str | os.PathLike) -> dict | None:
-    """The manifest `export_onnx` wrote into `folder`, or None if there is none (or it is not one)."""
-    path = Path(folder) / MANIFEST_FILE
-    if not path.is_file():
-        return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(manifest, dict) or manifest.get("built_by") != BUILT_BY:
-        return None
-    files = manifest.get("files")
-    if not isinstance(files, list) or not all(
-        isinstance(name, str) and "/" not in name and "\\" not in name and name not in ("", ".", "..") for name in files
-    ):
-        return None
-    return manifest
-
-
-def write_manifest(folder: str | os.PathLike, manifest: dict) -> None:
-    """Writes the manifest in one step (a reader sees the old one or the new one)."""
-    path = Path(folder) / MANIFEST_FILE
-    temporary = path.with_name(MANIFEST_FILE + ".tmp")
-    temporary.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def check_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -> list[str]:
@@ -758,15 +620,6 @@ def _source_record(source: str | os.PathLike | None) -> dict:
         "path": str(source.absolute()),
         "weights": {name: file_sha256(source / name) for name in weights_files(source)},
     }
-
-
-def reexport_command(manifest: dict | None, folder: str | os.PathLike, int8: bool | str = False) -> str:
-    """The command that exports the model of `folder` again (the model folder recorded in its manifest, if any), with
-    the int8 graphs of `int8` (a mode, or True for "dynamic")."""
-    source = ((manifest or {}).get("source") or {}).get("path") or "MODEL"
-    mode = int8_mode(int8)
-    options = {None: "", "dynamic": " --int8"}.get(mode, f" --int8 --int8_mode {mode}")
-    return f"{EXPORT_COMMAND} {source} {folder} --overwrite{options}"
 
 
 def add_int8_graphs(
@@ -925,14 +778,9 @@ def export_onnx(
     return output_dir
 
 
-def is_onnx_export(path: str | os.PathLike) -> bool:
-    """Whether `path` holds an export of `export_onnx` (its manifest, or the cache layout of an earlier version's)."""
-    return (Path(path) / MANIFEST_FILE).is_file() or (Path(path) / LAYOUT_FILE).is_file()
-
-
 def main(argv: list[str] | None = None) -> None:
-    """`python -m hf_unified_mt.training.onnx_export MODEL OUTPUT_DIR [--int8 [--int8_mode per_row]] [--encoder_pass N]
-    [--overwrite]`."""
+    """`python -m hf_unified_mt.deployment.onnx_export MODEL OUTPUT_DIR [--int8 [--int8_mode per_row]]
+    [--encoder_pass N] [--overwrite]`."""
     import argparse
     import sys
 

@@ -1,6 +1,10 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Generation with the ONNX graphs of `onnx_export.py` in ONNX Runtime, through transformers' own `generate()`.
 
+It reads the folder the exporter wrote through `onnx_format.py` (file names, cache layout, manifest); from the
+exporter itself it takes only `add_int8_graphs` (int8 graphs quantised on first use) and `export_onnx` (a saved
+PyTorch model exported on the fly by `load_onnx_model`), and the exporter imports nothing from here.
+
     model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")          # or int8=True, int8="per_row"
     tokenizer = AutoTokenizer.from_pretrained("outputs/mt-onnx")
     ids = model.generate(**tokenizer(["En el principio"], return_tensors="pt"), num_beams=4)
@@ -34,7 +38,8 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 import hf_unified_mt  # noqa: F401  (registers the configs and the stateful cache layer)
 
 from ..modeling_mt_common import CACHE_FIELD
-from .onnx_export import (
+from .onnx_export import add_int8_graphs, export_onnx
+from .onnx_format import (
     CONFIG_FILES,
     DECODER_FILE,
     ENCODER_FILE,
@@ -45,8 +50,6 @@ from .onnx_export import (
     MANIFEST_FORMAT,
     TOKENIZER_FILES,
     CacheLayout,
-    add_int8_graphs,
-    export_onnx,
     file_sha256,
     int8_file_name,
     int8_mode,

@@ -476,28 +476,3 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             epoch = kwargs["epoch"] if "epoch" in kwargs else args[1]
             self._token_batch_sampler.set_epoch(epoch)
         return super()._run_epoch(*args, **kwargs)
-
-
-def token_batches_for_inference(
-    lengths: Sequence[int], max_sentences: int = 64, max_tokens: int | None = None
-) -> list[list[int]]:
-    """Group indices by length for translation (longest first), capped by sentences and padded source tokens.
-
-    Used by [`hf_unified_mt.training.inference.translate`]; the caller restores the input order.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    batches: list[list[int]] = []
-    batch: list[int] = []
-    longest = 0
-    for index in order:
-        candidate = max(longest, lengths[index])
-        if batch and (
-            len(batch) + 1 > max_sentences or (max_tokens is not None and (len(batch) + 1) * candidate > max_tokens)
-        ):
-            batches.append(batch)
-            batch, candidate = [], lengths[index]
-        batch.append(index)
-        longest = candidate
-    if batch:
-        batches.append(batch)
-    return batches

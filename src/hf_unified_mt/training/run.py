@@ -1,7 +1,8 @@
-#!/usr/bin/env python
 # Copyright 2025 The hf-unified-mt authors.
 # Licensed under the Apache License, Version 2.0.
-"""Train a translation model with `Seq2SeqTrainer`: any architecture of `hf_unified_mt`, or `MarianMTModel`.
+"""One training run (the library behind `training/train.py`): a translation model trained with `Seq2SeqTrainer`, any
+architecture of `hf_unified_mt` or `MarianMTModel`. `main(argv, callbacks)` runs it in-process (the connection search
+and the ablation study call it for each candidate); `cli()` is the command line.
 
 Every `Seq2SeqTrainingArguments` option works on the command line, with defaults that machine-translation
 practitioners expect (label smoothing 0.1, inverse-square-root schedule with warmup, Adam betas (0.9, 0.98), beam
@@ -48,6 +49,8 @@ from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
+from hf_unified_mt.deployment.inference import clean_generation_config, make_generation_config, one_line, translate
+from hf_unified_mt.presets import MARIAN_COMMON, MARIAN_PRESETS, PRESETS
 from hf_unified_mt.training.batching import ExampleTooLongError, TokenBatchSeq2SeqTrainer
 from hf_unified_mt.training.callbacks import AutoShuffleProjectionCallback
 from hf_unified_mt.training.checkpoints import last_complete_checkpoint
@@ -58,7 +61,6 @@ from hf_unified_mt.training.data import (
     load_parallel_data,
     tokenize_corpus,
 )
-from hf_unified_mt.training.inference import clean_generation_config, make_generation_config, one_line, translate
 from hf_unified_mt.training.metrics import (
     bleu_by_source_length,
     build_compute_metrics,
@@ -66,7 +68,6 @@ from hf_unified_mt.training.metrics import (
     decode_predictions,
     format_scores,
 )
-from hf_unified_mt.training.presets import MARIAN_COMMON, MARIAN_PRESETS, PRESETS
 from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
 
 
@@ -907,10 +908,16 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
     return results
 
 
-if __name__ == "__main__":
+def cli(argv: list[str] | None = None) -> None:
+    """The command line (`training/train.py`, `python -m hf_unified_mt.training.run`): `main`, with the problems the
+    user can fix printed on one line (exit status 2)."""
     try:
-        main()
+        main(argv)
     except (UsageError, DataValidationError, ExampleTooLongError) as error:
         # Problems the user can fix, already described in full; a traceback would only bury them (bugs keep theirs).
         print(f"train.py: error: {error}", file=sys.stderr)
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    cli()
