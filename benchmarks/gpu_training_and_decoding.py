@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -43,7 +42,6 @@ from hf_unified_mt.training.baselines import count_parameters, marian_config_mat
 
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "training"))
 
 
 def parse_args(argv=None):
@@ -153,7 +151,7 @@ class UpdateRecorder(TrainerCallback):
 
 
 def train_one(arch: str, args, tokenizer_dir: Path | None, overrides: dict | None) -> tuple[dict, UpdateRecorder]:
-    import train as train_script  # training/train.py
+    from hf_unified_mt.training import run  # what training/train.py runs
 
     recorder = UpdateRecorder(args.device)
     output_dir = args.work_dir / arch
@@ -201,7 +199,7 @@ def train_one(arch: str, args, tokenizer_dir: Path | None, overrides: dict | Non
         argv += ["--tokenizer_vocab_size", str(args.vocab_size)]
     if overrides:
         argv += ["--config_overrides", json.dumps(overrides)]
-    results = train_script.main(argv, callbacks=[recorder])
+    results = run.main(argv, callbacks=[recorder])
     return results, recorder
 
 
