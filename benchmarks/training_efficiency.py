@@ -126,6 +126,47 @@ def step_flops(model, batch: dict) -> int:
     return counter.get_total_flops()
 
 
+def shape_cost(args, name: str = "main_job", steps: int = 24) -> dict:
+    """Seconds per step of `name`'s Prime model on one fixed batch shape (`--length` tokens each side) against `steps`
+    batches of other shapes (about the same padded tokens each, lengths 20-43 and 33-44 as a run's token-budget batches
+    have), then those shapes again, in float32 and bfloat16: what a run's many batch shapes cost each precision."""
+    prime = next(iter(build_models(name).values()))
+    optimizer = torch.optim.AdamW(prime.parameters(), lr=1e-4)
+    generator = torch.Generator().manual_seed(0)
+    vocab = prime.config.vocab_size
+
+    def make(rows: int, source: int, target: int) -> dict:
+        ids = torch.randint(4, vocab, (rows, source), generator=generator)
+        labels = torch.randint(4, vocab, (rows, target), generator=generator)
+        return dict(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
+
+    rows = max(1, args.max_tokens // (2 * args.length))
+    fixed = [make(rows, args.length, args.length) for _ in range(steps)]
+    shapes = [(20 + i, 44 - i // 2) for i in range(steps)]  # distinct (source, target) lengths
+    varied = [make(max(1, args.max_tokens // (s + t)), s, t) for s, t in shapes]
+    prime.train()
+
+    def seconds_per_step(batches: list, bf16: bool) -> float:
+        start = time.perf_counter()
+        for batch in batches:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = prime(**batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return (time.perf_counter() - start) / len(batches)
+
+    result = {}
+    for precision, bf16 in (("float32", False), ("bfloat16", True)):
+        seconds_per_step(fixed[:1], bf16)  # warm-up of the fixed shape
+        result[precision] = {
+            "fixed_shape": seconds_per_step(fixed[1:], bf16),
+            "new_shapes": seconds_per_step(varied, bf16),
+            "same_shapes_again": seconds_per_step(varied, bf16),
+        }
+    return result
+
+
 def measure(args) -> dict:
     torch.set_num_threads(args.threads)
     peaks = {
@@ -153,7 +194,9 @@ def measure(args) -> dict:
         }
     for row in rows.values():
         row["bf16_speedup"] = row["float32"]["seconds_per_step"] / row["bfloat16"]["seconds_per_step"]
+    new_shapes = shape_cost(args, args.models[0])
     return {
+        "new_shapes": {"model": args.models[0], **new_shapes},
         "machine": {
             "processor": platform.processor() or platform.machine(),
             "cpu_count": torch.get_num_threads(),
@@ -190,6 +233,22 @@ def table(result: dict) -> str:
             f"{fp32['gflops_per_second']:.0f} ({fp32['share_of_peak']:.0%}) | {bf16['seconds_per_step']:.3f} | "
             f"{bf16['gflops_per_second']:.0f} ({bf16['share_of_peak']:.0%}) | {row['bf16_speedup']:.2f}x |"
         )
+    shapes = result.get("new_shapes")
+    if shapes:
+        label = LABELS[shapes["model"]].split(" (")[0]
+        lines += [
+            "",
+            f"Seconds per step of the {label}'s model on one batch shape, on batches of shapes it has not seen before "
+            "(about the same tokens each), and on those shapes again:",
+            "",
+            "| precision | one shape | new shapes | the same shapes again |",
+            "|---|---:|---:|---:|",
+        ]
+        for precision in ("float32", "bfloat16"):
+            row = shapes[precision]
+            lines.append(
+                f"| {precision} | {row['fixed_shape']:.3f} | {row['new_shapes']:.3f} | {row['same_shapes_again']:.3f} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -218,4 +218,13 @@ def test_training_efficiency_measures_both_precisions_against_their_peaks(tmp_pa
     for row in result["models"].values():
         assert row["flops_per_step"] > 0 and row["bf16_speedup"] > 0
         assert 0 < row["float32"]["share_of_peak"] and 0 < row["bfloat16"]["share_of_peak"]
+    for precision in ("float32", "bfloat16"):
+        assert set(result["new_shapes"][precision]) == {"fixed_shape", "new_shapes", "same_shapes_again"}
     assert "| Prime `tiny` |" in capsys.readouterr().out
+
+
+def test_training_efficiency_table_in_the_docs_is_generated_from_the_committed_json():
+    module = benchmark_script("training_efficiency")
+    result = json.loads((ROOT / "benchmarks" / "results" / "training_efficiency.json").read_text())
+    assert result["gemm_peak_gflops"]["bfloat16"] > 0 and "main_job/prime" in result["models"]
+    assert module.table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
