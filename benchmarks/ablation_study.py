@@ -496,7 +496,7 @@ COMPARISONS: list[tuple[str, str, str, str]] = [
         "004-p2-hard-shared-init-2x",
         "investigation: the pair under the shared init law, twice the updates",
     ),
-    ("000", "000-prime", "000-prime-authors-init", "fidelity: Prime's draws as its authors' code (since fc35243)"),
+    ("000", "000-prime", "000-prime-authors-init", "fidelity: Prime's draws as its authors' code"),
     (
         "000",
         "000-transformer",

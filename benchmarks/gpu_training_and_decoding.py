@@ -417,6 +417,12 @@ def report_phase(args) -> None:
     print(f"wrote {args.output}")
 
 
+def labelled_rows(result: dict, section: str):
+    """(label, row) of Prime and the MarianMT in one section of the result, in the tables' order."""
+    labels = {"prime": f"Prime `{result['preset']}`", "marian": "MarianMT, same size"}
+    return [(label, result[section][name]) for name, label in labels.items()]
+
+
 def training_table(result: dict) -> str:
     """The markdown table of docs/benchmarks.md, from the JSON."""
     training = result["training"]
@@ -430,8 +436,7 @@ def training_table(result: dict) -> str:
         "| model | parameters | s/update | tokens/s | achieved TFLOP/s | MFU (measured peak) | MFU (data sheet) |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, label in (("prime", f"Prime `{result['preset']}`"), ("marian", "MarianMT, same size")):
-        row = training[name]
+    for label, row in labelled_rows(result, "training"):
         lines.append(
             f"| {label} | {row['parameters'] / 1e6:.1f}M | {row['seconds_per_update_median']:.3f} | "
             f"{row['tokens_per_second']:,.0f} | {row['tflops_per_second']:.1f} | {row['mfu_measured_peak']:.1%} | "
@@ -455,8 +460,7 @@ def decoding_table(result: dict) -> str:
         "| model | sentences/s | new tokens/s |",
         "|---|---:|---:|",
     ]
-    for name, label in (("prime", f"Prime `{result['preset']}`"), ("marian", "MarianMT, same size")):
-        row = decoding[name]
+    for label, row in labelled_rows(result, "decoding"):
         lines.append(f"| {label} | {row['sentences_per_second']:,.1f} | {row['new_tokens_per_second']:,.0f} |")
     lines += ["", f"Prime / MarianMT: **{decoding['prime_over_marian']:.2f}x**."]
     return "\n".join(lines) + "\n"

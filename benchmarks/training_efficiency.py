@@ -130,7 +130,8 @@ def shape_cost(args, name: str = "main_job", steps: int = 24) -> dict:
     """Seconds per step of `name`'s Prime model on one fixed batch shape (`--length` tokens each side) against `steps`
     batches of other shapes (about the same padded tokens each, lengths 20-43 and 33-44 as a run's token-budget batches
     have), then those shapes again, in float32 and bfloat16: what a run's many batch shapes cost each precision."""
-    prime = next(iter(build_models(name).values()))
+    torch.manual_seed(0)
+    prime = AutoModelForSeq2SeqLM.from_config(prime_config(name))  # (no MarianMT here)
     optimizer = torch.optim.AdamW(prime.parameters(), lr=1e-4)
     generator = torch.Generator().manual_seed(0)
     vocab = prime.config.vocab_size

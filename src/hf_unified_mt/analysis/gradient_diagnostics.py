@@ -46,6 +46,7 @@ from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerBase
 
 import hf_unified_mt
+from hf_unified_mt.analysis.model_specs import parse_model_spec
 from hf_unified_mt.modeling_deep_transformer import AAN, MergedAttention
 from hf_unified_mt.modeling_mt_common import ResidualSublayer
 from hf_unified_mt.training.tokenization import train_tokenizer
@@ -121,31 +122,6 @@ def build_batch(
 # ---------------------------------------------------------------------------------------------------------------------
 # Models
 # ---------------------------------------------------------------------------------------------------------------------
-
-
-def parse_value(text: str):
-    """`true`/`false`/`none`, numbers and JSON values; anything else stays a string."""
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def parse_model_spec(spec: str) -> tuple[str, dict]:
-    """`"deep-12:ds_init=false,decoder_attention_type=self"` -> (`"deep-12"`, {"ds_init": False, ...})."""
-    preset, _, options = spec.partition(":")
-    overrides = {}
-    for item in filter(None, options.split(",")):
-        key, equals, value = item.partition("=")
-        if not equals:
-            raise ValueError(f"Model spec {spec!r}: expected field=value, got {item!r}")
-        overrides[key.strip()] = parse_value(value.strip())
-    return preset, overrides
 
 
 def build_model(spec: str, arch: str, vocab_size: int, seed: int, config_overrides: dict) -> nn.Module:

@@ -44,6 +44,7 @@ from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerBase
 
 import hf_unified_mt
+from hf_unified_mt.analysis.model_specs import parse_model_spec
 from hf_unified_mt.training.tokenization import train_tokenizer
 
 
@@ -77,25 +78,6 @@ def read_column(path: Path, field: str, limit: int | None = None) -> list[str]:
             if limit is not None and len(texts) == limit:
                 break
     return texts
-
-
-def parse_value(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def parse_model_spec(spec: str) -> tuple[str, dict]:
-    """`PRESET[:field=value,...]` -> (preset, overrides); values are read as JSON where they parse."""
-    preset, _, rest = spec.partition(":")
-    overrides = {}
-    for item in filter(None, rest.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"Bad model spec {spec!r}: expected field=value, got {item!r}")
-        overrides[key.strip()] = parse_value(value.strip())
-    return preset, overrides
 
 
 def load_tokenizer(args, model_dir: str | None) -> PreTrainedTokenizerBase | None:
