@@ -20,6 +20,9 @@ Xavier-uniform, sqrt(3) wider); only those parameters' checksums changed, in the
 the `km` law.
 `mute-merged-self` was added when MUTE's variant-6 decoder kept its relative-position self-attention (it had become
 plain attention); the regeneration left every other configuration's values unchanged.
+The training-mode values ("training": dropout, MUTE's bias-module noise and AutoShuffle projection, the Multi-Pass sum
+objective) and the cached greedy decodes ("cached_decode", every configuration) were added before the initialisation
+path and the layer building were refactored (issue 46, part 3); the "configs" values were left byte-identical.
 """
 
 import argparse
@@ -35,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import hf_unified_mt  # noqa: E402
+from hf_unified_mt.modeling_mt_common import CACHE_FIELD  # noqa: E402
 
 
 VALUES_FILE = HERE / "golden_values.json"
@@ -84,7 +88,7 @@ CONFIGS = {
     "deep-self": ("deep_transformer", "tiny", dict(decoder_attention_type="self")),
     "deep-aan": ("deep_transformer", "tiny", dict(decoder_attention_type="aan")),
     "deep-merged": ("deep_transformer", "tiny", dict(decoder_attention_type="merged")),
-    "deep-xavier": ("deep_transformer", "tiny", dict(ds_init=False)),
+    "deep-xavier": ("deep_transformer", "tiny", dict(init_law="xavier")),
     "deep-released-code": ("deep_transformer", "tiny", dict(ds_init_mode="released_code", ds_init_alpha=0.5)),
     "deep-prenorm": ("deep_transformer", "tiny", dict(normalize_before=True)),
     "deep-untied": ("deep_transformer", "tiny", dict(tie_word_embeddings=False)),
@@ -95,11 +99,11 @@ CONFIGS = {
     # paper 003
     "multi-encoder-dual": ("multi_encoder_transformer", "tiny-dual", dict()),
     "multi-encoder-quintuple": ("multi_encoder_transformer", "tiny-quintuple", dict()),
-    "multi-encoder-xavier": ("multi_encoder_transformer", "tiny-dual", dict(linear_init="xavier")),
+    "multi-encoder-xavier": ("multi_encoder_transformer", "tiny-dual", dict(init_law="xavier")),
     # paper 004
     "mpt-hard": ("multi_pass_transformer", "tiny", dict(encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1])),
     "mpt-soft": ("multi_pass_transformer", "tiny", dict(num_passes=2, connection_type="soft")),
-    "mpt-default-init": ("multi_pass_transformer", "tiny", dict(num_passes=2, linear_init="default")),
+    "mpt-default-init": ("multi_pass_transformer", "tiny", dict(num_passes=2, init_law="pytorch")),
     # compositions
     "deep-merged-self": ("deep_transformer", "tiny", dict(decoder_attention_type="merged_self")),
     "mute-merged": ("multi_unit_transformer", "tiny", dict(decoder_attention_type="merged")),
@@ -134,11 +138,61 @@ CONFIGS = {
 }
 
 
+# name -> (architecture, preset, overrides), measured in training mode (`measure_training`): the paths that eval mode
+# never takes. Dropout stays at the tiny presets' values (0.1) unless an override says otherwise.
+TRAINING_CONFIGS = {
+    # paper 000: residual, activation and convolution-weight (DropConnect) dropout, input dropout
+    "train-unified-prime-dropout": ("unified_transformer", "tiny", dict(attention_dropout=0.1, input_dropout=0.1)),
+    # paper 002: every noise type of the bias module with the switch always on (Eq. 11), and AutoShuffle (Eq. 13-20)
+    # from an M that is not doubly stochastic, so that the training forward projects it (Eq. 17-18); no dropout, so
+    # that the values pin the noise and the projection
+    "train-mute-bias-autoshuffle": (
+        "multi_unit_transformer",
+        "tiny",
+        dict(
+            NO_DROPOUT,
+            use_bias_module=True,
+            use_sequential_dependency=True,
+            unit_noise_types=["swap", "disorder", "mask", "identity"],
+            bias_sample_rate=1.0,
+            mask_probability=0.3,
+        ),
+    ),
+    # paper 004: the sum objective, L(S_{N-1}, T) + L(S~_{N-1}, T) (§3.2), hard and soft connections
+    "train-mpt-hard-sum": (
+        "multi_pass_transformer",
+        "tiny",
+        dict(NO_DROPOUT, encoder_layers=3, num_passes=2, hard_connections=[2, 0, 1], training_objective="sum"),
+    ),
+    "train-mpt-soft-sum": (
+        "multi_pass_transformer",
+        "tiny",
+        dict(NO_DROPOUT, num_passes=3, connection_type="soft", training_objective="sum"),
+    ),
+}
+DECODE_STEPS = 4
+
+
 def build(name: str):
     arch, preset, overrides = CONFIGS[name]
     config = hf_unified_mt.get_config(arch, preset, **{**TINY, **NO_DROPOUT, **overrides})
     torch.manual_seed(0)
     return AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
+
+
+def build_training(name: str):
+    """A `TRAINING_CONFIGS` model in training mode; MUTE's AutoShuffle matrices start from a fixed matrix that is not
+    doubly stochastic (the training forward projects them)."""
+    arch, preset, overrides = TRAINING_CONFIGS[name]
+    config = hf_unified_mt.get_config(arch, preset, **{**TINY, **overrides})
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").train()
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for layer in getattr(model.model.encoder, "layers", ()):
+            if getattr(layer, "unit_order", None) is not None:
+                layer.unit_order.weight.copy_(torch.rand(layer.unit_order.weight.shape, generator=generator))
+    return model
 
 
 def batch():
@@ -169,6 +223,47 @@ def measure(model) -> dict:
     }
 
 
+def measure_training(model) -> dict:
+    """A seeded training-mode forward with labels and its backward pass (dropout, noise and sampled choices drawn after
+    `torch.manual_seed(1)`): the loss, a logits slice, and what the training forward changed of the model (MUTE's
+    projected AutoShuffle matrices, and its penalty)."""
+    ids, mask, labels = batch()
+    torch.manual_seed(1)
+    output = model(input_ids=ids, attention_mask=mask, labels=labels)
+    output.loss.backward()
+    measured = {"loss": output.loss.item(), "logits_slice": output.logits[:, :3, :4].flatten().tolist()}
+    layers = getattr(model.model.encoder, "layers", ())
+    orders = [layer.unit_order.weight for layer in layers if getattr(layer, "unit_order", None) is not None]
+    if orders:
+        measured["auto_shuffle"] = torch.stack(orders).flatten().tolist()
+        measured["shuffle_penalty"] = output.shuffle_penalty.item()
+    return measured
+
+
+@torch.no_grad()
+def measure_cached_decode(model, steps: int = DECODE_STEPS) -> dict:
+    """Greedy decoding with the generation cache (`use_cache=True`, one target position per step, the encoder run
+    once), as `generate()` drives the model: the chosen tokens and each step's logits slice."""
+    ids, mask, _ = batch()
+    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+    step_ids = torch.full((ids.shape[0], 1), model.config.decoder_start_token_id)
+    cache, tokens, logits = None, [], []
+    for _ in range(steps):
+        output = model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=mask,
+            decoder_input_ids=step_ids,
+            cache=cache,
+            use_cache=True,
+        )
+        cache = getattr(output, CACHE_FIELD)
+        step_logits = output.logits[:, -1]
+        step_ids = step_logits.argmax(-1, keepdim=True)
+        tokens.append(step_ids.squeeze(-1).tolist())
+        logits.append(step_logits[:, :4].tolist())
+    return {"tokens": tokens, "logits_slice": torch.tensor(logits).flatten().tolist()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoints", action="store_true", help="also rewrite the saved tiny checkpoints")
@@ -176,17 +271,21 @@ def main():
     torch.set_num_threads(1)
     previous = json.loads(VALUES_FILE.read_text()) if VALUES_FILE.exists() else {}
     values = {"torch": torch.__version__, "configs": {}, "checkpoints": previous.get("checkpoints", {})}
+    values["training"], values["cached_decode"] = {}, {}
     for name in CONFIGS:
         model = build(name)
         values["configs"][name] = measure(model)
+        values["cached_decode"][name] = measure_cached_decode(model)
         if args.checkpoints:
             folder = CHECKPOINTS / name
             model.save_pretrained(folder)
             for code in folder.glob("*.py"):  # the package's classes load it; the code closure is tested elsewhere
                 code.unlink()
             values["checkpoints"][name] = values["configs"][name]
+    for name in TRAINING_CONFIGS:
+        values["training"][name] = measure_training(build_training(name))
     VALUES_FILE.write_text(json.dumps(values, indent=1) + "\n")
-    print(f"wrote {VALUES_FILE} ({len(CONFIGS)} configurations)")
+    print(f"wrote {VALUES_FILE} ({len(CONFIGS)} configurations, {len(TRAINING_CONFIGS)} in training mode)")
 
 
 if __name__ == "__main__":
