@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from functools import partial
 
 import numpy as np
+import torch
 from accelerate.data_loader import BatchSamplerShard, DataLoaderDispatcher
 from torch.utils.data import DataLoader, Sampler
 from transformers import Seq2SeqTrainer
@@ -32,6 +33,7 @@ from transformers.trainer_pt_utils import LabelSmoother
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, seed_worker
 
 from .data import sequence_lengths
+from .schedules import BUDGET_SCHEDULES, budget_schedule
 
 
 logger = logging.getLogger(__name__)
@@ -258,6 +260,10 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             Evaluation and prediction keep `per_device_eval_batch_size`.
         max_sentences (`int`, *optional*):
             With `max_tokens`, also cap the sentences per batch.
+        time_budget (*optional*):
+            An object whose `fraction_used()` gives the share of a training time budget used so far (e.g.
+            `TimeBudgetCallback`). With it, `lr_scheduler_type` `linear` or `cosine` decays over the budget's clock
+            (or `max_steps`, whichever ends first) instead of over `max_steps` alone (`schedules.budget_schedule`).
         normalize_loss_by_tokens (`bool`, defaults to `True`):
             If the model accepts loss kwargs (its `forward` takes `**kwargs`), compute the loss with the Trainer's
             `LabelSmoother` (epsilon = `label_smoothing_factor`, possibly 0) so that it is always divided by the number
@@ -273,10 +279,12 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
         *args,
         max_tokens: int | None = None,
         max_sentences: int | None = None,
+        time_budget=None,
         normalize_loss_by_tokens: bool = True,
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
+        self.time_budget = time_budget
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
         self._token_batch_sampler: MaxTokensBatchSampler | None = None
@@ -291,6 +299,21 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             and self.model_accepts_loss_kwargs
         ):
             self.label_smoother = LabelSmoother(epsilon=0.0)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        """transformers' schedule, except that under a time budget `linear` and `cosine` decay over the budget's
+        clock (`schedules.budget_schedule`): a budget that ends long before `max_steps` still ends at a zero rate."""
+        shape = getattr(self.args.lr_scheduler_type, "value", self.args.lr_scheduler_type)
+        if self.lr_scheduler is None and self.time_budget is not None and shape in BUDGET_SCHEDULES:
+            self.lr_scheduler = budget_schedule(
+                self.optimizer if optimizer is None else optimizer,
+                shape,
+                warmup_steps=self.args.get_warmup_steps(num_training_steps),
+                max_steps=num_training_steps,
+                budget_used=self.time_budget.fraction_used,
+            )
+            self._created_lr_scheduler = True
+        return super().create_scheduler(num_training_steps, optimizer)
 
     # ---- the whole run's training loss, also across a resume
     # transformers reports `train_loss` as the mean over the steps of the current `train()` call only: after a resume,

@@ -177,7 +177,13 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
     do_train: bool = field(default=True, metadata={"help": "Train (pass --do_train False to only test a model)."})
     do_predict: bool = field(default=True, metadata={"help": "Score the test split at the end."})
     learning_rate: float = field(default=5e-4, metadata={"help": "Peak learning rate (after warmup)."})
-    lr_scheduler_type: str = field(default="inverse_sqrt", metadata={"help": "Learning-rate schedule."})
+    lr_scheduler_type: str = field(
+        default="inverse_sqrt",
+        metadata={
+            "help": "Learning-rate schedule (transformers' names); under --max_train_minutes, linear and cosine decay "
+            "over the budget's clock, to zero when it ends."
+        },
+    )
     warmup_steps: float = field(default=1000, metadata={"help": "Linear warmup steps (or a ratio if < 1)."})
     adam_beta2: float = field(default=0.98, metadata={"help": "Adam beta2 (0.98 as in Vaswani et al.)."})
     label_smoothing_factor: float = field(default=0.1, metadata={"help": "Label smoothing epsilon."})
@@ -199,6 +205,10 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
     generation_num_beams: int | None = field(default=4, metadata={"help": "Beam size for evaluation and test."})
 
     def __post_init__(self):
+        if self.bf16 and not self.use_cpu and not torch.accelerator.is_available():
+            # transformers reads `--bf16` on a machine without an accelerator as a GPU request it cannot serve;
+            # here it means bfloat16 autocast on the CPU, which is the only device there is
+            self.use_cpu = True
         if str(self.eval_strategy) in ("no", str(IntervalStrategy.NO)) and self.load_best_model_at_end:
             logger.info("eval_strategy is 'no': best-checkpoint selection (load_best_model_at_end) is turned off")
             self.load_best_model_at_end = False
@@ -556,6 +566,10 @@ class TimeBudgetCallback(TrainerCallback):
         """Seconds of the budget used so far (at most the budget)."""
         return min(time.monotonic() - self.start, self.seconds) if self.start is not None else 0.0
 
+    def fraction_used(self) -> float:
+        """The share of the budget used so far, in [0, 1] (what a budget schedule decays over)."""
+        return self.elapsed() / self.seconds
+
     def on_step_end(self, args, state, control, **kwargs):
         if time.monotonic() - self.start >= self.seconds:
             logger.info(
@@ -723,6 +737,7 @@ def build_trainer(
         callbacks=[AutoShuffleProjectionCallback(), *(callbacks or []), *([time_budget] if time_budget else [])],
         max_tokens=data_args.max_tokens,
         max_sentences=data_args.max_sentences,
+        time_budget=time_budget,
     )
     if time_budget is not None and trainer.pop_callback(ProgressCallback) is not None:
         trainer.add_callback(TimeBudgetProgressCallback(time_budget))  # the bar counts the budget, not max_steps
