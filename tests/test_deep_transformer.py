@@ -137,7 +137,7 @@ def test_ds_init_matches_the_formula_for_every_matrix_of_every_layer(mode, alpha
         decoder_ffn_dim=128,
         encoder_layers=layers,
         decoder_layers=layers,
-        ds_init=mode is not None,
+        init_law="ds_init" if mode is not None else "xavier",
         ds_init_mode=mode or "paper",
         ds_init_alpha=alpha,
         tie_word_embeddings=False,
@@ -355,12 +355,12 @@ def test_deep_post_norm_gradients_vanish_in_lower_layers_without_ds_init_and_not
     ids, mask = random_batch(100, batch=8, length=16)
     batch = dict(input_ids=ids, attention_mask=mask, labels=torch.randint(4, 100, (8, 16), generator=generator))
     results = {}
-    for ds_init in (False, True):
+    for init_law in ("xavier", "ds_init"):
         model = deep_model(
-            vocab_size=100, encoder_layers=12, decoder_layers=12, decoder_attention_type="self", ds_init=ds_init
+            vocab_size=100, encoder_layers=12, decoder_layers=12, decoder_attention_type="self", init_law=init_law
         )
-        results[ds_init] = diagnostics.gradient_diagnostics(model, batch)
-    vanilla, ds = results[False], results[True]
+        results[init_law] = diagnostics.gradient_diagnostics(model, batch)
+    vanilla, ds = results["xavier"], results["ds_init"]
     # Figure 1: without DS-Init the lowest decoder layer gets a small fraction of the top layer's gradient
     decoder = vanilla["layer_gradient_norms"]["decoder"]
     assert vanilla["lowest_to_highest_layer"]["decoder"] < 0.2
@@ -386,7 +386,7 @@ def test_gradient_diagnostics_command_on_the_real_corpus(diagnostics, tmp_path, 
     report = diagnostics.main(
         [
             "--models",
-            "tiny:encoder_layers=3,decoder_layers=3,ds_init=false",
+            "tiny:encoder_layers=3,decoder_layers=3,init_law=xavier",
             "tiny:encoder_layers=3,decoder_layers=3",
             "--config_overrides",
             '{"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}',

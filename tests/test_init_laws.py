@@ -125,6 +125,11 @@ def test_km_draws_the_cross_attention_as_the_self_attention():
             assert 0.9 * bound < weight.abs().max().item() <= bound + 1e-7
 
 
+# LEGACY KEYWORDS, ON PURPOSE: `ds_init=` / `linear_init=` of earlier releases (saved checkpoints' config.json, old
+# study arms). The three tests below use them to prove they still load and map onto `init_law`; write `init_law`
+# everywhere else.
+
+
 def test_the_earlier_options_are_read_as_init_law_and_contradictions_are_refused():
     get = hf_unified_mt.get_config
     assert get("deep_transformer", "tiny", ds_init=False).init_law == "xavier"

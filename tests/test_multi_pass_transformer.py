@@ -178,7 +178,7 @@ def test_the_shared_init_law_changes_only_the_attention_projections():
     torch.manual_seed(0)
     fairseq = tiny_model()
     torch.manual_seed(0)
-    shared = tiny_model(linear_init="default")  # the earlier name, read as init_law="pytorch"
+    shared = tiny_model(init_law="pytorch")
     bound = shared.config.d_model**-0.5
     attention = ("q_proj", "k_proj", "v_proj", "out_proj")
     for name, parameter in shared.named_parameters():
@@ -486,6 +486,7 @@ def test_hidden_states_and_attentions_are_those_of_the_read_pass_and_every_pass_
         (dict(training_objective="mean"), "training_objective"),
         (dict(soft_connection_init="delta"), "soft_connection_init"),
         (dict(init_law="xavier_normal"), "init_law"),
+        # the legacy keyword of earlier releases, on purpose: its values are still checked
         (dict(linear_init="glorot"), "linear_init"),
         (dict(init_law="normal", linear_init="fairseq"), "linear_init"),
         (dict(num_passes=0), "num_passes"),

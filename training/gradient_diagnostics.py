@@ -3,7 +3,7 @@
 """Gradient-norm diagnostics of paper 001 (Zhang, Titov & Sennrich 2019): Figure 1 and Table 1.
 
     python training/gradient_diagnostics.py --output_dir outputs/gradient_diagnostics
-    python training/gradient_diagnostics.py --models base:ds_init=false base deep-12:ds_init=false deep-12 \\
+    python training/gradient_diagnostics.py --models base:init_law=xavier base deep-12:init_law=xavier deep-12 \\
         --config_overrides '{"decoder_attention_type": "self"}' --max_target_tokens 3000
     python training/gradient_diagnostics.py --models outputs/my_run --tokenizer outputs/my_run
 

@@ -23,7 +23,7 @@ paper's Figure 1 comparison, the vanilla 12+12-layer post-norm Transformer (d 51
 without and with DS-Init::
 
     python training/gradient_diagnostics.py --output_dir outputs/gradient_diagnostics
-    python training/gradient_diagnostics.py --models base:ds_init=false base deep-12:ds_init=false deep-12 \\
+    python training/gradient_diagnostics.py --models base:init_law=xavier base deep-12:init_law=xavier deep-12 \\
         --config_overrides '{"decoder_attention_type": "self"}' --max_target_tokens 3000
     python training/gradient_diagnostics.py --models outputs/my_run --tokenizer outputs/my_run
 
@@ -56,8 +56,8 @@ CORPUS_FILE = Path("bible_es_en") / "train.tsv.gz"
 CORPUS_LOCATIONS = (Path(hf_unified_mt.__file__).resolve().parent / "training" / "corpora",)
 # Figure 1: the vanilla 12+12-layer post-norm Transformer without and with DS-Init.
 DEFAULT_MODELS = [
-    "deep-12:ds_init=false,decoder_attention_type=self",
-    "deep-12:ds_init=true,decoder_attention_type=self",
+    "deep-12:init_law=xavier,decoder_attention_type=self",
+    "deep-12:init_law=ds_init,decoder_attention_type=self",
 ]
 
 

@@ -18,7 +18,7 @@ def parse_value(text: str):
 
 
 def parse_model_spec(spec: str) -> tuple[str, dict]:
-    """`"deep-12:ds_init=false,decoder_attention_type=self"` -> (`"deep-12"`, {"ds_init": False, ...})."""
+    """`"deep-12:init_law=xavier,use_cache=false"` -> (`"deep-12"`, {"init_law": "xavier", "use_cache": False})."""
     preset, _, options = spec.partition(":")
     overrides = {}
     for item in filter(None, options.split(",")):

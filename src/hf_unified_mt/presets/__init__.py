@@ -99,7 +99,7 @@ def _multi_encoder_presets() -> dict[str, dict]:
 
 def _deep_transformer_presets() -> dict[str, dict]:
     """Zhang et al. 2019 (DS-Init + merged attention), §7.2 and Tables 3/6. Every preset is the paper's proposed model:
-    post-norm, DS-Init (α = 1) and merged attention; the baselines are overrides (`ds_init=False`,
+    post-norm, DS-Init (α = 1) and merged attention; the baselines are overrides (`init_law="xavier"`,
     `decoder_attention_type="self"`, `normalize_before=True` for T2T). base: d 512, FFN 2048, 8 heads,
     dp_r = dp_a = 0.1; deep-N: N+N layers with dp_r 0.3, dp_a 0.2 (the 12- and 20-layer setting, also used for 30);
     big: d 1024, FFN 4096, 16 heads, dp_r 0.3, dp_a 0.1."""
