@@ -1,0 +1,181 @@
+#!/usr/bin/env python
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""A recipe search for the README's main job, at a fixed number of updates, chosen by validation.
+
+The main job (`training/configs/cpu_default.yaml`) trains Prime 3+3 for 10 minutes on 2 CPU threads. Its model is
+settled (`main_job_candidates.py`, the study's stage 4); its recipe (learning rate and schedule, warm-up, dropout,
+label smoothing) was never tuned for this corpus and budget. Each arm here is the main job with some train.py
+options changed, trained for exactly `--steps` updates (what the main job makes in its 10 minutes on a quiet 2-core
+machine) instead of for 10 minutes, so that the arms compare learning per update whatever else the machine is doing:
+arms that change the work per update (batch size, vocabulary, model size, precision) need their own update count,
+measured on a quiet machine, and are compared at the main job's real budget instead.
+
+Arms are ranked by validation BLEU (`--eval_samples` validation verses, beam 4) and validation loss; the test
+verses are scored too, but only the final comparison (the winner against today's recipe, at the real 10-minute
+budget, several seeds) looks at them. Finished runs are skipped; the JSON is rewritten after each run.
+
+    python benchmarks/main_job_recipe_search.py --arms base linear-2e-3 --seeds 1
+    python benchmarks/main_job_recipe_search.py --summary
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from ablation_study import code_version
+
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+MAIN_JOB = REPO / "training" / "configs" / "cpu_default.yaml"
+MAIN_JOB_SHAPE = dict(d_model=192, encoder_layers=3, decoder_layers=3, encoder_ffn_dim=768, decoder_ffn_dim=768)
+
+
+def with_model(**config) -> list[str]:
+    """`--config_overrides` of the main job's model with `config` changed."""
+    return ["--config_overrides", json.dumps(dict(MAIN_JOB_SHAPE, **config))]
+
+
+# name -> (description, train.py options over the main job's)
+ARMS = {
+    "base": ("the main job's recipe: inverse_sqrt, peak 2e-3, warm-up 300", []),
+    "inverse_sqrt-4e-3": ("inverse_sqrt, peak 4e-3", ["--learning_rate", "4e-3"]),
+    "linear-2e-3": ("linear decay to 0 at the end, peak 2e-3", ["--lr_scheduler_type", "linear"]),
+    "linear-4e-3": (
+        "linear decay to 0 at the end, peak 4e-3",
+        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3"],
+    ),
+    "linear-6e-3": (
+        "linear decay to 0 at the end, peak 6e-3",
+        ["--lr_scheduler_type", "linear", "--learning_rate", "6e-3"],
+    ),
+    "cosine-4e-3": (
+        "cosine decay to 0 at the end, peak 4e-3",
+        ["--lr_scheduler_type", "cosine", "--learning_rate", "4e-3"],
+    ),
+    "linear-4e-3-warmup-150": (
+        "linear decay, peak 4e-3, warm-up 150",
+        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", "--warmup_steps", "150"],
+    ),
+    "linear-4e-3-dropout-0": (
+        "linear decay, peak 4e-3, dropout 0",
+        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", *with_model(dropout=0.0)],
+    ),
+    "linear-4e-3-dropout-0.2": (
+        "linear decay, peak 4e-3, dropout 0.2",
+        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", *with_model(dropout=0.2)],
+    ),
+    "linear-4e-3-smoothing-0.2": (
+        "linear decay, peak 4e-3, label smoothing 0.2",
+        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", "--label_smoothing_factor", "0.2"],
+    ),
+}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument(
+        "--steps", type=int, default=1600, help="Updates per run (the main job's in 10 quiet minutes on 2 cores)"
+    )
+    parser.add_argument("--eval_samples", type=int, default=400, help="Validation verses that rank the arms")
+    parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "main_job_recipe_search")
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "main_job_recipe_search.json")
+    parser.add_argument("--summary", action="store_true", help="Print the table of --output and exit")
+    parser.add_argument("--train_options", nargs=argparse.REMAINDER, default=[], help="More train.py options (tests)")
+    return parser.parse_args(argv)
+
+
+def run_one(arm: str, seed: int, args) -> dict:
+    """Train and score one arm with one seed (train.py in a child process, as a user runs it)."""
+    output = args.output_dir / f"{arm}-seed{seed}"
+    if not (output / "results.json").exists() or "test" not in json.loads((output / "results.json").read_text()):
+        command = [sys.executable, str(REPO / "training" / "train.py"), str(MAIN_JOB), *ARMS[arm][1]]
+        command += ["--max_steps", str(args.steps), "--max_train_minutes", "100000"]  # updates, not minutes, end it
+        command += ["--eval_steps", str(args.steps), "--save_steps", str(args.steps)]  # one evaluation, at the end
+        command += ["--max_eval_samples", str(args.eval_samples), "--num_sample_translations", "0"]
+        command += ["--output_dir", str(output), "--seed", str(seed), *args.train_options]
+        print(f"[{arm} seed {seed}] training", flush=True)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    results = json.loads((output / "results.json").read_text())
+    state = json.loads((output / "trainer_state.json").read_text())
+    evaluation = [entry for entry in state["log_history"] if "eval_bleu" in entry][-1]
+    return dict(
+        arm=arm,
+        seed=seed,
+        updates=state["global_step"],
+        train_minutes=round(results["train"]["train_runtime"] / 60, 2),
+        train_loss=round(results["train"]["train_loss"], 4),
+        validation_bleu=round(evaluation["eval_bleu"], 2),
+        validation_loss=round(evaluation["eval_loss"], 4),
+        test_bleu=round(results["test"]["bleu"], 2),
+        test_chrf=round(results["test"]["chrf"], 2),
+    )
+
+
+def summary_table(result: dict) -> str:
+    """Per arm, best validation BLEU first: validation BLEU and loss per seed, test BLEU per seed."""
+    by_arm: dict[str, list[dict]] = {}
+    for row in result["runs"]:
+        by_arm.setdefault(row["arm"], []).append(row)
+    order = sorted(by_arm, key=lambda arm: -statistics.mean(row["validation_bleu"] for row in by_arm[arm]))
+    lines = [
+        f"| arm ({result['steps']} updates each) | validation BLEU | validation loss | test BLEU |",
+        "|---|---|---|---|",
+    ]
+    for arm in order:
+        rows = by_arm[arm]
+
+        def cells(key, digits=2, rows=rows):
+            values = [row[key] for row in rows]
+            text = ", ".join(f"{value:.{digits}f}" for value in values)
+            return text + (f" (mean {statistics.mean(values):.{digits}f})" if len(values) > 1 else "")
+
+        lines.append(
+            f"| {result['arms'][arm]} | {cells('validation_bleu')} | {cells('validation_loss', 3)} | "
+            f"{cells('test_bleu')} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    if args.summary:
+        result = json.loads(args.output.read_text())
+        print(summary_table(result))
+        return result
+    previous = json.loads(args.output.read_text()) if args.output.exists() else {"runs": [], "arms": {}}
+    if previous["runs"] and previous.get("steps") != args.steps:
+        raise SystemExit(f"{args.output} holds runs of {previous['steps']} updates, not {args.steps}")
+    runs = [
+        row
+        for row in previous["runs"]
+        if (row["arm"], row["seed"]) not in {(a, s) for a in args.arms for s in args.seeds}
+    ]
+    for seed in args.seeds:
+        for arm in args.arms:
+            runs.append(run_one(arm, seed, args))
+            result = dict(
+                recipe=str(MAIN_JOB.relative_to(REPO)),
+                steps=args.steps,
+                eval_samples=args.eval_samples,
+                train_options=args.train_options,
+                machine=dict(processor=platform.processor() or platform.machine(), cpus=os.cpu_count()),
+                code=code_version(),
+                arms={**previous["arms"], **{name: ARMS[name][0] for name in args.arms}},
+                runs=runs,
+            )
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(json.dumps(result, indent=1) + "\n")
+    print(summary_table(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
