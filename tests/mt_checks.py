@@ -29,7 +29,15 @@ GENERATION_SETTINGS = (
 )
 
 # Files every checkpoint carries besides the architecture's own modeling / configuration files (remote code).
-COMMON_CODE_FILES = ("modeling_mt_common.py", "configuration_mt_common.py", "cache_mt.py", "pipeline_translation.py")
+COMMON_CODE_FILES = (
+    "modeling_mt_common.py",
+    "configuration_mt_common.py",
+    "initialization_mt.py",
+    "cache_mt.py",
+    "pipeline_translation.py",
+)
+# Paper 001's decoder variants, carried by every architecture with a Transformer-style decoder (all but paper 000).
+DECODER_VARIANT_FILES = ("modeling_decoder_variants.py",)
 
 
 def assert_generate_is_identical_without_cache(

@@ -270,7 +270,7 @@ def test_average_sublayers_report_the_prefix_average_they_apply(decoder_attentio
     torch.testing.assert_close(weights[1, 0, 2], expected_row2)
     assert (weights[0, :, 3:] == 0).all() and (weights[0, :, :, 3:] == 0).all(), "zero rows and columns on padding"
     values = captured["input"] if decoder_attention_type == "aan" else averaged(captured["input"])
-    from hf_unified_mt.modeling_deep_transformer import cumulative_average
+    from hf_unified_mt.modeling_decoder_variants import cumulative_average
 
     torch.testing.assert_close(weights[:, 0] @ values, cumulative_average(values, target_mask.bool(), None, "x"))
     # Step by step with the cache: each step's row equals the full forward's row.

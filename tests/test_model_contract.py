@@ -40,6 +40,7 @@ from conftest import make_tokenizer, tiny_config, train_to_reverse
 from hf_unified_mt.modeling_mt_common import CACHE_FIELD
 from mt_checks import (
     COMMON_CODE_FILES,
+    DECODER_VARIANT_FILES,
     GENERATION_SETTINGS,
     assert_generate_is_identical_without_cache,
     assert_gradient_checkpointing_gives_the_same_gradients,
@@ -642,14 +643,15 @@ def test_a_checkpoint_carries_exactly_the_modeling_closure_and_no_global_hooks(n
     model.save_pretrained(tmp_path)
     saved = {path.name for path in tmp_path.glob("*.py")}
     # Compositions carry the files of the papers they compose: Prime layers (paper 000) in the Multi-Encoder, the
-    # Multi-Pass encoder and MUTE's units, paper 001's decoder variants in every architecture with a Transformer-style
-    # decoder.
+    # Multi-Pass encoder and MUTE's units; paper 001's decoder variants (their own module) in every architecture with a
+    # Transformer-style decoder.
     prime = {"modeling_unified_transformer.py", "configuration_unified_transformer.py"}
-    deep = {"modeling_deep_transformer.py", "configuration_deep_transformer.py"}
+    variants = set(DECODER_VARIANT_FILES)
     composed = {
-        "multi_encoder_transformer": prime | deep,
-        "multi_pass_transformer": prime | deep,
-        "multi_unit_transformer": prime | deep,
+        "deep_transformer": variants,
+        "multi_encoder_transformer": prime | variants,
+        "multi_pass_transformer": prime | variants,
+        "multi_unit_transformer": prime | variants,
     }
     assert saved == {f"modeling_{arch}.py", f"configuration_{arch}.py", *COMMON_CODE_FILES, *composed.get(arch, ())}
     assert not list(tmp_path.glob("**/training/*.py"))
@@ -742,7 +744,7 @@ def test_remote_code_without_the_package_generates_identically_and_installs_no_g
 def test_the_flat_package_folder_is_exactly_the_union_of_the_checkpoint_closures():
     modules = {path.name for path in PACKAGE_DIR.glob("*.py")} - {"__init__.py"}
     closures = {f"{kind}_{arch}.py" for arch in hf_unified_mt.ARCHITECTURES for kind in ("modeling", "configuration")}
-    assert modules == closures | set(COMMON_CODE_FILES)
+    assert modules == closures | set(COMMON_CODE_FILES) | set(DECODER_VARIANT_FILES)
     for path in PACKAGE_DIR.glob("*.py"):
         if path.name != "__init__.py":
             text = path.read_text(encoding="utf-8")

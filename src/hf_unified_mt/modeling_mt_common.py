@@ -11,7 +11,6 @@ thin subclasses of `MTEncoder` / `MTDecoder`.
 import dataclasses
 import functools
 import math
-import re
 import warnings
 from collections.abc import Callable
 
@@ -41,6 +40,14 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .cache_mt import StatefulDecoderCacheLayer
 from .configuration_mt_common import STATEFUL_LAYER_TYPE, MTConfig
+from .initialization_mt import (
+    MatrixRole,
+    attention_projections,
+    embedding_,
+    init_linear_,
+    layer_depth,
+    with_role,
+)
 
 
 # transformers 5.24 renamed the generation cache, as argument and as output field, from `past_key_values` to `cache`
@@ -190,9 +197,17 @@ class MTAttention(nn.Module):
     decoder cache; cross-attention keys/values are computed from the encoder output once per `generate()` call.
 
     Architectures whose sublayers need the projections separately (Prime's convolution reads the value
-    projection) call `key_values` and `attend` directly."""
+    projection) call `key_values` and `attend` directly. The projections are declared a self- or a cross-attention's
+    (`is_cross_attention`) of the layer `layer_idx`, which is what the initialisation laws read."""
 
-    def __init__(self, config: MTConfig, num_heads: int, is_causal: bool = False, layer_idx: int | None = None):
+    def __init__(
+        self,
+        config: MTConfig,
+        num_heads: int,
+        is_causal: bool = False,
+        layer_idx: int | None = None,
+        is_cross_attention: bool = False,
+    ):
         super().__init__()
         self.config = config
         self.embed_dim = config.d_model
@@ -202,10 +217,10 @@ class MTAttention(nn.Module):
         self.dropout = config.attention_dropout
         self.is_causal = is_causal  # transformers' sdpa attention reads this attribute
         self.layer_idx = layer_idx
-        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
-        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
-        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
-        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        attention = "cross" if is_cross_attention else "self"
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = attention_projections(
+            self.embed_dim, attention, layer_idx
+        )
 
     def extra_repr(self) -> str:
         return f"heads={self.num_heads}, head_dim={self.head_dim}, causal={self.is_causal}"
@@ -286,12 +301,13 @@ class MTAttention(nn.Module):
 
 
 class MTFeedForward(nn.Module):
-    """Position-wise feed-forward network: fc2(dropout(act(fc1(x))))."""
+    """Position-wise feed-forward network: fc2(dropout(act(fc1(x)))), in the layer `layer_idx` of its stack."""
 
-    def __init__(self, config: MTConfig, ffn_dim: int):
+    def __init__(self, config: MTConfig, ffn_dim: int, layer_idx: int | None):
         super().__init__()
-        self.fc1 = nn.Linear(config.d_model, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        role = MatrixRole("ffn", depth=layer_depth(layer_idx))
+        self.fc1 = with_role(nn.Linear(config.d_model, ffn_dim), role)
+        self.fc2 = with_role(nn.Linear(ffn_dim, config.d_model), role)
         self.activation_fn = ACT2FN[config.activation_function]
         self.activation_dropout = config.activation_dropout
 
@@ -328,7 +344,7 @@ class MTEncoderLayer(GradientCheckpointingLayer):
         super().__init__()
         self.self_attn = MTAttention(config, config.encoder_attention_heads, layer_idx=layer_idx)
         self.self_attn_sublayer = ResidualSublayer(config)
-        self.ffn = MTFeedForward(config, config.encoder_ffn_dim)
+        self.ffn = MTFeedForward(config, config.encoder_ffn_dim, layer_idx)
         self.ffn_sublayer = ResidualSublayer(config)
 
     def forward(
@@ -353,9 +369,9 @@ class MTDecoderLayer(GradientCheckpointingLayer):
         heads = config.decoder_attention_heads
         self.self_attn = MTAttention(config, heads, is_causal=True, layer_idx=layer_idx)
         self.self_attn_sublayer = ResidualSublayer(config)
-        self.encoder_attn = MTAttention(config, heads, layer_idx=layer_idx)
+        self.encoder_attn = MTAttention(config, heads, layer_idx=layer_idx, is_cross_attention=True)
         self.encoder_attn_sublayer = ResidualSublayer(config)
-        self.ffn = MTFeedForward(config, config.decoder_ffn_dim)
+        self.ffn = MTFeedForward(config, config.decoder_ffn_dim, layer_idx)
         self.ffn_sublayer = ResidualSublayer(config)
 
     def forward(
@@ -487,145 +503,37 @@ class MTPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """The one initialisation of the package: every weight matrix by `config.init_law` (`init_matrix_`) according
-        to its role and depth (`matrix_role`, read from the module's name), zero biases, unit LayerNorms, token
-        embeddings N(0, d^-1/2) with a zero padding row (N(0, init_std²) under `"normal"`).
+        """The one initialisation hook of the package (`initialization_mt.py`): every `nn.Linear` by its declared role
+        (`MatrixRole`: kind, self/cross attention, depth, declared where the module builds it) under `config.init_law`,
+        with a zero bias; token embeddings N(0, d^-1/2) with a zero padding row (N(0, init_std²) under `"normal"`);
+        unit LayerNorms; LSTMs as PyTorch draws them; and every other module with parameters of its own through its
+        `init_own_parameters(config)` (a paper's own law, which it keeps wherever it is composed: Prime's kernel gate,
+        MUTE's stacked units, the Multi-Encoder's expansion vectors and weight-normalised convolutions, the
+        Multi-Pass connections). transformers skips a module of remote code that holds no parameter directly, so
+        `init_own_parameters` draws only the module's direct parameters, and a linear layer with a law of its own
+        declares it in its role (`own_law`).
 
-        A module that one paper defines brings its own law with it, wherever it is composed: its
-        `init_own_parameters(config)` initialises its own parameters, and its `init_own_linear(linear)` claims the
-        linear layers inside it that keep a law of their own (Prime's kernel generators, ConvS2S's projections).
-        An architecture's `_init_own_weights` covers the rest of its paper's modules.
-
-        transformers calls this on every module that holds parameters of its own, children before parents, with
-        `self` the nearest `PreTrainedModel` (here the encoder, the decoder or the head); the roles are read from the
-        module names inside `self`."""
+        transformers calls this on every module, children before parents, with `self` the nearest `PreTrainedModel`
+        (here the encoder, the decoder or the head). A linear layer of the model without a declared role is an error
+        (`declared_role`); one outside the model is the output projection that transformers' embedding resizing builds
+        before it replaces `lm_head`, drawn as an output embedding."""
         if isinstance(module, nn.Linear):
-            name = self._module_name(module)
-            if not self._init_own_linear(module, name):
-                if name == "lm_head":  # an untied output projection: the embedding it replaces
-                    self._init_embedding_matrix(module.weight)
-                else:
-                    init_matrix_(module.weight, module.in_features, module.out_features, matrix_role(name), self.config)
-            if module.bias is not None:
-                init.zeros_(module.bias)
+            if getattr(module, "init_role", None) is None and not any(module is own for own in self.modules()):
+                with_role(module, MatrixRole("output_embedding"))
+            init_linear_(module, self.config)
         elif isinstance(module, nn.Embedding):
-            self._init_embedding_matrix(module.weight)
+            embedding_(module.weight, self.config)
             if module.padding_idx is not None:
                 init.zeros_(module.weight[module.padding_idx])
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
+        elif isinstance(module, nn.LSTM):  # PyTorch's default (the Multi-Encoder's LSTM branch)
+            bound = module.hidden_size**-0.5
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
         elif hasattr(module, "init_own_parameters"):
             module.init_own_parameters(self.config)
-        else:
-            self._init_own_weights(module)
-
-    def _init_own_linear(self, linear: nn.Linear, name: str) -> bool:
-        """Asks the modules that hold `linear`, nearest first, whether it keeps a law of their own
-        (`init_own_linear(linear) -> bool`, which initialises it and returns True)."""
-        parts = name.split(".")
-        for end in range(len(parts) - 1, 0, -1):
-            owner = self.get_submodule(".".join(parts[:end]))
-            claim = getattr(owner, "init_own_linear", None)
-            if claim is not None and claim(linear):
-                return True
-        return False
-
-    def _init_own_weights(self, module: nn.Module) -> None:
-        """Initialises the parameters of an architecture's own modules (gates, expansion vectors, ...)."""
-
-    def _init_embedding_matrix(self, weight: torch.Tensor) -> None:
-        std = self.config.init_std if self.config.init_law == "normal" else weight.shape[-1] ** -0.5
-        init.normal_(weight, mean=0.0, std=std)
-
-    def _module_name(self, module: nn.Module) -> str:
-        """The module's qualified name inside `self` ("" for a module outside it, e.g. a resized embedding)."""
-        names = self.__dict__.get("_init_module_names")
-        if names is None or id(module) not in names:
-            names = {id(child): name for name, child in self.named_modules()}
-            self.__dict__["_init_module_names"] = names
-        return names.get(id(module), "")
-
-
-@dataclasses.dataclass(frozen=True)
-class MatrixRole:
-    """What an initialisation law needs to know of a weight matrix: its kind (`"attention_input"`: query, key,
-    value or a convolution's input projection; `"attention_output"`; `"ffn"`; `"other"`), whether it belongs to a
-    self- or a cross-attention, and the depth l = 1..L of the layer that holds it in its stack (None outside the
-    layers)."""
-
-    kind: str
-    self_attention: bool = False
-    cross_attention: bool = False
-    depth: int | None = None
-
-
-_ATTENTION_INPUTS = ("q_proj", "k_proj", "v_proj", "conv_proj")
-_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
-
-
-def matrix_role(name: str) -> MatrixRole:
-    """The role of the matrix of module `name` (e.g. `"layers.3.self_attn.q_proj"`), from the package's parameter
-    names, which are also the checkpoint format: `*.{q,k,v,conv}_proj`, `*.out_proj`, `*.fc1`/`*.fc2`; the attention
-    is a cross-attention under `encoder_attn`, a self-attention under `self_attn`; the depth is that of the last
-    `layers.<i>` in the name."""
-    parts = name.split(".")
-    leaf, parent = parts[-1], (parts[-2] if len(parts) > 1 else "")
-    if leaf in _ATTENTION_INPUTS:
-        kind = "attention_input"
-    elif leaf == "out_proj":
-        kind = "attention_output"
-    elif leaf in ("fc1", "fc2"):
-        kind = "ffn"
-    else:
-        kind = "other"
-    indices = _LAYER_INDEX.findall(name)
-    return MatrixRole(
-        kind=kind,
-        self_attention=kind.startswith("attention") and parent == "self_attn",
-        cross_attention=kind.startswith("attention") and parent == "encoder_attn",
-        depth=int(indices[-1]) + 1 if indices else None,
-    )
-
-
-def ds_init_scale(config: MTConfig, depth: int | None) -> float:
-    """The DS-Init scale s(l) of Zhang et al.: Eq. 15, s = α/√l (`ds_init_mode="paper"`), or what the authors' code
-    computes, TF variance scaling with scale α/√l, whose limit is sqrt(3·scale/fan_avg), i.e. s = √α · l^(-1/4)
-    (`"released_code"`). 1 outside the layers."""
-    if depth is None:
-        return 1.0
-    alpha = float(config.ds_init_alpha)
-    if config.ds_init_mode == "paper":
-        return alpha / math.sqrt(depth)
-    return math.sqrt(alpha) * depth**-0.25
-
-
-def init_matrix_(weight: torch.Tensor, fan_in: int, fan_out: int, role: MatrixRole, config: MTConfig) -> None:
-    """Draws `weight` (one matrix, or a stack of matrices of the same role, fans and law) by `config.init_law`.
-    `transformers.initialization` functions leave weights loaded from a checkpoint untouched."""
-    law = config.init_law
-    if law == "normal":
-        init.normal_(weight, mean=0.0, std=float(config.init_std))
-        return
-    if law in ("xavier", "ds_init") or (law == "fairseq" and role.kind.startswith("attention")):
-        gain = 1.0
-        if role.kind == "attention_input" and role.self_attention and config.init_fused_qkv and law != "fairseq":
-            fan_out = 3 * fan_out  # query, key and value as one d × 3d matrix (Zhang et al.'s code)
-        elif law == "fairseq" and role.kind == "attention_input":
-            gain = 1 / math.sqrt(2)  # fairseq's MultiheadAttention, for separate q/k/v projections
-        bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-        if law == "ds_init":
-            bound *= ds_init_scale(config, role.depth)
-        init.uniform_(weight, -bound, bound)
-        return
-    slope = math.sqrt(5.0)  # PyTorch's default: kaiming-uniform with a = sqrt(5), i.e. U(±1/sqrt(fan_in))
-    if law == "km" and role.kind == "attention_output" and (role.self_attention or role.cross_attention):
-        # The Unified Transformer authors' attention (`ParallelMultiheadAttention.reset_parameters`, one class for the
-        # self- and the cross-attention): output projection kaiming-uniform with a = 1, U(±sqrt(3 / fan_in)); its
-        # query/key/value keep a = sqrt(5).
-        slope = 1.0
-    bound = math.sqrt(6.0 / ((1.0 + slope**2) * fan_in))
-    init.uniform_(weight, -bound, bound)
 
 
 class MTEncoder(MTPreTrainedModel):
@@ -909,7 +817,10 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
     def __init__(self, config: MTConfig):
         super().__init__(config)
         self.model = self.base_model_class(config)
-        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        # drawn like the target embedding it replaces when untied
+        self.lm_head = with_role(
+            nn.Linear(config.d_model, config.decoder_vocab_size, bias=False), MatrixRole("output_embedding")
+        )
         self.extra_output_fields = extra_output_fields(self.output_class, Seq2SeqLMOutput)  # passed on from `model`
         self.post_init()
 
@@ -924,6 +835,8 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         return self.lm_head
 
     def set_output_embeddings(self, new_embeddings):
+        if isinstance(new_embeddings, nn.Linear) and getattr(new_embeddings, "init_role", None) is None:
+            with_role(new_embeddings, MatrixRole("output_embedding"))
         self.lm_head = new_embeddings
 
     def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True):

@@ -13,6 +13,7 @@ Fourier transform see zeros at padded positions (the transform over a fixed leng
 distributes only real tokens over its expansion vectors.
 """
 
+import functools
 import math
 
 import torch
@@ -29,7 +30,8 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
-from .modeling_deep_transformer import decoder_layer_class, decoder_recorders
+from .initialization_mt import MatrixRole, layer_depth, with_role
+from .modeling_decoder_variants import decoder_layer_class, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
@@ -66,7 +68,7 @@ class StaticExpansion(nn.Module):
     vectors share the forward step and the backward step is normalised per group and averaged over the groups.
     """
 
-    def __init__(self, d_model: int, group_sizes: list[int], dropout: float, sequence_aware: bool):
+    def __init__(self, d_model: int, group_sizes: list[int], dropout: float, sequence_aware: bool, layer_idx: int):
         super().__init__()
         self.group_sizes = list(group_sizes)
         num_vectors = sum(self.group_sizes)
@@ -75,10 +77,11 @@ class StaticExpansion(nn.Module):
         self.eps = 1e-9
         self.query_vectors = nn.Parameter(torch.empty(num_vectors, d_model))  # E_q
         self.bias_vectors = nn.Parameter(torch.empty(num_vectors, d_model))  # E_b
-        self.key_proj = nn.Linear(d_model, d_model)  # W_k
-        self.positive_proj = nn.Linear(d_model, d_model)  # W_a
-        self.negative_proj = nn.Linear(d_model, d_model)  # W_b
-        self.selector_proj = nn.Linear(d_model, d_model)  # W_s
+        role = MatrixRole("other", depth=layer_depth(layer_idx))  # drawn by `init_law`
+        self.key_proj = with_role(nn.Linear(d_model, d_model), role)  # W_k
+        self.positive_proj = with_role(nn.Linear(d_model, d_model), role)  # W_a
+        self.negative_proj = with_role(nn.Linear(d_model, d_model), role)  # W_b
+        self.selector_proj = with_role(nn.Linear(d_model, d_model), role)  # W_s
         # Eq. (5), whose formula the paper's text lost: our guess, off by default. Each expansion
         # vector is modulated by the sentence, E'_n = E_n ⊙ (1 + x̄ ⊙ w) with x̄ the mean over real tokens: bilinear in
         # E and x̄, d parameters (Table 8 leaves room for no d×d matrix), zero-initialised so training starts at v1.
@@ -86,6 +89,14 @@ class StaticExpansion(nn.Module):
 
     def extra_repr(self) -> str:
         return f"expansion_vectors={self.group_sizes}, sequence_aware={self.sequence_gain is not None}"
+
+    def init_own_parameters(self, config) -> None:
+        """Expansion vectors Xavier-uniform (ExpansionNet); the sequence-aware gain zero, so that training starts at
+        v1. The projections follow `init_law`."""
+        init.xavier_uniform_(self.query_vectors)
+        init.xavier_uniform_(self.bias_vectors)
+        if self.sequence_gain is not None:
+            init.zeros_(self.sequence_gain)
 
     def expansion_queries(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """E_q, `[N, d]`, or with the sequence-aware option E'_q, `[B, N, d]`."""
@@ -136,10 +147,12 @@ class StaticExpansionLayer(GradientCheckpointingLayer):
     """ExpansionNet's pre-norm layer x <- x + Drop(SE(LN(x))), without its FFN (§3.2 of the paper removes the FFN from
     every encoder but the self-attention and FNet ones)."""
 
-    def __init__(self, config: MultiEncoderTransformerConfig, group_sizes: list[int], spec: dict):
+    def __init__(self, config: MultiEncoderTransformerConfig, group_sizes: list[int], spec: dict, layer_idx: int):
         super().__init__()
         self.layer_norm = nn.LayerNorm(config.d_model)
-        self.expansion = StaticExpansion(config.d_model, group_sizes, spec["dropout"], spec["sequence_aware_expansion"])
+        self.expansion = StaticExpansion(
+            config.d_model, group_sizes, spec["dropout"], spec["sequence_aware_expansion"], layer_idx
+        )
         self.dropout = spec["dropout"]
 
     def forward(
@@ -224,6 +237,12 @@ class WeightNormConv1d(nn.Module):
     def extra_repr(self) -> str:
         out_channels, in_channels, _ = self.weight_v.shape
         return f"{in_channels}, {out_channels}, kernel_size={self.kernel_size}"
+
+    def init_own_parameters(self, config) -> None:
+        """fairseq's ConvS2S: v ~ N(0, init_std²), g = ‖v‖ (so that w = v at the start), zero bias."""
+        init.normal_(self.weight_v, std=self.init_std)
+        init.copy_(self.weight_g, self.weight_v.norm(dim=(1, 2), keepdim=True))
+        init.zeros_(self.bias)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """`[B, C_in, T]` -> `[B, C_out, T]`."""
@@ -313,11 +332,11 @@ class FourierMixing(nn.Module):
 class FNetLayer(GradientCheckpointingLayer):
     """FNet encoder layer, post-norm as the official code: x <- LN(x + Mix(x)); x <- LN(x + Drop(FFN(x)))."""
 
-    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
+    def __init__(self, config: MultiEncoderTransformerConfig, spec: dict, layer_idx: int):
         super().__init__()
         self.mixing = FourierMixing(spec["fft_length"])
         self.mixing_layer_norm = nn.LayerNorm(config.d_model, eps=1e-12)
-        self.ffn = MTFeedForward(config, spec["ffn_dim"])
+        self.ffn = MTFeedForward(config, spec["ffn_dim"], layer_idx)
         self.ffn.activation_fn = ACT2FN[spec["activation"]]  # GELU in FNet, whatever the decoder uses
         self.output_layer_norm = nn.LayerNorm(config.d_model, eps=1e-12)
         self.dropout = spec["dropout"]
@@ -376,7 +395,7 @@ class StaticExpansionBranch(EncoderBranch):
             groups = [list(sizes)] * spec["layers"]  # every layer: all sizes as groups of one block (v2)
         else:
             groups = [[sizes[i % len(sizes)]] for i in range(spec["layers"])]  # layer i: N_i vectors (v1)
-        layers = [StaticExpansionLayer(config, group_sizes, spec) for group_sizes in groups]
+        layers = [StaticExpansionLayer(config, group_sizes, spec, i) for i, group_sizes in enumerate(groups)]
         super().__init__(layers, nn.LayerNorm(config.d_model))
 
 
@@ -387,6 +406,11 @@ class LSTMBranch(EncoderBranch):
         super().__init__([LSTMStack(config, spec)], nn.LayerNorm(config.d_model))
 
 
+def convs2s_linear_(linear: nn.Linear, dropout: float) -> None:
+    """fairseq's ConvS2S `Linear` (the branch's input and output projections): N(0, sqrt((1 - p) / fan_in))."""
+    init.normal_(linear.weight, mean=0.0, std=math.sqrt((1.0 - dropout) / linear.in_features))
+
+
 class ConvS2SBranch(EncoderBranch):
     """C: ConvS2S layers between a d -> C input and a C -> d output projection; no normalisation. Padded positions
     of the output are zero (fairseq)."""
@@ -394,16 +418,10 @@ class ConvS2SBranch(EncoderBranch):
     def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
         super().__init__([ConvS2SLayer(spec) for _ in range(spec["layers"])])
         self.dropout = spec["dropout"]
-        self.input_proj = nn.Linear(config.d_model, spec["conv_dim"])
-        self.output_proj = nn.Linear(spec["conv_dim"], config.d_model)
-
-    def init_own_linear(self, linear: nn.Linear) -> bool:
-        """fairseq's ConvS2S `Linear` for the input and output projections: N(0, sqrt((1 - p) / fan_in)), whatever
-        the model's `init_law`."""
-        if linear is not self.input_proj and linear is not self.output_proj:
-            return False
-        init.normal_(linear.weight, mean=0.0, std=math.sqrt((1.0 - self.dropout) / linear.in_features))
-        return True
+        # fairseq's ConvS2S law whatever `init_law`
+        fairseq_linear = MatrixRole("own_law", own_law=functools.partial(convs2s_linear_, dropout=self.dropout))
+        self.input_proj = with_role(nn.Linear(config.d_model, spec["conv_dim"]), fairseq_linear)
+        self.output_proj = with_role(nn.Linear(spec["conv_dim"], config.d_model), fairseq_linear)
 
     def forward(
         self,
@@ -420,7 +438,7 @@ class FNetBranch(EncoderBranch):
     """F: FNet layers (post-norm, so the output is already normalised)."""
 
     def __init__(self, config: MultiEncoderTransformerConfig, spec: dict):
-        super().__init__([FNetLayer(config, spec) for _ in range(spec["layers"])])
+        super().__init__([FNetLayer(config, spec, i) for i in range(spec["layers"])])
 
 
 class PrimeBranch(EncoderBranch):
@@ -450,7 +468,9 @@ class BranchCombination(nn.Module):
         super().__init__()
         num_branches = len(config.encoder_branches)
         self.projection = (
-            nn.Linear(num_branches * config.d_model, config.d_model) if config.branch_combination == "concat" else None
+            with_role(nn.Linear(num_branches * config.d_model, config.d_model), MatrixRole("other"))
+            if config.branch_combination == "concat"
+            else None
         )
 
     def extra_repr(self) -> str:
@@ -477,23 +497,6 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
         "PrimeBranch",
         "MTDecoderLayer",
     ]
-
-    def _init_own_weights(self, module: nn.Module) -> None:
-        """Xavier-uniform expansion vectors, PyTorch's U(±1/sqrt(d)) for the LSTM, fairseq's normal laws for ConvS2S.
-        The linear layers follow `init_law` (the package's shared law by default, Xavier in the paper's presets)."""
-        if isinstance(module, StaticExpansion):
-            init.xavier_uniform_(module.query_vectors)
-            init.xavier_uniform_(module.bias_vectors)
-            if module.sequence_gain is not None:
-                init.zeros_(module.sequence_gain)
-        elif isinstance(module, nn.LSTM):
-            bound = module.hidden_size**-0.5
-            for parameter in module.parameters():
-                init.uniform_(parameter, -bound, bound)
-        elif isinstance(module, WeightNormConv1d):
-            init.normal_(module.weight_v, std=module.init_std)
-            init.copy_(module.weight_g, module.weight_v.norm(dim=(1, 2), keepdim=True))  # starts at w = v
-            init.zeros_(module.bias)
 
 
 class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):

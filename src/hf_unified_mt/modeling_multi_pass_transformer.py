@@ -36,7 +36,7 @@ from transformers.utils.output_capturing import (
 )
 
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig, check_pass
-from .modeling_deep_transformer import decoder_layer_class, decoder_recorders
+from .modeling_decoder_variants import decoder_layer_class, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
@@ -187,6 +187,17 @@ class MultiPassConnections(nn.Module):
             return f"soft, layers={self.num_layers}, init={self.soft_init!r}"
         return f"hard, permutation={self.permutation}"
 
+    def init_own_parameters(self, config) -> None:
+        """Soft connection logits: zero (uniform alpha; the paper does not say), or alpha_kk = 0.99 for
+        `soft_connection_init="identity"`."""
+        if not self.soft:
+            return
+        n = self.num_layers
+        if self.soft_init == "identity" and n > 1:
+            init.copy_(self.logits, torch.eye(n) * math.log(99.0 * (n - 1)))  # softmax gives 0.99 on the diagonal
+        else:
+            init.zeros_(self.logits)
+
     def weights(self) -> torch.Tensor:
         """alpha, `[N outer, N inner]`; every row sums to 1 (one-hot rows for hard connections)."""
         if self.soft:
@@ -203,16 +214,6 @@ class MultiPassConnections(nn.Module):
 class MultiPassTransformerPreTrainedModel(MTPreTrainedModel):
     config: MultiPassTransformerConfig
     _no_split_modules = ["MultiPassEncoderLayer", "MTDecoderLayer"]
-
-    def _init_own_weights(self, module: nn.Module) -> None:
-        """Soft connection logits: zero (uniform alpha; the paper does not say), or alpha_kk = 0.99 for
-        `soft_connection_init="identity"`. The linear layers follow `init_law` (fairseq's by default)."""
-        if isinstance(module, MultiPassConnections) and module.soft:
-            n = module.num_layers
-            if module.soft_init == "identity" and n > 1:
-                init.copy_(module.logits, torch.eye(n) * math.log(99.0 * (n - 1)))  # softmax gives 0.99 on the diagonal
-            else:
-                init.zeros_(module.logits)
 
 
 class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder):

@@ -21,7 +21,6 @@ the sdpa / flash / flex kernels cannot add the relative terms to the scores and 
 through transformers' attention interface, as in every model of this package.
 """
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -37,10 +36,10 @@ from transformers.utils import TransformersKwargs, logging
 from transformers.utils.output_capturing import OutputRecorder
 
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
-from .modeling_deep_transformer import MergedSelfAttentionDecoderLayer, decoder_layer_class, decoder_recorders
+from .initialization_mt import MatrixRole, init_matrix_, layer_depth, xavier_uniform_
+from .modeling_decoder_variants import MergedSelfAttentionDecoderLayer, decoder_layer_class, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
-    MatrixRole,
     MTAttention,
     MTDecoder,
     MTDecoderLayer,
@@ -50,9 +49,7 @@ from .modeling_mt_common import (
     MTPreTrainedModel,
     cache_layer_for,
     dropout_if_training,
-    init_matrix_,
     loss_denominator,
-    matrix_role,
     translation_cross_entropy,
 )
 from .modeling_unified_transformer import UnifiedTransformerEncoderLayer, prime_layer_config
@@ -129,6 +126,11 @@ class RelativePositionSelfAttention(MTAttention):
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, relative_max_distance={self.max_distance}"
 
+    def init_own_parameters(self, config) -> None:
+        """The relative position table Xavier-uniform (the authors' OpenNMT `param_init_glorot`); the projections
+        follow `init_law`."""
+        xavier_uniform_(self.relative_positions, *self.relative_positions.shape)
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -185,10 +187,11 @@ class MultiUnitSelfAttention(nn.Module):
     depend on the combination weights c_i of Eq. 10/15 (which may be negative and weigh the unit *outputs*, after
     their FFNs, not the maps)."""
 
-    def __init__(self, config: MultiUnitTransformerConfig):
+    def __init__(self, config: MultiUnitTransformerConfig, layer_idx: int):
         super().__init__()
         units, d = config.num_units, config.d_model
         self.num_units = units
+        self.depth = layer_depth(layer_idx)
         self.num_heads = config.encoder_attention_heads
         self.head_dim = d // self.num_heads
         self.dropout = config.attention_dropout
@@ -203,6 +206,18 @@ class MultiUnitSelfAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"units={self.num_units}, heads={self.num_heads}, head_dim={self.head_dim}, batched={self.batched}"
+
+    def init_own_parameters(self, config) -> None:
+        """The stacked unit matrices by `init_law`, as self-attention inputs (q, k, v: d × d each) and outputs of this
+        layer's depth (the authors' OpenNMT `param_init_glorot` by default: Xavier-uniform per unit and per q/k/v
+        block), zero biases; the relative position tables Xavier-uniform."""
+        d_model = self.out_proj_weight.shape[-1]
+        inputs = MatrixRole("attention_input", "self", self.depth)
+        init_matrix_(self.in_proj_weight, d_model, d_model, inputs, config)
+        init_matrix_(self.out_proj_weight, d_model, d_model, MatrixRole("attention_output", "self", self.depth), config)
+        xavier_uniform_(self.relative_positions, *self.relative_positions.shape[-2:])
+        init.zeros_(self.in_proj_bias)
+        init.zeros_(self.out_proj_bias)
 
     def forward(
         self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None = None
@@ -239,10 +254,11 @@ class MultiUnitFeedForward(nn.Module):
     """FFN_i of Eq. (9) for the I units, stacked like the attention. Each unit has its own LayerNorm in front of its
     FFN (the OpenNMT position-wise FFN the authors use): returns FFN_i(LN_i(s_i)) `[I, B, T, d]`, without residual."""
 
-    def __init__(self, config: MultiUnitTransformerConfig):
+    def __init__(self, config: MultiUnitTransformerConfig, layer_idx: int):
         super().__init__()
         units, d, ffn_dim = config.num_units, config.d_model, config.encoder_ffn_dim
         self.num_units = units
+        self.depth = layer_depth(layer_idx)
         self.batched = config.batched_units
         self.activation_fn = ACT2FN[config.activation_function]
         self.activation_dropout = config.activation_dropout
@@ -255,6 +271,17 @@ class MultiUnitFeedForward(nn.Module):
 
     def extra_repr(self) -> str:
         return f"units={self.num_units}, batched={self.batched}"
+
+    def init_own_parameters(self, config) -> None:
+        """The stacked unit matrices by `init_law` as FFN matrices of this layer's depth, zero biases, unit
+        LayerNorms."""
+        role = MatrixRole("ffn", depth=self.depth)
+        init_matrix_(self.fc1_weight, *self.fc1_weight.shape[-2:], role, config)
+        init_matrix_(self.fc2_weight, *self.fc2_weight.shape[-2:], role, config)
+        init.zeros_(self.fc1_bias)
+        init.zeros_(self.fc2_bias)
+        init.ones_(self.layer_norm_weight)
+        init.zeros_(self.layer_norm_bias)
 
     def forward(self, unit_states: torch.Tensor) -> torch.Tensor:
         if self.batched:
@@ -400,6 +427,11 @@ class UnitBiasModule(nn.Module):
     def extra_repr(self) -> str:
         return f"noise_types={self.noise_types}, sample_rate={self.sample_rate}"
 
+    def init_own_parameters(self, config) -> None:
+        """The mask embeddings N(0, 1/d)."""
+        if self.mask_embeddings is not None:
+            init.normal_(self.mask_embeddings, std=self.mask_embeddings.shape[-1] ** -0.5)
+
     def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         if not self.training or all(noise == "identity" for noise in self.noise_types):
             return hidden_states
@@ -502,6 +534,10 @@ class AutoShuffle(nn.Module):
     def extra_repr(self) -> str:
         return f"units={self.weight.shape[0]}"
 
+    def init_own_parameters(self, config) -> None:
+        """M starts uniform, 1/I (doubly stochastic)."""
+        init.constant_(self.weight, 1.0 / self.weight.shape[0])
+
     @torch.no_grad()
     def project_(self) -> None:
         """Projects M in place (a no-op, without writing, when it is already doubly stochastic)."""
@@ -559,12 +595,16 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
             self.prime_units = PrimeUnits(config, layer_idx)
         else:
             self.layer_norm = nn.LayerNorm(config.d_model)
-            self.self_attn = MultiUnitSelfAttention(config)
-            self.ffn = MultiUnitFeedForward(config)
+            self.self_attn = MultiUnitSelfAttention(config, layer_idx)
+            self.ffn = MultiUnitFeedForward(config, layer_idx)
             self.prime_units = None
         # α of Eq. (10): unconstrained, initialised to 1/I (the authors' code).
         self.unit_weights = nn.Parameter(torch.full((config.num_units,), 1.0 / config.num_units))
         self.unit_order = AutoShuffle(config.num_units) if config.use_sequential_dependency else None
+
+    def init_own_parameters(self, config) -> None:
+        """α of Eq. (10) at 1/I (the authors' code)."""
+        init.constant_(self.unit_weights, 1.0 / self.num_units)
 
     def extra_repr(self) -> str:
         combination = "sequential" if self.unit_order is not None else "weighted sum"
@@ -698,45 +738,6 @@ class MultiUnitTransformerPreTrainedModel(MTPreTrainedModel):
         for module in self.modules():
             if isinstance(module, AutoShuffle):
                 module.project_()
-
-    def _init_own_weights(self, module: nn.Module) -> None:
-        """The stacked unit weights by `init_law` (the authors' OpenNMT `param_init_glorot` by default: Xavier-uniform
-        per unit and per q/k/v block), zero biases; relative position tables Xavier-uniform; α and M at 1/I; mask
-        embeddings N(0, 1/d)."""
-        if isinstance(module, MultiUnitSelfAttention):
-            d_model = module.out_proj_weight.shape[-1]
-            depth = matrix_role(self._module_name(module)).depth
-            attention_input = MatrixRole("attention_input", self_attention=True, depth=depth)
-            attention_output = MatrixRole("attention_output", self_attention=True, depth=depth)
-            init_matrix_(module.in_proj_weight, d_model, d_model, attention_input, self.config)  # q, k, v: d×d each
-            init_matrix_(module.out_proj_weight, d_model, d_model, attention_output, self.config)
-            _xavier_uniform(module.relative_positions, *module.relative_positions.shape[-2:])
-            init.zeros_(module.in_proj_bias)
-            init.zeros_(module.out_proj_bias)
-        elif isinstance(module, MultiUnitFeedForward):
-            ffn = MatrixRole("ffn", depth=matrix_role(self._module_name(module)).depth)
-            init_matrix_(module.fc1_weight, *module.fc1_weight.shape[-2:], ffn, self.config)
-            init_matrix_(module.fc2_weight, *module.fc2_weight.shape[-2:], ffn, self.config)
-            init.zeros_(module.fc1_bias)
-            init.zeros_(module.fc2_bias)
-            init.ones_(module.layer_norm_weight)
-            init.zeros_(module.layer_norm_bias)
-        elif isinstance(module, MultiUnitTransformerEncoderLayer):
-            init.constant_(module.unit_weights, 1.0 / module.num_units)
-        elif isinstance(module, AutoShuffle):
-            init.constant_(module.weight, 1.0 / module.weight.shape[0])
-        elif isinstance(module, UnitBiasModule) and module.mask_embeddings is not None:
-            init.normal_(module.mask_embeddings, std=module.mask_embeddings.shape[-1] ** -0.5)
-        elif isinstance(module, RelativePositionSelfAttention):
-            _xavier_uniform(module.relative_positions, *module.relative_positions.shape)
-
-
-def _xavier_uniform(weight: nn.Parameter, fan_in: int, fan_out: int) -> None:
-    """Xavier-uniform with explicit fans: for a stack `[I, fan_in, fan_out]` of per-unit matrices torch's own fan
-    computation would read the stack as a convolution kernel. (Works on the parameter itself, never on a view, so that
-    weights loaded by `from_pretrained` are skipped.)"""
-    bound = math.sqrt(6.0 / (fan_in + fan_out))
-    init.uniform_(weight, -bound, bound)
 
 
 class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder):

@@ -9,7 +9,6 @@ derivations).
 """
 
 import copy
-import math
 
 import torch
 from torch import nn
@@ -24,6 +23,7 @@ from transformers.utils.output_capturing import OutputRecorder
 
 from .cache_mt import StatefulDecoderCacheLayer
 from .configuration_unified_transformer import PRIME_LAYER_FIXED, PRIME_LAYER_OPTIONS, UnifiedTransformerConfig
+from .initialization_mt import MatrixRole, layer_depth, pytorch_default_linear_, with_role
 from .modeling_mt_common import (
     EncoderHiddenStates,
     LayerConfig,
@@ -65,8 +65,11 @@ class PrimeDynamicConvolution(nn.Module):
         self.kernel_sizes = list(config.conv_kernel_sizes)
         self.max_kernel_size = max(self.kernel_sizes)
         self.weight_dropout = config.conv_weight_dropout
+        # W_k keep the authors' draw whatever `init_law`: their `DynamicConv1dTBC` draws the generator Xavier-uniform,
+        # then its `reset_parameters()` redraws it with `nn.Linear.reset_parameters()`, U(±1/sqrt(d_model)).
+        generator = MatrixRole("own_law", own_law=pytorch_default_linear_)
         self.kernel_generators = nn.ModuleList(
-            [nn.Linear(config.d_model, num_heads * k, bias=False) for k in self.kernel_sizes]
+            [with_role(nn.Linear(config.d_model, num_heads * k, bias=False), generator) for k in self.kernel_sizes]
         )
         # Eq. (7): alpha_i, one learned scalar per cell, initialised equal.
         self.kernel_gate = nn.Parameter(torch.full((len(self.kernel_sizes),), 0.5))
@@ -82,15 +85,6 @@ class PrimeDynamicConvolution(nn.Module):
 
     def init_own_parameters(self, config) -> None:
         init.constant_(self.kernel_gate, 0.5)  # Eq. (7): the cells start equal
-
-    def init_own_linear(self, linear: nn.Linear) -> bool:
-        """The kernel generators keep the authors' draw, whatever the model's `init_law`: their `DynamicConv1dTBC`
-        draws the generator Xavier-uniform, then its `reset_parameters()` redraws it with
-        `nn.Linear.reset_parameters()`, PyTorch's default kaiming-uniform a = sqrt(5), i.e. U(±1/sqrt(d_model))."""
-        if not any(linear is generator for generator in self.kernel_generators):
-            return False
-        init.kaiming_uniform_(linear.weight, a=math.sqrt(5.0))
-        return True
 
     def kernels(self, inputs: torch.Tensor) -> torch.Tensor:
         """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7)."""
@@ -190,14 +184,15 @@ class PrimeSelfAttention(MTAttention):
         super().__init__(config, num_heads, is_causal=is_causal, layer_idx=layer_idx)
         self.input_dropout = config.input_dropout
         self.conv = PrimeDynamicConvolution(config, num_heads, is_causal) if config.use_convolution else None
+        depth = layer_depth(layer_idx)
         # Separate Projection ablation (Table 6): the convolution gets its own input projection W_1^C.
         self.conv_proj = (
-            nn.Linear(config.d_model, config.d_model)
+            with_role(nn.Linear(config.d_model, config.d_model), MatrixRole("attention_input", "self", depth))
             if config.use_convolution and not config.shared_projection
             else None
         )
         width = 2 * config.d_model if config.use_convolution else config.d_model
-        self.out_proj = nn.Linear(width, config.d_model)
+        self.out_proj = with_role(nn.Linear(width, config.d_model), MatrixRole("attention_output", "self", depth))
 
     def extra_repr(self) -> str:
         projection = "none" if self.conv is None else "separate" if self.conv_proj is not None else "shared"
@@ -255,9 +250,12 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         heads = config.decoder_attention_heads if self.is_decoder else config.encoder_attention_heads
         ffn_dim = config.decoder_ffn_dim if self.is_decoder else config.encoder_ffn_dim
         self.self_attn = PrimeSelfAttention(config, heads, is_causal=self.is_decoder, layer_idx=layer_idx)
-        self.encoder_attn = MTAttention(config, heads, layer_idx=layer_idx) if self.is_decoder else None
-        self.fc1 = nn.Linear(config.d_model, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.encoder_attn = (
+            MTAttention(config, heads, layer_idx=layer_idx, is_cross_attention=True) if self.is_decoder else None
+        )
+        ffn = MatrixRole("ffn", depth=layer_depth(layer_idx))
+        self.fc1 = with_role(nn.Linear(config.d_model, ffn_dim), ffn)
+        self.fc2 = with_role(nn.Linear(ffn_dim, config.d_model), ffn)
         self.activation_fn = ACT2FN[config.activation_function]
         self.layer_norm = nn.LayerNorm(config.d_model)
         self._fused = None

@@ -47,7 +47,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokeniz
 
 import hf_unified_mt
 from hf_unified_mt.analysis.model_specs import parse_model_spec
-from hf_unified_mt.modeling_deep_transformer import AAN, MergedAttention
+from hf_unified_mt.modeling_decoder_variants import AAN, MergedAttention
 from hf_unified_mt.modeling_mt_common import ResidualSublayer
 from hf_unified_mt.training.tokenization import train_tokenizer
 
