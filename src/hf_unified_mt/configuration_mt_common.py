@@ -23,7 +23,7 @@ STATEFUL_LAYER_TYPE = "hf_unified_mt_stateful"
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish", "tanh")
 
-# The initialisation laws of the weight matrices (`init_law`); `initialization_mt.py` implements them, one function each.
+# The initialisation laws of the weight matrices (`init_law`); `initialization_mt.py` implements each as one function.
 INIT_LAWS = ("pytorch", "xavier", "fairseq", "ds_init", "normal", "km")
 DS_INIT_MODES = ("paper", "released_code")
 # The decoder's first sublayer (Zhang et al. 2019, paper 001), for every architecture with a Transformer-style decoder.
