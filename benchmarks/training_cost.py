@@ -24,12 +24,12 @@ import statistics
 import subprocess
 from pathlib import Path
 
-import ablation_study as study
 import torch
 from bench_timing import interleaved_times
 from transformers import AutoModelForSeq2SeqLM
 
 import hf_unified_mt
+from hf_unified_mt.analysis import ablation_arms as study_arms
 from hf_unified_mt.training.baselines import count_parameters
 
 
@@ -40,13 +40,13 @@ def default_arms(size: str = "small") -> list[str]:
     """The stage-4 arms with a preset at `size` and every arm a stage-4 comparison sets them against, in the study's
     order."""
     keys = set()
-    for _, control, mechanism, _ in study.COMPARISONS:
-        if 4 in (study.ARMS_BY_KEY[control].stage, study.ARMS_BY_KEY[mechanism].stage):
+    for _, control, mechanism, _ in study_arms.COMPARISONS:
+        if 4 in (study_arms.ARMS_BY_KEY[control].stage, study_arms.ARMS_BY_KEY[mechanism].stage):
             keys |= {control, mechanism}
     # (an equal-time arm is another arm's network trained longer: its cost per update is measured under that arm)
     return [
         arm.key
-        for arm in study.ARMS
+        for arm in study_arms.ARMS
         if arm.key in keys and size in arm.presets and arm.same_runs_as is None and arm.equal_time_with is None
     ]
 
@@ -66,16 +66,16 @@ def parse_args(argv=None):
     parser.add_argument("--output", type=Path, default=HERE / "results" / "ablations" / "training_cost.json")
     args = parser.parse_args(argv)
     args.arms = args.arms or default_arms(args.size)
-    problems = [f"unknown arm {key!r}" for key in args.arms if key not in study.ARMS_BY_KEY]
+    problems = [f"unknown arm {key!r}" for key in args.arms if key not in study_arms.ARMS_BY_KEY]
     problems += [
         f"arm {key!r} has no {args.size!r} preset"
         for key in args.arms
-        if key in study.ARMS_BY_KEY and args.size not in study.ARMS_BY_KEY[key].presets
+        if key in study_arms.ARMS_BY_KEY and args.size not in study_arms.ARMS_BY_KEY[key].presets
     ]
     problems += [
         f"arm {key!r} is a MarianMT baseline (not timed here)"
         for key in args.arms
-        if key in study.ARMS_BY_KEY and study.ARMS_BY_KEY[key].arch == "marian"
+        if key in study_arms.ARMS_BY_KEY and study_arms.ARMS_BY_KEY[key].arch == "marian"
     ]
     if args.reference not in args.arms:
         problems.append(f"--reference {args.reference!r} is not among the timed arms")
@@ -89,7 +89,7 @@ def parse_args(argv=None):
 
 def build_model(key: str, args):
     """The arm's model exactly as the study trains it (its preset, overrides and dropouts), seeded."""
-    arm = study.ARMS_BY_KEY[key]
+    arm = study_arms.ARMS_BY_KEY[key]
     config = hf_unified_mt.get_config(arm.arch, arm.presets[args.size], vocab_size=args.vocab_size, **arm.overrides)
     torch.manual_seed(0)
     return AutoModelForSeq2SeqLM.from_config(config)
@@ -135,7 +135,7 @@ def main(argv=None) -> dict:
     rows = [
         dict(
             arm=key,
-            label=study.ARMS_BY_KEY[key].label,
+            label=study_arms.ARMS_BY_KEY[key].label,
             parameters=count_parameters(models[key]),
             seconds_per_update=round(per_update[key], 4),
             ratio=round(per_update[key] / reference, 3),

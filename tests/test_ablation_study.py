@@ -1,6 +1,7 @@
-"""The ablation study command (`benchmarks/ablation_study.py`) on a tiny slice: one real run end to end (train.py,
-validation curve, test translations, result files), resume skips it, the report is rebuilt from the files alone;
-the arms of each comparison differ only in their paper's mechanism; the statistics."""
+"""The ablation study (`hf_unified_mt.analysis.ablation_study`, the command `benchmarks/ablation_study.py`) on a tiny
+slice: one real run end to end (train.py, validation curve, test translations, result files), resume skips it, the
+report is rebuilt from the files alone; the arms of each comparison differ only in their paper's mechanism; the
+statistics."""
 
 import gzip
 import importlib.util
@@ -12,21 +13,13 @@ from pathlib import Path
 import pytest
 
 import hf_unified_mt
+from hf_unified_mt.analysis import ablation_arms as study_arms
+from hf_unified_mt.analysis import ablation_report as study_report
+from hf_unified_mt.analysis import ablation_study as study
+from hf_unified_mt.analysis import provenance, significance
 
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_study():
-    path = ROOT / "benchmarks" / "ablation_study.py"
-    spec = importlib.util.spec_from_file_location("mt_benchmark_ablation_study", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-study = load_study()
 
 TINY_SLICE = [
     "--size",
@@ -98,6 +91,23 @@ def test_one_run_resume_and_report_from_files(tmp_path, capsys):
         study.main([a if a != "4" else "5" for a in argv])
 
 
+def test_the_command_is_the_library_and_keeps_the_names_other_scripts_import():
+    """`benchmarks/ablation_study.py` is thin: its `main` is the library's, and `code_version`,
+    `paired_bootstrap_delta` and `verdict` stay importable from it (`benchmarks/main_job_candidates.py` imports
+    them)."""
+    spec = importlib.util.spec_from_file_location(
+        "mt_benchmark_ablation_study", ROOT / "benchmarks" / "ablation_study.py"
+    )
+    command = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(command)
+    assert command.main is study.main
+    assert (command.code_version, command.paired_bootstrap_delta, command.verdict) == (
+        provenance.code_version,
+        significance.paired_bootstrap_delta,
+        significance.verdict,
+    )
+
+
 def test_a_run_records_uncommitted_code_changes_but_not_result_files(tmp_path):
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     code, result = tmp_path / "src" / "model.py", tmp_path / "benchmarks" / "results" / "ablations" / "summary.json"
@@ -110,10 +120,10 @@ def test_a_run_records_uncommitted_code_changes_but_not_result_files(tmp_path):
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 
     result.write_text("2\n")  # every finished run rewrites the report: the code is still the commit's
-    assert study.code_version(tmp_path) == dict(commit=head, uncommitted_changes=False)
+    assert provenance.code_version(tmp_path) == dict(commit=head, uncommitted_changes=False)
     code.write_text("2\n")
-    assert study.code_version(tmp_path) == dict(commit=head, uncommitted_changes=True)
-    assert study.code_version(tmp_path / "not-a-repo") == dict(commit=None, uncommitted_changes=None)
+    assert provenance.code_version(tmp_path) == dict(commit=head, uncommitted_changes=True)
+    assert provenance.code_version(tmp_path / "not-a-repo") == dict(commit=None, uncommitted_changes=None)
 
 
 def test_training_time_adds_up_across_resumptions(tmp_path, monkeypatch):
@@ -137,15 +147,15 @@ def test_training_time_adds_up_across_resumptions(tmp_path, monkeypatch):
 
 def test_a_schedule_investigation_scales_the_recipe_of_its_arms_only():
     args = study.parse_args(TINY_SLICE)
-    longer, warmer = study.ARMS_BY_KEY["004-p1-shared-init-2x"], study.ARMS_BY_KEY["001-xavier-warmup1k"]
+    longer, warmer = study_arms.ARMS_BY_KEY["004-p1-shared-init-2x"], study_arms.ARMS_BY_KEY["001-xavier-warmup1k"]
     assert study.recipe(study.arm_settings(args, longer)) == dict(study.recipe(args), max_steps=2 * args.max_steps)
     assert study.recipe(study.arm_settings(args, warmer)) == dict(
         study.recipe(args), warmup_steps=round(2.5 * args.warmup_steps)
     )
-    assert study.recipe(study.arm_settings(args, study.ARMS_BY_KEY["004-p1"])) == study.recipe(args)
+    assert study.recipe(study.arm_settings(args, study_arms.ARMS_BY_KEY["004-p1"])) == study.recipe(args)
     assert args.max_steps == 4  # the study's own settings are left as they were
     with pytest.raises(ValueError, match="learning_rate"):
-        study.arm_settings(args, study.Arm("x", "004", "x", "marian", {}, recipe_factors=dict(learning_rate=2)))
+        study.arm_settings(args, study_arms.Arm("x", "004", "x", "marian", {}, recipe_factors=dict(learning_rate=2)))
 
 
 def config_of(arm, size="small"):
@@ -157,14 +167,14 @@ def config_of(arm, size="small"):
 SIZED_COMPARISONS = [
     (*comparison, size)
     for size in ("small", "base")
-    for comparison in study.COMPARISONS
-    if all(size in study.ARMS_BY_KEY[key].presets for key in comparison[1:3])
+    for comparison in study_arms.COMPARISONS
+    if all(size in study_arms.ARMS_BY_KEY[key].presets for key in comparison[1:3])
 ]
 
 
 @pytest.mark.parametrize("paper, control, mechanism, claim, size", SIZED_COMPARISONS)
 def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, claim, size):
-    a, b = study.ARMS_BY_KEY[control], study.ARMS_BY_KEY[mechanism]
+    a, b = study_arms.ARMS_BY_KEY[control], study_arms.ARMS_BY_KEY[mechanism]
     # a "pick" comparison sets two architectures of one size against each other (below); every other is in one paper
     assert b.paper == paper and (a.paper == paper or claim.startswith("pick:"))
     if a.equal_time_with == b.key:  # stage 4 at equal training time: the cheaper network trains longer
@@ -211,13 +221,13 @@ def test_compared_arms_differ_only_in_the_mechanism(paper, control, mechanism, c
 
 
 def test_headline_pairs_run_first_for_every_seed():
-    order = [(arm.key, seed) for arm, seed in study.planned_runs([1, 2], {1, 2}, None)]
-    headline = {key for _, control, mechanism, _ in study.COMPARISONS[:1] for key in (control, mechanism)}
-    first_stage_two = min(i for i, (key, _) in enumerate(order) if study.ARMS_BY_KEY[key].stage == 2)
-    assert all(study.ARMS_BY_KEY[key].stage == 1 for key, _ in order[:first_stage_two])
+    order = [(arm.key, seed) for arm, seed in study_arms.planned_runs([1, 2], {1, 2}, None)]
+    headline = {key for _, control, mechanism, _ in study_arms.COMPARISONS[:1] for key in (control, mechanism)}
+    first_stage_two = min(i for i, (key, _) in enumerate(order) if study_arms.ARMS_BY_KEY[key].stage == 2)
+    assert all(study_arms.ARMS_BY_KEY[key].stage == 1 for key, _ in order[:first_stage_two])
     assert {key for key, seed in order[:first_stage_two] if seed == 1} >= headline
     assert order.index(("000-prime", 1)) < order.index(("000-simple", 2))
-    trained = [arm for arm in study.ARMS if arm.same_runs_as is None and arm.stage in (1, 2)]
+    trained = [arm for arm in study_arms.ARMS if arm.same_runs_as is None and arm.stage in (1, 2)]
     assert len(order) == len(set(order)) == 2 * len(trained)
     assert ("000-transformer", 1) not in order  # it reuses 003-single's runs
 
@@ -225,20 +235,20 @@ def test_headline_pairs_run_first_for_every_seed():
 def test_paired_bootstrap_delta():
     references = [f"the cat sat on mat number {i}" for i in range(40)]
     weak = [f"a dog number {i}" for i in range(40)]
-    delta, low, high = study.paired_bootstrap_delta([weak], [weak], references, samples=50)
+    delta, low, high = significance.paired_bootstrap_delta([weak], [weak], references, samples=50)
     assert delta == low == high == 0.0
-    delta, low, high = study.paired_bootstrap_delta([weak, weak], [references, weak], references, samples=50)
+    delta, low, high = significance.paired_bootstrap_delta([weak, weak], [references, weak], references, samples=50)
     assert delta > 0 and 0 < low <= delta <= high
-    assert study.verdict(delta, low, high) == "B better"
-    assert study.verdict(-delta, -high, -low) == "B worse"
-    assert study.verdict(0.1, -0.2, 0.4) == "within noise"
+    assert significance.verdict(delta, low, high) == "B better"
+    assert significance.verdict(-delta, -high, -low) == "B worse"
+    assert significance.verdict(0.1, -0.2, 0.4) == "within noise"
 
 
-@pytest.mark.parametrize("arm", [arm for arm in study.ARMS if arm.same_runs_as], ids=lambda arm: arm.key)
+@pytest.mark.parametrize("arm", [arm for arm in study_arms.ARMS if arm.same_runs_as], ids=lambda arm: arm.key)
 def test_an_arm_reusing_another_arms_runs_is_that_arm(arm, tmp_path):
     """Same architecture, config and size presets as the arm whose runs it reuses, at the sizes it has; the report
     reads them under its own key, and at a size it does not have it has no runs."""
-    target = study.ARMS_BY_KEY[arm.same_runs_as]
+    target = study_arms.ARMS_BY_KEY[arm.same_runs_as]
     assert (arm.arch, arm.overrides) == (target.arch, target.overrides)
     assert arm.presets.items() <= target.presets.items()
     assert config_of(arm) == config_of(target) and config_of(arm, "tiny") == config_of(target, "tiny")
@@ -248,12 +258,12 @@ def test_an_arm_reusing_another_arms_runs_is_that_arm(arm, tmp_path):
     (runs / f"{target.key}-seed1.json").write_text(json.dumps(record))
     with gzip.open(runs / "t.txt.gz", "wt", encoding="utf-8") as handle:
         handle.write("one\ntwo\n")
-    loaded = study.load_runs(tmp_path)
+    loaded = study_report.load_runs(tmp_path)
     assert loaded[arm.key] == loaded[target.key] and loaded[arm.key][1]["hypotheses"] == ["one", "two"]
     missing = [size for size in target.presets if size not in arm.presets]
     for size in missing:
         (runs / f"{target.key}-seed1.json").write_text(json.dumps(dict(record, recipe=dict(size=size))))
-        assert arm.key not in study.load_runs(tmp_path)
+        assert arm.key not in study_report.load_runs(tmp_path)
     assert missing == ["base"]  # 000's Transformer: 003-single at base is not Prime's size
 
 
@@ -330,12 +340,12 @@ def test_no_third_seed_for_two_arms_that_have_not_learned(tmp_path):
     assert [(arm.key, seed) for arm, seed in study.tie_break_runs(args)] == [("003-single", 3), ("003-dual", 3)]
     rows = {
         (row["control"], row["mechanism"]): row
-        for row in study.compare_arms(study.load_runs(results), references, samples=50)
+        for row in study_report.compare_arms(study_report.load_runs(results), references, samples=50)
     }
     assert rows[("004-p1", "004-p2-hard")]["not_learned"] == ["004-p1", "004-p2-hard"]
     assert rows[("003-single", "003-dual")]["not_learned"] == ["003-single"]
-    assert study._verdict_text(rows[("004-p1", "004-p2-hard")]) == "none: neither arm has learned (BLEU < 1)"
-    assert study._verdict_text(rows[("003-single", "003-dual")]) == "within noise (A has not learned: BLEU < 1)"
+    assert study_report._verdict_text(rows[("004-p1", "004-p2-hard")]) == "none: neither arm has learned (BLEU < 1)"
+    assert study_report._verdict_text(rows[("003-single", "003-dual")]) == "within noise (A has not learned: BLEU < 1)"
 
 
 def test_parallel_runs_start_together_and_a_failure_is_reported_after_all(tmp_path, monkeypatch, capsys):
@@ -380,8 +390,8 @@ def test_each_size_has_its_recipe_and_results_folder(capsys):
     assert "expected true or false, got 'maybe'" in capsys.readouterr().err
     # Only arms with a base preset are planned at base: not 000's Transformer (the runs of 003-single, at base a
     # different size from Prime) nor the stage-3 investigations of the CPU study.
-    planned = {arm.key for arm, _ in study.planned_runs([1], {1, 2, 3}, None, "base")}
-    assert "000-transformer" not in planned and not any(study.ARMS_BY_KEY[key].stage == 3 for key in planned)
+    planned = {arm.key for arm, _ in study_arms.planned_runs([1], {1, 2, 3}, None, "base")}
+    assert "000-transformer" not in planned and not any(study_arms.ARMS_BY_KEY[key].stage == 3 for key in planned)
     assert {"000-prime", "001-dsinit", "002-4units", "003-dual", "004-p2-hard", "ref-marian"} <= planned
 
 
@@ -393,7 +403,7 @@ def test_the_committed_runs_are_recognised_as_finished(size):
     records = [json.loads(path.read_text()) for path in sorted((args.results_dir / "runs").glob("*.json"))]
     assert len(records) >= 22
     for record in records:
-        expected = study.recipe(study.arm_settings(args, study.ARMS_BY_KEY[record["arm"]]))
+        expected = study.recipe(study.arm_settings(args, study_arms.ARMS_BY_KEY[record["arm"]]))
         assert study.recorded_recipe(record) == expected, record["run"]
 
 
@@ -404,9 +414,9 @@ def test_the_study_document_shows_the_tables_of_the_committed_summary(size):
     args = study.parse_args(["--size", size])
     assert args.report_doc == study.REPORT_DOC == ROOT / "docs" / "ablation_study.md"
     summary = json.loads((args.results_dir / "summary.json").read_text(encoding="utf-8"))
-    committed = study.generated_block(study.REPORT_DOC.read_text(encoding="utf-8"), size)
+    committed = study_report.generated_block(study.REPORT_DOC.read_text(encoding="utf-8"), size)
     assert committed is not None, f"docs/ablation_study.md lacks the generated block of size {size}"
-    assert committed == study.report_block(summary, args.results_dir, study.REPORT_DOC)
+    assert committed == study_report.report_block(summary, args.results_dir, study.REPORT_DOC)
     assert "](../benchmarks/results/" in committed  # the figure, linked from docs/
     # ... and `summary.json` is what the committed runs give: every run of every arm is counted.
     runs = sorted((args.results_dir / "runs").glob("*.json"))
@@ -418,21 +428,21 @@ def test_the_study_document_shows_the_tables_of_the_committed_summary(size):
 
 def test_the_report_rebuilds_only_its_block_of_the_document(tmp_path, capsys):
     doc = tmp_path / "study.md"
-    begin, end = study.report_markers("small")
-    base_begin, base_end = study.report_markers("base")
+    begin, end = study_report.report_markers("small")
+    base_begin, base_end = study_report.report_markers("base")
     doc.write_text(
         f"# Study\n\nnarrative\n\n{begin}\nold table\n{end}\n\nmore narrative\n\n{base_begin}\nbase\n{base_end}\n",
         encoding="utf-8",
     )
-    assert study.update_report_doc(doc, "small", "| new | table |\n")
+    assert study_report.update_report_doc(doc, "small", "| new | table |\n")
     assert doc.read_text(encoding="utf-8") == (
         f"# Study\n\nnarrative\n\n{begin}\n| new | table |\n{end}\n\nmore narrative\n\n{base_begin}\nbase\n{base_end}\n"
     )
-    assert study.generated_block(doc.read_text(encoding="utf-8"), "base") == "base\n"
+    assert study_report.generated_block(doc.read_text(encoding="utf-8"), "base") == "base\n"
     # A document without the markers is left alone, and the report says so.
     plain = tmp_path / "plain.md"
     plain.write_text("text\n", encoding="utf-8")
-    assert not study.update_report_doc(plain, "small", "| t |\n")
+    assert not study_report.update_report_doc(plain, "small", "| t |\n")
     assert plain.read_text(encoding="utf-8") == "text\n" and "has no generated block" in capsys.readouterr().out
     # Results elsewhere (tests, other folders) never rewrite the repository's document unless asked to.
     assert study.parse_args(["--size", "tiny"]).report_doc is None
@@ -452,8 +462,8 @@ def test_the_report_shows_the_measured_training_cost_of_its_size_only(tmp_path):
         arms=[dict(arm="000-prime", ratio=1.0), dict(arm="002-prime-4units", ratio=2.31)],
     )
     (tmp_path / "training_cost.json").write_text(json.dumps(measured))
-    assert study.measured_training_cost(tmp_path, "base") is None
-    cost = study.measured_training_cost(tmp_path, "small")
+    assert study_report.measured_training_cost(tmp_path, "base") is None
+    cost = study_report.measured_training_cost(tmp_path, "small")
     assert cost["ratios"] == {"000-prime": 1.0, "002-prime-4units": 2.31}
     row = dict(
         label="x", num_parameters=1e6, seeds=[1], updates=2000, epochs=2.9, validation_ce=(3.0, float("nan")),
@@ -468,11 +478,11 @@ def test_the_report_shows_the_measured_training_cost_of_its_size_only(tmp_path):
         test_subset="t",
         training_cost={key: measured[key] for key in ("reference", "machine", "threads", "commit")},
     )
-    table = study.format_tables(summary)
+    table = study_report.format_tables(summary)
     assert "| cost × 000-prime |" in table.splitlines()[0]
     assert table.splitlines()[2].endswith("| 2.31 |") and table.splitlines()[3].endswith("| – |")
     assert "measured side by side" in table and "commit 0123456" in table
-    assert "cost ×" not in study.format_tables(dict(summary, training_cost=None))
+    assert "cost ×" not in study_report.format_tables(dict(summary, training_cost=None))
 
 
 @pytest.mark.subprocess
@@ -485,8 +495,8 @@ def test_training_cost_times_every_stage_four_arm_side_by_side(tmp_path):
     result = json.loads(output.read_text())
     timed = {row["arm"]: row for row in result["arms"]}
     # an equal-time arm is another stage-4 arm's network trained for more updates: timed under that arm
-    stage_four = {arm.key for arm in study.ARMS if arm.stage == 4 and arm.equal_time_with is None}
-    assert not {arm.key for arm in study.ARMS if arm.equal_time_with} & set(timed)
+    stage_four = {arm.key for arm in study_arms.ARMS if arm.stage == 4 and arm.equal_time_with is None}
+    assert not {arm.key for arm in study_arms.ARMS if arm.equal_time_with} & set(timed)
     assert stage_four <= set(timed) and {"000-prime", "002-4units", "003-single"} <= set(timed)
     assert timed["000-prime"]["ratio"] == 1.0
     assert all(row["seconds_per_update"] > 0 and row["parameters"] > 0 for row in timed.values())
@@ -496,7 +506,7 @@ def test_training_cost_times_every_stage_four_arm_side_by_side(tmp_path):
     assert refused.returncode == 2 and "unknown arm 'no-such-arm'" in refused.stderr
 
 
-@pytest.mark.parametrize("arm", [arm for arm in study.ARMS if arm.equal_time_with], ids=lambda arm: arm.key)
+@pytest.mark.parametrize("arm", [arm for arm in study_arms.ARMS if arm.equal_time_with], ids=lambda arm: arm.key)
 def test_equal_time_arms_train_for_the_measured_cost_ratio(arm):
     """An equal-time arm's update factor is the committed side-by-side measurement (`benchmarks/training_cost.py`):
     the dearer arm's seconds per update over those of the arm's own network (the arm without the factor)."""
@@ -504,7 +514,7 @@ def test_equal_time_arms_train_for_the_measured_cost_ratio(arm):
     seconds = {row["arm"]: row["seconds_per_update"] for row in measured["arms"]}
     same_network = [
         other.key
-        for other in study.ARMS
+        for other in study_arms.ARMS
         if not other.recipe_factors
         and (other.arch, other.presets.get("small"), other.overrides) == (arm.arch, arm.presets["small"], arm.overrides)
         and other.key in seconds  # (000-prime-authors-init is 000-prime's network at a later commit, not measured)
