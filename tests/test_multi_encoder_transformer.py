@@ -137,7 +137,7 @@ def test_static_expansion_follows_equations_1_to_4():
     """A per-sentence loop over the written-out equations (docs/architectures.md §4), against the batched module."""
     torch.manual_seed(0)
     d, sizes = 8, [3, 2]
-    module = StaticExpansion(d, sizes, dropout=0.0, sequence_aware=False)
+    module = StaticExpansion(d, sizes, dropout=0.0, sequence_aware=False, layer_idx=0)
     for parameter in module.parameters():
         torch.nn.init.normal_(parameter)
     x = torch.randn(2, 6, d)

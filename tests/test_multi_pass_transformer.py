@@ -194,11 +194,13 @@ def test_the_shared_init_law_changes_only_the_attention_projections():
 
 
 class PlainEncoder(MTEncoder):
-    layer_class = MTEncoderLayer
+    def build_layer(self, config, layer_idx):
+        return MTEncoderLayer(config, layer_idx)
 
 
 class PlainDecoder(MTDecoder):
-    layer_class = MTDecoderLayer
+    def build_layer(self, config, layer_idx):
+        return MTDecoderLayer(config, layer_idx)
 
 
 class PlainModel(MTModel):

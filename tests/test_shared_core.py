@@ -4,8 +4,9 @@ blocks the other architectures reuse), the stateful cache layer, and positions."
 import pytest
 import torch
 from huggingface_hub.dataclasses import strict
-from transformers import DynamicCache, EncoderDecoderCache
+from transformers import AutoModelForSeq2SeqLM, DynamicCache, EncoderDecoderCache
 
+import hf_unified_mt
 from conftest import random_batch
 from hf_unified_mt.cache_mt import StatefulDecoderCacheLayer
 from hf_unified_mt.configuration_mt_common import MTConfig
@@ -14,9 +15,11 @@ from hf_unified_mt.modeling_mt_common import (
     MTDecoder,
     MTDecoderLayer,
     MTEncoder,
+    MTEncoderBase,
     MTEncoderLayer,
     MTForConditionalGeneration,
     MTModel,
+    MTPreTrainedModel,
     SinusoidalPositionalEmbedding,
     shift_tokens_right,
 )
@@ -28,12 +31,16 @@ class PlainTransformerConfig(MTConfig):
 
 
 class PlainEncoder(MTEncoder):
-    layer_class = MTEncoderLayer
+    def build_layer(self, config, layer_idx):
+        return MTEncoderLayer(config, layer_idx)
+
     _can_record_outputs = {"hidden_states": MTEncoderLayer}
 
 
 class PlainDecoder(MTDecoder):
-    layer_class = MTDecoderLayer
+    def build_layer(self, config, layer_idx):
+        return MTDecoderLayer(config, layer_idx)
+
     _can_record_outputs = {"hidden_states": MTDecoderLayer}
 
 
@@ -154,3 +161,44 @@ def test_an_over_long_source_is_told_to_shorten_the_input_not_to_generate_fewer_
     assert "shorten the input" in str(error.value) and "fewer tokens" not in str(error.value)
     with pytest.raises(ValueError, match=rf"target sequence has {limit + 1} positions.*generate fewer tokens"):
         model(input_ids=ids[:, :3], decoder_input_ids=ids)
+
+
+# ------------------------------------------------------------------------------------------ building the stacks
+
+STACKS = {
+    "unified_transformer": ("tiny", {}),
+    "deep_transformer": ("tiny", {}),
+    "multi_unit_transformer": ("tiny", dict(decoder_attention_type="merged_self")),
+    "multi_encoder_transformer": ("tiny-dual", dict(decoder_attention_type="aan")),
+    "multi_pass_transformer": ("tiny", dict(encoder_layer=dict(type="prime"))),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(STACKS))
+def test_every_stack_builds_its_layers_with_build_layer_and_each_model_runs_post_init_once(arch, monkeypatch):
+    """One way to build layers: the encoder and decoder of every architecture build layer i with their
+    `build_layer(config, i)` (the Multi-Encoder's branches take the shared embedding and input preparation from
+    `MTEncoderBase`, by inheritance); and every model object of a composite model (head, model, encoder, decoder) runs
+    `post_init` once, so that nothing built after it escapes it."""
+    calls = []
+    post_init = MTPreTrainedModel.post_init
+    monkeypatch.setattr(MTPreTrainedModel, "post_init", lambda self: (calls.append(self), post_init(self))[1])
+    preset, overrides = STACKS[arch]
+    config = hf_unified_mt.get_config(arch, preset, vocab_size=64, **overrides)
+    model = AutoModelForSeq2SeqLM.from_config(config)
+    encoder, decoder = model.model.encoder, model.model.decoder
+    assert sorted(map(id, calls)) == sorted(map(id, (model, model.model, encoder, decoder)))
+    assert isinstance(encoder, MTEncoderBase)
+    for stack in (encoder, decoder):
+        for index, layer in enumerate(getattr(stack, "layers", ())):
+            assert type(layer) is type(stack.build_layer(config, index)), (type(stack).__name__, index)
+
+
+def test_a_stack_without_build_layer_is_refused_by_name():
+    class NoLayers(MTEncoder):
+        config_class = PlainTransformerConfig
+
+    with pytest.raises(NotImplementedError, match="NoLayers must define `build_layer"):
+        NoLayers(
+            PlainTransformerConfig(vocab_size=64, d_model=16, encoder_attention_heads=2, decoder_attention_heads=2)
+        )

@@ -333,12 +333,18 @@ DECODER_LAYER_CLASSES = {
 }
 
 
-def decoder_layer_class(config: MTConfig, standard: type[nn.Module] = MTDecoderLayer) -> type[nn.Module]:
-    """The decoder layer of `config.decoder_attention_type`: the architecture's `standard` layer for `"self"`, else
-    paper 001's variant. Every architecture with a Transformer-style decoder composes them through this."""
-    if config.decoder_attention_type == "self":
-        return standard
-    return DECODER_LAYER_CLASSES[config.decoder_attention_type]
+def decoder_layer(
+    config: MTConfig,
+    layer_idx: int,
+    standard: type[nn.Module] = MTDecoderLayer,
+    merged_self: type[nn.Module] = MergedSelfAttentionDecoderLayer,
+) -> nn.Module:
+    """Layer `layer_idx` of a decoder of `config.decoder_attention_type`: the architecture's `standard` layer for
+    `"self"` and its `merged_self` layer for variant 6 (the layers that keep a self-attention: MUTE passes its own, with
+    relative positions), else paper 001's variant. Every architecture with a Transformer-style decoder builds its
+    layers with this, in its decoder's `build_layer`."""
+    layer_classes = {**DECODER_LAYER_CLASSES, "self": standard, "merged_self": merged_self}
+    return layer_classes[config.decoder_attention_type](config, layer_idx=layer_idx)
 
 
 def decoder_recorders(standard: type[nn.Module] = MTDecoderLayer) -> dict:

@@ -19,7 +19,8 @@ from torch import nn
 from transformers.generation import GenerationMixin
 
 from .configuration_deep_transformer import DeepTransformerConfig
-from .modeling_decoder_variants import decoder_layer_class, decoder_recorders
+from .configuration_mt_common import MTConfig
+from .modeling_decoder_variants import decoder_layer, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
@@ -44,16 +45,21 @@ class DeepTransformerPreTrainedModel(MTPreTrainedModel):
 
 
 class DeepTransformerEncoder(DeepTransformerPreTrainedModel, MTEncoder):
-    layer_class = MTEncoderLayer
+    """The standard Transformer encoder, post-norm (the paper's) or pre-norm."""
+
     _can_record_outputs = {"hidden_states": EncoderHiddenStates(MTEncoderLayer), "attentions": MTAttention}
+
+    def build_layer(self, config: MTConfig, layer_idx: int) -> nn.Module:
+        return MTEncoderLayer(config, layer_idx=layer_idx)
 
 
 class DeepTransformerDecoder(DeepTransformerPreTrainedModel, MTDecoder):
+    """The decoder whose first sublayer is `config.decoder_attention_type` (merged attention by default)."""
+
     _can_record_outputs = decoder_recorders()
 
-    @property
-    def layer_class(self) -> type[nn.Module]:
-        return decoder_layer_class(self.config)
+    def build_layer(self, config: MTConfig, layer_idx: int) -> nn.Module:
+        return decoder_layer(config, layer_idx)
 
 
 class DeepTransformerModel(DeepTransformerPreTrainedModel, MTModel):

@@ -4,8 +4,8 @@
 What lives here is what the five papers have in common: token embeddings and sinusoidal positions, multi-head
 attention through transformers' attention interface with `EncoderDecoderCache`, the encoder/decoder stacks'
 plumbing (masks, positions, caches, output recording), the base model with shared/tied embeddings, and the
-conditional-generation head with the loss. An architecture file defines its layers and sets `layer_class` on
-thin subclasses of `MTEncoder` / `MTDecoder`.
+conditional-generation head with the loss. An architecture file defines its layers and builds them in the one
+`build_layer(config, layer_idx)` of its subclasses of `MTEncoder` / `MTDecoder`.
 """
 
 import dataclasses
@@ -536,26 +536,17 @@ class MTPreTrainedModel(PreTrainedModel):
             module.init_own_parameters(self.config)
 
 
-class MTEncoder(MTPreTrainedModel):
-    """Token + position embeddings, then `config.encoder_layers` layers of `layer_class`.
-
-    Every layer is called as `layer(hidden_states, attention_mask=<4D mask>, padding_mask=<[B, T] bool or None>)`."""
-
-    layer_class: type[nn.Module] = None
-    output_class: type[BaseModelOutput] = BaseModelOutput  # a subclass adds an architecture's own fields
+class MTEncoderBase(MTPreTrainedModel):
+    """What every encoder of the package starts with: the source token + position embeddings and the one input
+    preparation (`prepare_inputs`). `MTEncoder` adds a stack of layers; the Multi-Encoder adds its branches and the
+    Multi-Pass Transformer its passes over a stack. A subclass builds what reads the embeddings and ends its
+    `__init__` with `post_init()`."""
 
     def __init__(self, config: MTConfig):
         super().__init__(config)
         self.dropout = config.dropout
         self.embed_tokens, self.embed_positions = token_and_position_embeddings(config, config.vocab_size)
-        self.layers = nn.ModuleList([self.make_layer(config, i) for i in range(config.encoder_layers)])
-        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.gradient_checkpointing = False
-        self.post_init()
-
-    def make_layer(self, config: MTConfig, layer_idx: int) -> nn.Module:
-        """Layer `layer_idx` of the stack: `layer_class`, unless the config composes another layer type."""
-        return self.layer_class(config, layer_idx=layer_idx)
 
     def embed(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
         if (input_ids is None) == (inputs_embeds is None):
@@ -581,6 +572,25 @@ class MTEncoder(MTPreTrainedModel):
         )
         return hidden_states, attention_mask, padding_mask
 
+
+class MTEncoder(MTEncoderBase):
+    """Token + position embeddings, then `config.encoder_layers` layers, each built by the architecture's
+    `build_layer(config, layer_idx)` (the one way the package builds a stack's layers).
+
+    Every layer is called as `layer(hidden_states, attention_mask=<4D mask>, padding_mask=<[B, T] bool or None>)`."""
+
+    output_class: type[BaseModelOutput] = BaseModelOutput  # a subclass adds an architecture's own fields
+
+    def __init__(self, config: MTConfig):
+        super().__init__(config)
+        self.layers = nn.ModuleList([self.build_layer(config, i) for i in range(config.encoder_layers)])
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
+        self.post_init()
+
+    def build_layer(self, config: MTConfig, layer_idx: int) -> nn.Module:
+        """Layer `layer_idx` of the stack; each architecture's encoder defines it."""
+        raise NotImplementedError(f"{type(self).__name__} must define `build_layer(config, layer_idx)`")
+
     @merge_with_config_defaults
     @capture_outputs
     def forward(
@@ -601,22 +611,26 @@ class MTEncoder(MTPreTrainedModel):
 
 
 class MTDecoder(MTPreTrainedModel):
-    """Target embeddings, then `config.decoder_layers` layers of `layer_class`, with the generation cache.
+    """Target embeddings, then `config.decoder_layers` layers, each built by the architecture's
+    `build_layer(config, layer_idx)`, with the generation cache.
 
     Every layer is called as `layer(hidden_states, attention_mask, encoder_hidden_states,
     encoder_attention_mask=..., cache=..., padding_mask=<[B, T] bool or None>)`; the layer's own cache
     object (keys/values and recurrent state) is `cache.self_attention_cache.layers[layer_idx]`."""
 
-    layer_class: type[nn.Module] = None
-
     def __init__(self, config: MTConfig):
         super().__init__(config)
         self.dropout = config.dropout
         self.embed_tokens, self.embed_positions = token_and_position_embeddings(config, config.decoder_vocab_size)
-        self.layers = nn.ModuleList([self.layer_class(config, layer_idx=i) for i in range(config.decoder_layers)])
+        self.layers = nn.ModuleList([self.build_layer(config, i) for i in range(config.decoder_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.gradient_checkpointing = False
         self.post_init()
+
+    def build_layer(self, config: MTConfig, layer_idx: int) -> nn.Module:
+        """Layer `layer_idx` of the stack; each architecture's decoder defines it (those with a Transformer-style
+        decoder through `modeling_decoder_variants.decoder_layer`, for `config.decoder_attention_type`)."""
+        raise NotImplementedError(f"{type(self).__name__} must define `build_layer(config, layer_idx)`")
 
     def new_cache(self) -> EncoderDecoderCache:
         return EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
@@ -710,10 +724,12 @@ def cache_layer_for(cache: Cache | None, layer_idx: int) -> StatefulDecoderCache
 class MTModel(MTPreTrainedModel):
     """Encoder + decoder, returning the decoder states. Architectures set `encoder_class` / `decoder_class`."""
 
-    encoder_class: type[MTEncoder] = None
+    encoder_class: type[MTEncoderBase] = None
     decoder_class: type[MTDecoder] = None
     # A subclass declaring `encoder_<field>` receives the encoder output's extra `<field>` (`encoder_extra_outputs`).
     output_class: type[Seq2SeqModelOutput] = Seq2SeqModelOutput
+    # Arguments of `forward` that go to the encoder only (the Multi-Pass Transformer's `encoder_pass`).
+    encoder_arguments: tuple[str, ...] = ()
 
     def __init__(self, config: MTConfig):
         super().__init__(config)
@@ -774,9 +790,14 @@ class MTModel(MTPreTrainedModel):
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
+        encoder_kwargs = {name: kwargs.pop(name) for name in self.encoder_arguments if name in kwargs}
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                **encoder_kwargs,
+                **kwargs,
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(

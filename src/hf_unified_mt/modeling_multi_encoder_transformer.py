@@ -31,19 +31,18 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
 from .initialization_mt import MatrixRole, layer_depth, with_role
-from .modeling_decoder_variants import decoder_layer_class, decoder_recorders
+from .modeling_decoder_variants import decoder_layer, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
     MTDecoder,
-    MTEncoder,
+    MTEncoderBase,
     MTEncoderLayer,
     MTFeedForward,
     MTForConditionalGeneration,
     MTModel,
     MTPreTrainedModel,
     dropout_if_training,
-    token_and_position_embeddings,
 )
 from .modeling_unified_transformer import UnifiedTransformerEncoderLayer, prime_layer_config
 
@@ -499,7 +498,7 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
     ]
 
 
-class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
+class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel, MTEncoderBase):
     """The shared source embedding, the encoder branches side by side, and their combination.
 
     `output_hidden_states` gives (shared embedding, output of each branch in config order, combined memory);
@@ -515,17 +514,10 @@ class MultiEncoderTransformerEncoder(MultiEncoderTransformerPreTrainedModel):
     }
 
     def __init__(self, config: MultiEncoderTransformerConfig):
-        super().__init__(config)
-        self.dropout = config.dropout
-        self.embed_tokens, self.embed_positions = token_and_position_embeddings(config, config.vocab_size)
+        super().__init__(config)  # the shared source embedding
         self.branches = nn.ModuleList([BRANCH_CLASSES[spec["type"]](config, spec) for spec in config.encoder_branches])
         self.combination = BranchCombination(config)
-        self.gradient_checkpointing = False
         self.post_init()
-
-    # The same token + position embedding and input preparation as the single-stack encoder.
-    embed = MTEncoder.embed
-    prepare_inputs = MTEncoder.prepare_inputs
 
     @merge_with_config_defaults
     @capture_outputs
@@ -559,9 +551,8 @@ class MultiEncoderTransformerDecoder(MultiEncoderTransformerPreTrainedModel, MTD
 
     _can_record_outputs = decoder_recorders()
 
-    @property
-    def layer_class(self) -> type[nn.Module]:
-        return decoder_layer_class(self.config)
+    def build_layer(self, config: MultiEncoderTransformerConfig, layer_idx: int) -> nn.Module:
+        return decoder_layer(config, layer_idx)
 
 
 class MultiEncoderTransformerModel(MultiEncoderTransformerPreTrainedModel, MTModel):

@@ -36,12 +36,12 @@ from transformers.utils.output_capturing import (
 )
 
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig, check_pass
-from .modeling_decoder_variants import decoder_layer_class, decoder_recorders
+from .modeling_decoder_variants import decoder_layer, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
     MTDecoder,
-    MTEncoder,
+    MTEncoderBase,
     MTEncoderLayer,
     MTForConditionalGeneration,
     MTModel,
@@ -216,26 +216,33 @@ class MultiPassTransformerPreTrainedModel(MTPreTrainedModel):
     _no_split_modules = ["MultiPassEncoderLayer", "MTDecoderLayer"]
 
 
-class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder):
-    """Embeddings, then the shared stack of `encoder_layers` layers run for up to `num_passes` passes."""
+class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoderBase):
+    """Embeddings, then the shared stack of `encoder_layers` layers run for up to `num_passes` passes, with the
+    connections between passes."""
 
-    layer_class = MultiPassEncoderLayer
     _can_record_outputs = {
         "hidden_states": EncoderHiddenStates(MultiPassEncoderLayer, MultiPassPrimeEncoderLayer),
         "attentions": MTAttention,
     }
 
     def __init__(self, config: MultiPassTransformerConfig):
-        super().__init__(config)
+        super().__init__(config)  # the source embeddings
+        self.layers = nn.ModuleList([self.build_layer(config, i) for i in range(config.encoder_layers)])
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         # With a single pass there is nothing to connect: the encoder is exactly a plain Transformer encoder.
         self.connections = MultiPassConnections(config) if config.num_passes > 1 else None
         self.connect_from_mid = config.routing_pattern in ("c", "d")  # Figure 4: S^mid instead of S^out
         self.post_init()
 
-    def make_layer(self, config: MultiPassTransformerConfig, layer_idx: int) -> nn.Module:
+    def build_layer(self, config: MultiPassTransformerConfig, layer_idx: int) -> nn.Module:
+        """The shared Transformer encoder layer taking the connection c_k, or, composed, a Prime layer."""
         if config.encoder_layer["type"] == "prime":
             return MultiPassPrimeEncoderLayer(prime_layer_config(config, config.encoder_layer), layer_idx)
-        return super().make_layer(config, layer_idx)
+        return MultiPassEncoderLayer(config, layer_idx)
+
+    def finalize(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Final LayerNorm of a pre-norm stack, at the end of every pass; post-norm returns the states as they are."""
+        return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
 
     def extra_repr(self) -> str:
         config = self.config
@@ -363,58 +370,20 @@ class MultiPassTransformerDecoder(MultiPassTransformerPreTrainedModel, MTDecoder
 
     _can_record_outputs = decoder_recorders()
 
-    @property
-    def layer_class(self) -> type[nn.Module]:
-        return decoder_layer_class(self.config)
+    def build_layer(self, config: MultiPassTransformerConfig, layer_idx: int) -> nn.Module:
+        return decoder_layer(config, layer_idx)
 
 
 class MultiPassTransformerModel(MultiPassTransformerPreTrainedModel, MTModel):
+    """The Multi-Pass encoder and the decoder. `forward(..., encoder_pass=p)` has the decoder read pass p (1-based) of
+    the encoder, which then computes only p passes (see `MultiPassTransformerEncoder.pass_to_read`); it is ignored
+    when `encoder_outputs` are given, which were computed for one pass already (this is how `generate()` works:
+    `generate(..., encoder_pass=1)` hands the choice to the encoder, which runs once)."""
+
     encoder_class = MultiPassTransformerEncoder
     decoder_class = MultiPassTransformerDecoder
     output_class = MultiPassSeq2SeqModelOutput
-
-    @accepts_past_key_values
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.LongTensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        cache: Cache | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        decoder_inputs_embeds: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        encoder_pass: int | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> Seq2SeqModelOutput:
-        r"""
-        encoder_pass (`int`, *optional*):
-            Pass (1-based) of the encoder whose output the decoder reads (see `MultiPassTransformerEncoder`). Ignored
-            when `encoder_outputs` are given: they were computed for one pass already (this is how `generate()` works:
-            `generate(..., encoder_pass=1)` hands the choice to the encoder, which runs once).
-        """
-        if encoder_outputs is None:
-            encoder_outputs = self.encoder(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                inputs_embeds=inputs_embeds,
-                encoder_pass=encoder_pass,
-                **kwargs,
-            )
-        return super().forward(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_attention_mask,
-            encoder_outputs=encoder_outputs,
-            cache=cache,
-            inputs_embeds=inputs_embeds,
-            decoder_inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache,
-            **kwargs,
-        )
+    encoder_arguments = ("encoder_pass",)
 
 
 class MultiPassTransformerForConditionalGeneration(

@@ -37,7 +37,7 @@ from transformers.utils.output_capturing import OutputRecorder
 
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
 from .initialization_mt import MatrixRole, init_matrix_, layer_depth, xavier_uniform_
-from .modeling_decoder_variants import MergedSelfAttentionDecoderLayer, decoder_layer_class, decoder_recorders
+from .modeling_decoder_variants import MergedSelfAttentionDecoderLayer, decoder_layer, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
@@ -744,7 +744,6 @@ class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder
     """`attentions` holds one `[batch, heads, src, src]` map per layer, the mean over the units, and
     `unit_attentions` each unit's maps, `[batch, units, heads, src, src]` (both with `output_attentions`)."""
 
-    layer_class = MultiUnitTransformerEncoderLayer
     output_class = MultiUnitEncoderOutput
     _can_record_outputs = {
         "hidden_states": EncoderHiddenStates(MultiUnitTransformerEncoderLayer),
@@ -768,6 +767,9 @@ class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder
             input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
         )
 
+    def build_layer(self, config: MultiUnitTransformerConfig, layer_idx: int) -> nn.Module:
+        return MultiUnitTransformerEncoderLayer(config, layer_idx)
+
     def shuffle_penalty(self) -> torch.Tensor | None:
         """Σ_k L_p^k over the layers (Eq. 20), or None without the sequential dependency."""
         penalties = [layer.unit_order.penalty() for layer in self.layers if layer.unit_order is not None]
@@ -782,11 +784,13 @@ class MultiUnitTransformerDecoder(MultiUnitTransformerPreTrainedModel, MTDecoder
 
     _can_record_outputs = decoder_recorders(MultiUnitTransformerDecoderLayer)
 
-    @property
-    def layer_class(self) -> type[nn.Module]:
-        if self.config.decoder_attention_type == "merged_self":
-            return MultiUnitMergedSelfAttentionDecoderLayer
-        return decoder_layer_class(self.config, MultiUnitTransformerDecoderLayer)
+    def build_layer(self, config: MultiUnitTransformerConfig, layer_idx: int) -> nn.Module:
+        return decoder_layer(
+            config,
+            layer_idx,
+            standard=MultiUnitTransformerDecoderLayer,
+            merged_self=MultiUnitMergedSelfAttentionDecoderLayer,
+        )
 
 
 class MultiUnitTransformerModel(MultiUnitTransformerPreTrainedModel, MTModel):

@@ -386,20 +386,24 @@ class UnifiedTransformerPreTrainedModel(MTPreTrainedModel):
 
 
 class UnifiedTransformerEncoder(UnifiedTransformerPreTrainedModel, MTEncoder):
-    layer_class = UnifiedTransformerEncoderLayer
     _can_record_outputs = {
         "hidden_states": EncoderHiddenStates(UnifiedTransformerEncoderLayer),
         "attentions": PrimeSelfAttention,
     }
 
+    def build_layer(self, config: UnifiedTransformerConfig, layer_idx: int) -> nn.Module:
+        return UnifiedTransformerEncoderLayer(config, layer_idx)
+
 
 class UnifiedTransformerDecoder(UnifiedTransformerPreTrainedModel, MTDecoder):
-    layer_class = UnifiedTransformerDecoderLayer
     _can_record_outputs = {
         "hidden_states": UnifiedTransformerDecoderLayer,
         "attentions": OutputRecorder(PrimeSelfAttention, index=1, layer_name="self_attn"),
         "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
     }
+
+    def build_layer(self, config: UnifiedTransformerConfig, layer_idx: int) -> nn.Module:
+        return UnifiedTransformerDecoderLayer(config, layer_idx)
 
 
 class UnifiedTransformerModel(UnifiedTransformerPreTrainedModel, MTModel):
