@@ -705,7 +705,7 @@ def build_hub_folder(
     for name in checkpoint.files_to_copy():
         shutil.copyfile(checkpoint.path / name, output_dir / name)
     # a tokenizer saved after loading it from a folder records how it was loaded (`is_local`, ...): not published
-    from hf_unified_mt.training.tokenization import clean_tokenizer_config
+    from hf_unified_mt.deployment.tokenizer_files import clean_tokenizer_config
 
     clean_tokenizer_config(output_dir)
     with open(output_dir / TEST_RESULTS_NAME, "w", encoding="utf-8") as handle:

@@ -28,13 +28,8 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 from hf_unified_mt.deployment.inference import quantize_int8, translate  # noqa: E402
-from hf_unified_mt.deployment.onnx_export import (  # noqa: E402
-    DECODER_FILE,
-    ENCODER_FILE,
-    LAYOUT_FILE,
-    export_onnx,
-    int8_file_name,
-)
+from hf_unified_mt.deployment.onnx_export import export_onnx  # noqa: E402
+from hf_unified_mt.deployment.onnx_format import DECODER_FILE, ENCODER_FILE, LAYOUT_FILE, int8_file_name  # noqa: E402
 from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM  # noqa: E402
 from mt_checks import load_script  # noqa: E402
 from test_model_contract import TINY, VARIANTS, batch  # noqa: E402

@@ -26,12 +26,12 @@ pytest.importorskip("onnxscript")
 
 from hf_unified_mt.deployment import onnx_export as onnx_export_module  # noqa: E402
 from hf_unified_mt.deployment import onnx_runtime  # noqa: E402
-from hf_unified_mt.deployment.onnx_export import (  # noqa: E402
+from hf_unified_mt.deployment.onnx_export import export_onnx  # noqa: E402
+from hf_unified_mt.deployment.onnx_format import (  # noqa: E402
     DECODER_FILE,
     ENCODER_FILE,
     INT8_QUANTIZATION,
     MANIFEST_FILE,
-    export_onnx,
     int8_file_name,
 )
 from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM  # noqa: E402
@@ -274,7 +274,7 @@ def test_per_row_quantisation_leaves_the_logging_of_the_process_as_it_was(export
 
     script = f"""
 import logging
-from hf_unified_mt.deployment.onnx_export import quantize_onnx_int8
+from hf_unified_mt.deployment.onnx_format import quantize_onnx_int8
 quantize_onnx_int8({str(exports["deep"] / ENCODER_FILE)!r}, {str(tmp_path / "encoder.onnx")!r}, "per_row")
 logging.getLogger("user").info("an INFO record the user did not ask to see")
 print(logging.getLogger().handlers, logging.getLevelName(logging.getLogger().level))

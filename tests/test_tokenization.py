@@ -141,7 +141,7 @@ def config_keys(folder) -> set[str]:
 
 
 def test_save_tokenizer_writes_no_load_options(tmp_path):
-    from hf_unified_mt.training.tokenization import save_tokenizer
+    from hf_unified_mt.deployment.tokenizer_files import save_tokenizer
 
     source = saved_tokenizer(tmp_path / "source")
     AutoTokenizer.from_pretrained(source).save_pretrained(tmp_path / "plain")

@@ -28,7 +28,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGH
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.deployment.inference import clean_generation_config
-from hf_unified_mt.training.tokenization import save_tokenizer
+from hf_unified_mt.deployment.tokenizer_files import save_tokenizer
 
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")

@@ -28,8 +28,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.deployment.inference import model_length_limit, quantize_int8, split_lines, translate
+from hf_unified_mt.deployment.onnx_backend import load_onnx_model
 from hf_unified_mt.deployment.onnx_export import add_int8_mode_argument, int8_option
-from hf_unified_mt.deployment.onnx_runtime import load_onnx_model, onnx_backend_problem, torch_backend_problem
+from hf_unified_mt.deployment.onnx_runtime import onnx_backend_problem, torch_backend_problem
 from hf_unified_mt.training.data import describe_binary_start
 
 

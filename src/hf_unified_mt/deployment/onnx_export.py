@@ -41,7 +41,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -50,7 +49,6 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from ..cache_mt import StatefulDecoderCacheLayer
-from ..training.tokenization import save_tokenizer
 from .onnx_format import (
     BUILD_FOLDER,
     BUILT_BY,
@@ -58,21 +56,21 @@ from .onnx_format import (
     DECODER_FILE,
     ENCODER_FILE,
     INT8_MODES,
-    INT8_QUANTIZATION,
     LAYOUT_FILE,
     MANIFEST_FILE,
     MANIFEST_FORMAT,
     TOKENIZER_FILES,
     CacheLayout,
     LayerLayout,
+    add_int8_graphs,
     file_sha256,
-    int8_file_name,
     int8_mode,
     is_onnx_export,
     read_manifest,
     weights_files,
     write_manifest,
 )
+from .tokenizer_files import save_tokenizer
 
 
 logger = logging.getLogger(__name__)
@@ -386,56 +384,6 @@ def int8_option(int8: bool, mode: str | None, backend: str = "onnx") -> bool | s
     return (mode or "dynamic") if int8 else False
 
 
-@contextlib.contextmanager
-def _quiet_quantizers():
-    """ONNX Runtime's quantisers log a notice at INFO for every tensor or node they leave in float (integer and boolean
-    tensors, matmuls without constant weights) to the root logger, held at ERROR here; and `matmul_nbits_quantizer`
-    calls `logging.basicConfig(level=INFO)` when it is imported, which would print every later INFO record of the
-    process: while nothing handles the root logger, a placeholder handler makes that call do nothing."""
-    root = logging.getLogger()
-    level = root.level
-    placeholder = logging.NullHandler() if not root.handlers else None
-    if placeholder is not None:
-        root.addHandler(placeholder)
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(level)
-        if placeholder is not None:
-            root.removeHandler(placeholder)
-
-
-def quantize_onnx_int8(source: str | os.PathLike, target: str | os.PathLike, mode: str = "dynamic") -> None:
-    """ONNX Runtime's int8 quantisation of a graph, in `mode` (`INT8_QUANTIZATION`): "dynamic", the weight matrices
-    of the matmuls in int8 and their inputs quantised per tensor on the fly (the ONNX counterpart of
-    `inference.quantize_int8`), or "per_row", `MatMulNBits` with 8-bit weights and inputs quantised per row. The graph
-    is first optimised by ONNX Runtime (`quant_pre_process`), which folds the exporter's weight transposes into the
-    initialisers that the quantisers look for."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    mode = int8_mode(mode)
-    with _quiet_quantizers(), tempfile.TemporaryDirectory() as scratch:
-        prepared = Path(scratch) / "prepared.onnx"
-        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
-        if mode == "dynamic":
-            quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8)
-            return
-        from onnxruntime.quantization.matmul_nbits_quantizer import (
-            DefaultWeightOnlyQuantConfig,
-            MatMulNBitsQuantizer,
-        )
-
-        settings = INT8_QUANTIZATION[mode]
-        config = DefaultWeightOnlyQuantConfig(
-            bits=settings["bits"], block_size=settings["block_size"], accuracy_level=settings["accuracy_level"]
-        )
-        quantizer = MatMulNBitsQuantizer(str(prepared), algo_config=config)
-        quantizer.process()
-        quantizer.model.save_model_to_file(str(target))
-
-
 def check_exportable(model, encoder_kwargs: dict) -> None:
     """The options the graphs cannot carry, as `ValueError`s naming them, before anything is traced."""
     parameter = next(model.parameters())
@@ -620,41 +568,6 @@ def _source_record(source: str | os.PathLike | None) -> dict:
         "path": str(source.absolute()),
         "weights": {name: file_sha256(source / name) for name in weights_files(source)},
     }
-
-
-def add_int8_graphs(
-    folder: str | os.PathLike, target: str | os.PathLike | None = None, mode: str = "dynamic"
-) -> list[Path]:
-    """Quantises the float graphs of the export in `folder` to int8 in `mode` (`quantize_onnx_int8`) where that mode's
-    int8 graphs are missing, and records them in the manifest with the float graph each was quantised from and how.
-    With `target` (a folder the export's own cannot be written), they are written there instead and not recorded.
-    Returns the int8 graphs."""
-    folder = Path(folder)
-    graphs = [(folder / name, int8_file_name(name, mode)) for name in (ENCODER_FILE, DECODER_FILE)]
-    if target is not None:
-        for source, name in graphs:
-            quantize_onnx_int8(source, Path(target) / name, mode)
-        return [Path(target) / name for _, name in graphs]
-    build = folder / BUILD_FOLDER
-    missing = [(source, name) for source, name in graphs if not (folder / name).is_file()]
-    if missing:
-        build.mkdir(exist_ok=True)
-        try:
-            manifest = read_manifest(folder)
-            for source, name in missing:
-                quantize_onnx_int8(source, build / name, mode)
-                manifest["graphs"][name] = {
-                    "sha256": file_sha256(build / name),
-                    "quantized_from": manifest["graphs"][source.name]["sha256"],
-                    "int8_mode": int8_mode(mode),
-                    "quantization": INT8_QUANTIZATION[int8_mode(mode)],
-                }
-                os.replace(build / name, folder / name)
-                manifest["files"] = sorted({*manifest["files"], name})
-                write_manifest(folder, manifest)
-        finally:
-            shutil.rmtree(build, ignore_errors=True)
-    return [folder / name for _, name in graphs]
 
 
 def _write_export(

@@ -1,22 +1,28 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """What an ONNX export folder holds, shared by the exporter (`onnx_export.py`, which writes it) and the runtime
-(`onnx_runtime.py`, which reads it); neither imports the other for it:
+(`onnx_runtime.py`, which reads it); neither imports the other:
 
 * the file names (`encoder.onnx`, `decoder_step.onnx`, the cache layout `onnx_cache.json`, the manifest
   `onnx_export.json`) and their format versions;
 * the decoder cache layout (`CacheLayout`, `LayerLayout`), from which the graphs' input and output names follow;
 * the int8 modes, their graphs' file names and how each is quantised (`INT8_QUANTIZATION`, recorded in the manifest);
 * the manifest: reading and writing it, the sha256 of the files it records, and the command that exports a model
-  again (`reexport_command`).
+  again (`reexport_command`);
+* the int8 graphs beside the float ones (`add_int8_graphs`, ONNX Runtime's quantisers, imported when called): the
+  exporter writes them with `--int8`, the runtime on first use of a mode.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 
@@ -172,3 +178,91 @@ def reexport_command(manifest: dict | None, folder: str | os.PathLike, int8: boo
 def is_onnx_export(path: str | os.PathLike) -> bool:
     """Whether `path` holds an export of `export_onnx` (its manifest, or the cache layout of an earlier version's)."""
     return (Path(path) / MANIFEST_FILE).is_file() or (Path(path) / LAYOUT_FILE).is_file()
+
+
+# ------------------------------------------------------------------------------------------------ the int8 graphs
+
+
+@contextlib.contextmanager
+def _quiet_quantizers():
+    """ONNX Runtime's quantisers log a notice at INFO for every tensor or node they leave in float (integer and boolean
+    tensors, matmuls without constant weights) to the root logger, held at ERROR here; and `matmul_nbits_quantizer`
+    calls `logging.basicConfig(level=INFO)` when it is imported, which would print every later INFO record of the
+    process: while nothing handles the root logger, a placeholder handler makes that call do nothing."""
+    root = logging.getLogger()
+    level = root.level
+    placeholder = logging.NullHandler() if not root.handlers else None
+    if placeholder is not None:
+        root.addHandler(placeholder)
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        if placeholder is not None:
+            root.removeHandler(placeholder)
+
+
+def quantize_onnx_int8(source: str | os.PathLike, target: str | os.PathLike, mode: str = "dynamic") -> None:
+    """ONNX Runtime's int8 quantisation of a graph, in `mode` (`INT8_QUANTIZATION`): "dynamic", the weight matrices
+    of the matmuls in int8 and their inputs quantised per tensor on the fly (the ONNX counterpart of
+    `inference.quantize_int8`), or "per_row", `MatMulNBits` with 8-bit weights and inputs quantised per row. The graph
+    is first optimised by ONNX Runtime (`quant_pre_process`), which folds the exporter's weight transposes into the
+    initialisers that the quantisers look for."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    mode = int8_mode(mode)
+    with _quiet_quantizers(), tempfile.TemporaryDirectory() as scratch:
+        prepared = Path(scratch) / "prepared.onnx"
+        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+        if mode == "dynamic":
+            quantize_dynamic(str(prepared), str(target), weight_type=QuantType.QInt8)
+            return
+        from onnxruntime.quantization.matmul_nbits_quantizer import (
+            DefaultWeightOnlyQuantConfig,
+            MatMulNBitsQuantizer,
+        )
+
+        settings = INT8_QUANTIZATION[mode]
+        config = DefaultWeightOnlyQuantConfig(
+            bits=settings["bits"], block_size=settings["block_size"], accuracy_level=settings["accuracy_level"]
+        )
+        quantizer = MatMulNBitsQuantizer(str(prepared), algo_config=config)
+        quantizer.process()
+        quantizer.model.save_model_to_file(str(target))
+
+
+def add_int8_graphs(
+    folder: str | os.PathLike, target: str | os.PathLike | None = None, mode: str = "dynamic"
+) -> list[Path]:
+    """Quantises the float graphs of the export in `folder` to int8 in `mode` (`quantize_onnx_int8`) where that mode's
+    int8 graphs are missing, and records them in the manifest with the float graph each was quantised from and how.
+    With `target` (a folder the export's own cannot be written), they are written there instead and not recorded.
+    Returns the int8 graphs."""
+    folder = Path(folder)
+    graphs = [(folder / name, int8_file_name(name, mode)) for name in (ENCODER_FILE, DECODER_FILE)]
+    if target is not None:
+        for source, name in graphs:
+            quantize_onnx_int8(source, Path(target) / name, mode)
+        return [Path(target) / name for _, name in graphs]
+    build = folder / BUILD_FOLDER
+    missing = [(source, name) for source, name in graphs if not (folder / name).is_file()]
+    if missing:
+        build.mkdir(exist_ok=True)
+        try:
+            manifest = read_manifest(folder)
+            for source, name in missing:
+                quantize_onnx_int8(source, build / name, mode)
+                manifest["graphs"][name] = {
+                    "sha256": file_sha256(build / name),
+                    "quantized_from": manifest["graphs"][source.name]["sha256"],
+                    "int8_mode": int8_mode(mode),
+                    "quantization": INT8_QUANTIZATION[int8_mode(mode)],
+                }
+                os.replace(build / name, folder / name)
+                manifest["files"] = sorted({*manifest["files"], name})
+                write_manifest(folder, manifest)
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
+    return [folder / name for _, name in graphs]

@@ -1,9 +1,9 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Generation with the ONNX graphs of `onnx_export.py` in ONNX Runtime, through transformers' own `generate()`.
 
-It reads the folder the exporter wrote through `onnx_format.py` (file names, cache layout, manifest); from the
-exporter itself it takes only `add_int8_graphs` (int8 graphs quantised on first use) and `export_onnx` (a saved
-PyTorch model exported on the fly by `load_onnx_model`), and the exporter imports nothing from here.
+It reads the folder the exporter wrote through `onnx_format.py` alone (file names, cache layout, manifest, and the
+int8 graphs it quantises on first use of a mode, `add_int8_graphs`): the runtime imports nothing from the exporter,
+nor the exporter from it. A saved PyTorch model is exported on the fly by `onnx_backend.load_onnx_model`.
 
     model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")          # or int8=True, int8="per_row"
     tokenizer = AutoTokenizer.from_pretrained("outputs/mt-onnx")
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import tempfile
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, PreTrainedModel
+from transformers import AutoConfig, GenerationConfig, PreTrainedModel
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
@@ -38,7 +37,6 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 import hf_unified_mt  # noqa: F401  (registers the configs and the stateful cache layer)
 
 from ..modeling_mt_common import CACHE_FIELD
-from .onnx_export import add_int8_graphs, export_onnx
 from .onnx_format import (
     CONFIG_FILES,
     DECODER_FILE,
@@ -48,8 +46,8 @@ from .onnx_format import (
     LAYOUT_FILE,
     MANIFEST_FILE,
     MANIFEST_FORMAT,
-    TOKENIZER_FILES,
     CacheLayout,
+    add_int8_graphs,
     file_sha256,
     int8_file_name,
     int8_mode,
@@ -58,9 +56,6 @@ from .onnx_format import (
     reexport_command,
     weights_files,
 )
-
-
-logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -412,26 +407,3 @@ def torch_backend_problem(path: str | os.PathLike) -> str | None:
     if os.path.isdir(path) and is_onnx_export(path) and not weights_files(path):
         return f"{path} is an ONNX export (onnx_export), which has no PyTorch weights: pass --backend onnx"
     return None
-
-
-def load_onnx_model(
-    path: str | os.PathLike, int8: bool | str = False, trust_remote_code: bool = False, num_threads: int | None = None
-) -> tuple[ORTModelForSeq2SeqLM, object]:
-    """The ONNX Runtime model and tokenizer of `path`: an `export_onnx` folder, or a saved PyTorch model, which is then
-    exported to a temporary folder first (for repeated use, export it once with `export_onnx`). `int8`: as in
-    `ORTModelForSeq2SeqLM.from_pretrained`."""
-    if is_onnx_export(path):  # checked against its manifest (`check_export`), weights beside the graphs included
-        model = ORTModelForSeq2SeqLM.from_pretrained(path, int8=int8, num_threads=num_threads)
-        if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
-            raise ValueError(
-                f"{path} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): it was exported without one; export it "
-                f"again with its tokenizer (export_onnx(model, folder, tokenizer), or {EXPORT_COMMAND}, which saves "
-                "the model folder's)"
-            )
-        return model, AutoTokenizer.from_pretrained(path)
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-    model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=trust_remote_code)
-    logger.info("Exporting %s to ONNX for this run (export_onnx keeps an export for reuse)", path)
-    with tempfile.TemporaryDirectory() as folder:
-        export_onnx(model, folder, tokenizer, source=path)
-        return ORTModelForSeq2SeqLM.from_pretrained(folder, int8=int8, num_threads=num_threads), tokenizer

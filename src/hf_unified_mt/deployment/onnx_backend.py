@@ -1,0 +1,45 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""The `--backend onnx` of `training/translate.py` and `training/score.py`: `load_onnx_model` takes a model folder of
+either kind, an export of `onnx_export.py` (run as it is) or a saved PyTorch model (exported on the fly into a
+temporary folder), and returns an ONNX Runtime model (`onnx_runtime.py`) and its tokenizer. The one module that uses
+both the exporter and the runtime, which import nothing from each other."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from .onnx_export import export_onnx
+from .onnx_format import EXPORT_COMMAND, TOKENIZER_FILES, is_onnx_export
+from .onnx_runtime import ORTModelForSeq2SeqLM
+
+
+logger = logging.getLogger(__name__)
+
+
+def load_onnx_model(
+    path: str | os.PathLike, int8: bool | str = False, trust_remote_code: bool = False, num_threads: int | None = None
+) -> tuple[ORTModelForSeq2SeqLM, object]:
+    """The ONNX Runtime model and tokenizer of `path`: an `export_onnx` folder, or a saved PyTorch model, which is then
+    exported to a temporary folder first (for repeated use, export it once with `export_onnx`). `int8`: as in
+    `ORTModelForSeq2SeqLM.from_pretrained`."""
+    if is_onnx_export(path):  # checked against its manifest (`check_export`), weights beside the graphs included
+        model = ORTModelForSeq2SeqLM.from_pretrained(path, int8=int8, num_threads=num_threads)
+        if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+            raise ValueError(
+                f"{path} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): it was exported without one; export it "
+                f"again with its tokenizer (export_onnx(model, folder, tokenizer), or {EXPORT_COMMAND}, which saves "
+                "the model folder's)"
+            )
+        return model, AutoTokenizer.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=trust_remote_code)
+    logger.info("Exporting %s to ONNX for this run (export_onnx keeps an export for reuse)", path)
+    with tempfile.TemporaryDirectory() as folder:
+        export_onnx(model, folder, tokenizer, source=path)
+        return ORTModelForSeq2SeqLM.from_pretrained(folder, int8=int8, num_threads=num_threads), tokenizer
