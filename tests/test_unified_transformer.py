@@ -211,7 +211,9 @@ def test_band_and_window_convolutions_are_the_same_convolution(is_causal, length
     from hf_unified_mt.modeling_unified_transformer import PrimeDynamicConvolution
 
     torch.manual_seed(0)
-    conv = PrimeDynamicConvolution(tiny_config(conv_kernel_sizes=[3, 7], d_model=16), 4, is_causal=is_causal)
+    config = tiny_config(conv_kernel_sizes=[3, 7], d_model=16)
+    conv = PrimeDynamicConvolution(config, 4, is_causal=is_causal)
+    conv.init_own_parameters(config)  # a module built outside a model: its gate is drawn by the model's hook
     inputs = torch.randn(3, length, 16, requires_grad=True)
     padding = torch.ones(3, length, dtype=torch.bool)
     padding[-1, length // 2 + 1 :] = False

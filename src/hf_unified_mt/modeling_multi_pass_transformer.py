@@ -178,7 +178,7 @@ class MultiPassConnections(nn.Module):
         self.soft = config.connection_type == "soft"
         self.soft_init = config.soft_connection_init
         if self.soft:
-            self.logits = nn.Parameter(torch.zeros(self.num_layers, self.num_layers))  # w_kj
+            self.logits = nn.Parameter(torch.empty(self.num_layers, self.num_layers))  # w_kj, `init_own_parameters`
         else:
             self.permutation = list(config.hard_connections)  # tau_k
 

@@ -529,7 +529,7 @@ class AutoShuffle(nn.Module):
 
     def __init__(self, num_units: int):
         super().__init__()
-        self.weight = nn.Parameter(torch.full((num_units, num_units), 1.0 / num_units))
+        self.weight = nn.Parameter(torch.empty(num_units, num_units))  # `init_own_parameters`: 1/I
 
     def extra_repr(self) -> str:
         return f"units={self.weight.shape[0]}"
@@ -598,8 +598,8 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
             self.self_attn = MultiUnitSelfAttention(config, layer_idx)
             self.ffn = MultiUnitFeedForward(config, layer_idx)
             self.prime_units = None
-        # α of Eq. (10): unconstrained, initialised to 1/I (the authors' code).
-        self.unit_weights = nn.Parameter(torch.full((config.num_units,), 1.0 / config.num_units))
+        # α of Eq. (10): unconstrained, initialised to 1/I (the authors' code; `init_own_parameters`).
+        self.unit_weights = nn.Parameter(torch.empty(config.num_units))
         self.unit_order = AutoShuffle(config.num_units) if config.use_sequential_dependency else None
 
     def init_own_parameters(self, config) -> None:

@@ -71,8 +71,8 @@ class PrimeDynamicConvolution(nn.Module):
         self.kernel_generators = nn.ModuleList(
             [with_role(nn.Linear(config.d_model, num_heads * k, bias=False), generator) for k in self.kernel_sizes]
         )
-        # Eq. (7): alpha_i, one learned scalar per cell, initialised equal.
-        self.kernel_gate = nn.Parameter(torch.full((len(self.kernel_sizes),), 0.5))
+        # Eq. (7): alpha_i, one learned scalar per cell, initialised equal (`init_own_parameters`).
+        self.kernel_gate = nn.Parameter(torch.empty(len(self.kernel_sizes)))
         # Up to this length the convolution is one band-matrix matmul (O(T·(T+K)) work in one kernel call), beyond it
         # a sum over sliding windows (O(T·K) work): the same result, and each the faster form on its side.
         self.band_max_length = 256
