@@ -14,13 +14,6 @@ its docstring has the method, `--help` the options), `ablation_arms` (the arms a
 """
 
 from hf_unified_mt.analysis.ablation_study import main
-from hf_unified_mt.analysis.provenance import code_version
-from hf_unified_mt.analysis.significance import paired_bootstrap_delta, verdict
-
-
-# `code_version`, `paired_bootstrap_delta` and `verdict` stay importable from here for the benchmark scripts that
-# import them so (`main_job_candidates.py`, `main_job_recipe_search.py`) until they import the library.
-__all__ = ["code_version", "main", "paired_bootstrap_delta", "verdict"]
 
 
 if __name__ == "__main__":

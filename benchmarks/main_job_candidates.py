@@ -30,7 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ablation_study import code_version, paired_bootstrap_delta, verdict
+from hf_unified_mt.analysis.provenance import code_version
+from hf_unified_mt.analysis.significance import paired_bootstrap_delta, verdict
 
 
 HERE = Path(__file__).resolve().parent

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ablation_study import code_version
+from hf_unified_mt.analysis.provenance import code_version
 
 
 HERE = Path(__file__).resolve().parent
