@@ -8,7 +8,7 @@ import torch
 from transformers import MarianConfig, MarianMTModel, set_seed
 
 from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
-from hf_unified_mt.training.run import MTTrainingArguments, TimeBudgetCallback
+from hf_unified_mt.training.run import MTTrainingArguments, TimeBudgetCallback, float32_forward
 from hf_unified_mt.training.schedules import budget_schedule
 
 
@@ -106,3 +106,34 @@ def test_bf16_on_a_machine_without_an_accelerator_trains_on_the_cpu(tmp_path, mo
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
     args = MTTrainingArguments(output_dir=str(tmp_path), bf16=True, report_to="none")
     assert args.use_cpu and args.bf16
+
+
+def test_after_bf16_training_the_test_split_is_translated_in_float32(tmp_path):
+    """`--bf16` wraps the model's forward in autocast for training; the test translations (and the samples after
+    them) use the float32 weights as saved."""
+    set_seed(0)
+    model = MarianMTModel(
+        MarianConfig(
+            vocab_size=16,
+            d_model=8,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=1,
+            decoder_attention_heads=1,
+            encoder_ffn_dim=8,
+            decoder_ffn_dim=8,
+            pad_token_id=0,
+            decoder_start_token_id=0,
+        )
+    ).eval()
+    batch = dict(input_ids=torch.tensor([[5, 6, 7, 2]]), decoder_input_ids=torch.tensor([[0, 5, 6]]))
+    with torch.no_grad():
+        reference = model(**batch).logits
+    args = MTTrainingArguments(output_dir=str(tmp_path), bf16=True, use_cpu=True, eval_strategy="no", report_to="none")
+    trainer = TokenBatchSeq2SeqTrainer(model=model, args=args)
+    trainer.model = trainer.accelerator.prepare_model(trainer.model)  # what train() does
+    with torch.no_grad():
+        assert not torch.equal(trainer.model(**batch).logits, reference)  # autocast: bfloat16 matmuls
+    float32_forward(trainer)
+    with torch.no_grad():
+        assert torch.equal(trainer.model(**batch).logits, reference)

@@ -797,12 +797,21 @@ def train_and_save(
     return results
 
 
+def float32_forward(trainer) -> None:
+    """Takes the mixed-precision autocast that `--bf16` / `--fp16` training wrapped around the model's forward away
+    (in place), so that what follows translates with the weights as saved, in float32: test scores then measure the
+    checkpoint a user loads, whatever precision trained it."""
+    if trainer.args.bf16 or trainer.args.fp16:
+        trainer.accelerator.unwrap_model(trainer.model, keep_fp32_wrapper=False)
+
+
 def score_test(
     trainer, tokenizer, data: PreparedData, data_args: DataArguments, training_args: MTTrainingArguments
 ) -> dict[str, Any] | None:
     """Translates the test split with beam search and scores it against the raw references (BLEU, chrF, BLEU by
     source length); writes `test_results.json` and `test_translations.txt`. None on other processes."""
     clean_generation_config(trainer.model, max_new_tokens=data_args.max_target_length)
+    float32_forward(trainer)
     if not training_args.predict_with_generate:
         # Test BLEU/chrF are scores of translations: `--predict_with_generate False` only spares the generation during
         # evaluation in training (which then selects checkpoints by loss).
