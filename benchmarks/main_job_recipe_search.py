@@ -50,6 +50,10 @@ ARMS = {
         "linear decay to 0 at the end, peak 4e-3",
         ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3"],
     ),
+    "linear-3e-3": (
+        "linear decay to 0 at the end, peak 3e-3",
+        ["--lr_scheduler_type", "linear", "--learning_rate", "3e-3"],
+    ),
     "linear-6e-3": (
         "linear decay to 0 at the end, peak 6e-3",
         ["--lr_scheduler_type", "linear", "--learning_rate", "6e-3"],
@@ -116,6 +120,7 @@ def run_one(arm: str, seed: int, args) -> dict:
         validation_loss=round(evaluation["eval_loss"], 4),
         test_bleu=round(results["test"]["bleu"], 2),
         test_chrf=round(results["test"]["chrf"], 2),
+        code=code_version(),  # the code that recorded the run (the run itself, unless it was recorded earlier)
     )
 
 
