@@ -66,10 +66,6 @@ ARMS = {
         "linear decay, peak 4e-3, warm-up 150",
         ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", "--warmup_steps", "150"],
     ),
-    "linear-4e-3-prenorm": (
-        "linear decay, peak 4e-3, layer normalisation before each sublayer (pre-norm)",
-        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", *with_model(normalize_before=True)],
-    ),
     "linear-2e-3-dropout-0": (
         "linear decay, peak 2e-3, no dropout (dropout and the convolution's weight dropout 0)",
         ["--lr_scheduler_type", "linear", *with_model(dropout=0.0, conv_weight_dropout=0.0)],
