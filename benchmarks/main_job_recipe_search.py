@@ -19,6 +19,7 @@ budget, several seeds) looks at them. Finished runs are skipped; the JSON is rew
 """
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -27,7 +28,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from main_job_candidates import test_references
+
 from hf_unified_mt.analysis.provenance import code_version
+from hf_unified_mt.analysis.significance import paired_bootstrap_delta, verdict
 
 
 HERE = Path(__file__).resolve().parent
@@ -36,51 +40,41 @@ MAIN_JOB = REPO / "training" / "configs" / "cpu_default.yaml"
 MAIN_JOB_SHAPE = dict(d_model=192, encoder_layers=3, decoder_layers=3, encoder_ffn_dim=768, decoder_ffn_dim=768)
 
 
-def with_model(**config) -> list[str]:
-    """`--config_overrides` of the main job's model with `config` changed."""
-    return ["--config_overrides", json.dumps(dict(MAIN_JOB_SHAPE, **config))]
+def recipe(schedule="inverse_sqrt", learning_rate="2e-3", warmup="300", *extra, **model) -> list[str]:
+    """train.py options of one arm, spelled out in full over the main job's configuration file so that an arm means
+    the same whatever that file holds today: the schedule, peak learning rate and warm-up, and the main job's model
+    with the recipe before this search (dropout and the convolution's weight dropout 0.1) changed by `model`."""
+    config = {**MAIN_JOB_SHAPE, "dropout": 0.1, "conv_weight_dropout": 0.1, **model}
+    return [
+        *("--lr_scheduler_type", schedule, "--learning_rate", learning_rate, "--warmup_steps", warmup),
+        *("--config_overrides", json.dumps(config)),
+        *extra,
+    ]
 
 
-# name -> (description, train.py options over the main job's)
+NO_DROPOUT = dict(dropout=0.0, conv_weight_dropout=0.0)
+
+# name -> (description, train.py options over the main job's configuration file)
 ARMS = {
-    "base": ("the main job's recipe: inverse_sqrt, peak 2e-3, warm-up 300", []),
-    "inverse_sqrt-4e-3": ("inverse_sqrt, peak 4e-3", ["--learning_rate", "4e-3"]),
-    "linear-2e-3": ("linear decay to 0 at the end, peak 2e-3", ["--lr_scheduler_type", "linear"]),
-    "linear-4e-3": (
-        "linear decay to 0 at the end, peak 4e-3",
-        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3"],
-    ),
-    "linear-3e-3": (
-        "linear decay to 0 at the end, peak 3e-3",
-        ["--lr_scheduler_type", "linear", "--learning_rate", "3e-3"],
-    ),
-    "linear-6e-3": (
-        "linear decay to 0 at the end, peak 6e-3",
-        ["--lr_scheduler_type", "linear", "--learning_rate", "6e-3"],
-    ),
-    "cosine-4e-3": (
-        "cosine decay to 0 at the end, peak 4e-3",
-        ["--lr_scheduler_type", "cosine", "--learning_rate", "4e-3"],
-    ),
-    "linear-4e-3-warmup-150": (
-        "linear decay, peak 4e-3, warm-up 150",
-        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", "--warmup_steps", "150"],
+    "base": ("the recipe before this search: inverse_sqrt, peak 2e-3, warm-up 300, dropout 0.1", recipe()),
+    "inverse_sqrt-4e-3": ("inverse_sqrt, peak 4e-3", recipe(learning_rate="4e-3")),
+    "linear-2e-3": ("linear decay to 0 at the end, peak 2e-3", recipe("linear")),
+    "linear-3e-3": ("linear decay to 0 at the end, peak 3e-3", recipe("linear", "3e-3")),
+    "linear-4e-3": ("linear decay to 0 at the end, peak 4e-3", recipe("linear", "4e-3")),
+    "linear-6e-3": ("linear decay to 0 at the end, peak 6e-3", recipe("linear", "6e-3")),
+    "cosine-4e-3": ("cosine decay to 0 at the end, peak 4e-3", recipe("cosine", "4e-3")),
+    "linear-4e-3-warmup-150": ("linear decay, peak 4e-3, warm-up 150", recipe("linear", "4e-3", "150")),
+    "inverse_sqrt-2e-3-dropout-0": (
+        "inverse_sqrt, peak 2e-3, no dropout (dropout and the convolution's weight dropout 0)",
+        recipe(**NO_DROPOUT),
     ),
     "linear-2e-3-dropout-0": (
         "linear decay, peak 2e-3, no dropout (dropout and the convolution's weight dropout 0)",
-        ["--lr_scheduler_type", "linear", *with_model(dropout=0.0, conv_weight_dropout=0.0)],
+        recipe("linear", **NO_DROPOUT),
     ),
-    "linear-4e-3-dropout-0": (
-        "linear decay, peak 4e-3, dropout 0",
-        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", *with_model(dropout=0.0)],
-    ),
-    "linear-4e-3-dropout-0.2": (
-        "linear decay, peak 4e-3, dropout 0.2",
-        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", *with_model(dropout=0.2)],
-    ),
-    "linear-4e-3-smoothing-0.2": (
-        "linear decay, peak 4e-3, label smoothing 0.2",
-        ["--lr_scheduler_type", "linear", "--learning_rate", "4e-3", "--label_smoothing_factor", "0.2"],
+    "linear-2e-3-dropout-0-smoothing-0.2": (
+        "linear decay, peak 2e-3, no dropout, label smoothing 0.2",
+        recipe("linear", "2e-3", "300", "--label_smoothing_factor", "0.2", **NO_DROPOUT),
     ),
 }
 
@@ -96,6 +90,16 @@ def parse_args(argv=None):
     parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "main_job_recipe_search")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "main_job_recipe_search.json")
     parser.add_argument("--summary", action="store_true", help="Print the table of --output and exit")
+    parser.add_argument(
+        "--merge", type=Path, nargs="+", default=[], help="Add the runs of these JSON files (parallel runners) and exit"
+    )
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("CONTROL", "ARM"),
+        help="Paired bootstrap of ARM against CONTROL on the test verses, over the seeds both have; stored in --output",
+    )
+    parser.add_argument("--bootstrap_samples", type=int, default=1000)
     parser.add_argument("--train_options", nargs=argparse.REMAINDER, default=[], help="More train.py options (tests)")
     return parser.parse_args(argv)
 
@@ -113,6 +117,7 @@ def run_one(arm: str, seed: int, args) -> dict:
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     results = json.loads((output / "results.json").read_text())
     state = json.loads((output / "trainer_state.json").read_text())
+    keep_translations(args, arm, seed)
     evaluation = [entry for entry in state["log_history"] if "eval_bleu" in entry][-1]
     return dict(
         arm=arm,
@@ -124,7 +129,52 @@ def run_one(arm: str, seed: int, args) -> dict:
         validation_loss=round(evaluation["eval_loss"], 4),
         test_bleu=round(results["test"]["bleu"], 2),
         test_chrf=round(results["test"]["chrf"], 2),
+        threads=os.environ.get("OMP_NUM_THREADS"),
         code=code_version(),  # the code that recorded the run (the run itself, unless it was recorded earlier)
+    )
+
+
+def keep_translations(args, arm: str, seed: int) -> None:
+    """Copies a run's test translations from its folder to `translations_path` (gzipped), once."""
+    translations = translations_path(args.output, arm, seed)
+    if not translations.exists():
+        translations.parent.mkdir(parents=True, exist_ok=True)
+        text = (args.output_dir / f"{arm}-seed{seed}" / "test_translations.txt").read_text(encoding="utf-8")
+        with gzip.open(translations, "wt", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def translations_path(output: Path, arm: str, seed: int) -> Path:
+    """Each run's test translations, gzipped beside the JSON, so that comparisons can be recomputed."""
+    return output.with_suffix("") / f"{arm}-seed{seed}.test.txt.gz"
+
+
+def read_translations(output: Path, arm: str, seed: int) -> list[str]:
+    with gzip.open(translations_path(output, arm, seed), "rt", encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+def compare(result: dict, output: Path, control: str, arm: str, samples: int) -> dict:
+    """ARM against CONTROL on the test verses: seed-averaged ΔBLEU with its 95% paired-bootstrap interval (the same
+    resampled verses for every seed and both arms), over the seeds both have."""
+    seeds = sorted(
+        {row["seed"] for row in result["runs"] if row["arm"] == control}
+        & {row["seed"] for row in result["runs"] if row["arm"] == arm}
+    )
+    if not seeds:
+        raise SystemExit(f"no seed has runs of both {control} and {arm}")
+    control_translations = [read_translations(output, control, seed) for seed in seeds]
+    references = test_references(len(control_translations[0]))
+    delta, low, high = paired_bootstrap_delta(
+        control_translations, [read_translations(output, arm, seed) for seed in seeds], references, samples
+    )
+    return dict(
+        control=control,
+        arm=arm,
+        seeds=seeds,
+        delta_bleu=round(delta, 2),
+        interval=[round(low, 2), round(high, 2)],
+        verdict=verdict(delta, low, high),
     )
 
 
@@ -150,6 +200,11 @@ def summary_table(result: dict) -> str:
             f"| {result['arms'][arm]} | {cells('validation_bleu')} | {cells('validation_loss', 3)} | "
             f"{cells('test_bleu')} |"
         )
+    for row in result.get("comparisons", []):
+        lines.append(
+            f"\n{row['arm']} against {row['control']} on the test verses, seeds {', '.join(map(str, row['seeds']))}: "
+            f"ΔBLEU {row['delta_bleu']:+.2f} ({row['interval'][0]:+.2f}, {row['interval'][1]:+.2f}), {row['verdict']}"
+        )
     return "\n".join(lines)
 
 
@@ -157,6 +212,25 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.summary:
         result = json.loads(args.output.read_text())
+        print(summary_table(result))
+        return result
+    if args.merge or args.compare:
+        result = json.loads(args.output.read_text())
+        for other in map(json.loads, (path.read_text() for path in args.merge)):
+            if other["steps"] != result["steps"]:
+                raise SystemExit(f"runs of {other['steps']} updates cannot join runs of {result['steps']}")
+            known = {(row["arm"], row["seed"]) for row in result["runs"]}
+            result["runs"] += [row for row in other["runs"] if (row["arm"], row["seed"]) not in known]
+            result["arms"].update(other["arms"])
+        result["arms"].update({name: ARMS[name][0] for name in result["arms"] if name in ARMS})
+        for row in result["runs"]:
+            keep_translations(args, row["arm"], row["seed"])
+        if args.compare:
+            comparison = compare(result, args.output, *args.compare, args.bootstrap_samples)
+            result["comparisons"] = [
+                row for row in result.get("comparisons", []) if [row["control"], row["arm"]] != args.compare
+            ] + [comparison]
+        args.output.write_text(json.dumps(result, indent=1) + "\n")
         print(summary_table(result))
         return result
     previous = json.loads(args.output.read_text()) if args.output.exists() else {"runs": [], "arms": {}}
