@@ -154,6 +154,19 @@ def read_translations(output: Path, arm: str, seed: int) -> list[str]:
         return handle.read().splitlines()
 
 
+def repeats_trigram(text: str) -> bool:
+    words = text.split()
+    trigrams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
+    return len(trigrams) != len(set(trigrams))
+
+
+def repetition_share(translations: list[str], sources: list[str], share: float = 0.25) -> float:
+    """The share of the translations of the longest `share` of the sources (in words) that repeat a word trigram:
+    the "Mahlah, Mahlah, Mahali" failure of long held-out verses."""
+    longest = sorted(range(len(sources)), key=lambda i: -len(sources[i].split()))[: max(1, round(share * len(sources)))]
+    return sum(repeats_trigram(translations[i]) for i in longest) / len(longest)
+
+
 def compare(result: dict, output: Path, control: str, arm: str, samples: int) -> dict:
     """ARM against CONTROL on the test verses: seed-averaged ΔBLEU with its 95% paired-bootstrap interval (the same
     resampled verses for every seed and both arms), over the seeds both have."""
@@ -168,6 +181,15 @@ def compare(result: dict, output: Path, control: str, arm: str, samples: int) ->
     delta, low, high = paired_bootstrap_delta(
         control_translations, [read_translations(output, arm, seed) for seed in seeds], references, samples
     )
+    from hf_unified_mt.training.data import load_parallel_data
+
+    sources = list(load_parallel_data()["test"]["source"][: len(references)])
+    repeats = {
+        name: round(
+            statistics.mean(repetition_share(read_translations(output, name, seed), sources) for seed in seeds), 3
+        )
+        for name in (control, arm)
+    }
     return dict(
         control=control,
         arm=arm,
@@ -175,6 +197,7 @@ def compare(result: dict, output: Path, control: str, arm: str, samples: int) ->
         delta_bleu=round(delta, 2),
         interval=[round(low, 2), round(high, 2)],
         verdict=verdict(delta, low, high),
+        longest_quarter_repeating_a_trigram=dict(repeats, references=round(repetition_share(references, sources), 3)),
     )
 
 
@@ -203,7 +226,9 @@ def summary_table(result: dict) -> str:
     for row in result.get("comparisons", []):
         lines.append(
             f"\n{row['arm']} against {row['control']} on the test verses, seeds {', '.join(map(str, row['seeds']))}: "
-            f"ΔBLEU {row['delta_bleu']:+.2f} ({row['interval'][0]:+.2f}, {row['interval'][1]:+.2f}), {row['verdict']}"
+            f"ΔBLEU {row['delta_bleu']:+.2f} ({row['interval'][0]:+.2f}, {row['interval'][1]:+.2f}), {row['verdict']}; "
+            "translations of the longest quarter of the sources that repeat a word trigram: "
+            + ", ".join(f"{name} {value:.1%}" for name, value in row["longest_quarter_repeating_a_trigram"].items())
         )
     return "\n".join(lines)
 
