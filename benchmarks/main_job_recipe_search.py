@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from main_job_candidates import test_references
+from main_job_candidates import read_translations, test_references, translations_path
 
 from hf_unified_mt.analysis.provenance import code_version
 from hf_unified_mt.analysis.significance import paired_bootstrap_delta, verdict
@@ -142,16 +142,6 @@ def keep_translations(args, arm: str, seed: int) -> None:
         text = (args.output_dir / f"{arm}-seed{seed}" / "test_translations.txt").read_text(encoding="utf-8")
         with gzip.open(translations, "wt", encoding="utf-8") as handle:
             handle.write(text)
-
-
-def translations_path(output: Path, arm: str, seed: int) -> Path:
-    """Each run's test translations, gzipped beside the JSON, so that comparisons can be recomputed."""
-    return output.with_suffix("") / f"{arm}-seed{seed}.test.txt.gz"
-
-
-def read_translations(output: Path, arm: str, seed: int) -> list[str]:
-    with gzip.open(translations_path(output, arm, seed), "rt", encoding="utf-8") as handle:
-        return handle.read().splitlines()
 
 
 def repeats_trigram(text: str) -> bool:

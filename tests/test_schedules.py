@@ -27,6 +27,23 @@ def learning_rate_after(scheduler, step: int) -> float:
     return scheduler.base_lrs[0] * scheduler.lr_lambdas[0](step)
 
 
+def tiny_marian() -> MarianMTModel:
+    return MarianMTModel(
+        MarianConfig(
+            vocab_size=16,
+            d_model=8,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=1,
+            decoder_attention_heads=1,
+            encoder_ffn_dim=8,
+            decoder_ffn_dim=8,
+            pad_token_id=0,
+            decoder_start_token_id=0,
+        )
+    )
+
+
 def optimizer(lr=1.0):
     return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
 
@@ -63,20 +80,7 @@ def test_budget_schedule_refuses_unknown_shapes():
 @pytest.mark.parametrize("schedule, decays_with_the_clock", [("linear", True), ("inverse_sqrt", False)])
 def test_trainer_decays_linear_schedules_over_the_time_budget(tmp_path, schedule, decays_with_the_clock):
     set_seed(0)
-    model = MarianMTModel(
-        MarianConfig(
-            vocab_size=16,
-            d_model=8,
-            encoder_layers=1,
-            decoder_layers=1,
-            encoder_attention_heads=1,
-            decoder_attention_heads=1,
-            encoder_ffn_dim=8,
-            decoder_ffn_dim=8,
-            pad_token_id=0,
-            decoder_start_token_id=0,
-        )
-    )
+    model = tiny_marian()
     args = MTTrainingArguments(
         output_dir=str(tmp_path),
         lr_scheduler_type=schedule,
@@ -112,20 +116,7 @@ def test_after_bf16_training_the_test_split_is_translated_in_float32(tmp_path):
     """`--bf16` wraps the model's forward in autocast for training; the test translations (and the samples after
     them) use the float32 weights as saved."""
     set_seed(0)
-    model = MarianMTModel(
-        MarianConfig(
-            vocab_size=16,
-            d_model=8,
-            encoder_layers=1,
-            decoder_layers=1,
-            encoder_attention_heads=1,
-            decoder_attention_heads=1,
-            encoder_ffn_dim=8,
-            decoder_ffn_dim=8,
-            pad_token_id=0,
-            decoder_start_token_id=0,
-        )
-    ).eval()
+    model = tiny_marian().eval()
     batch = dict(input_ids=torch.tensor([[5, 6, 7, 2]]), decoder_input_ids=torch.tensor([[0, 5, 6]]))
     with torch.no_grad():
         reference = model(**batch).logits
