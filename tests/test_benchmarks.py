@@ -228,3 +228,32 @@ def test_training_efficiency_table_in_the_docs_is_generated_from_the_committed_j
     result = json.loads((ROOT / "benchmarks" / "results" / "training_efficiency.json").read_text())
     assert result["gemm_peak_gflops"]["bfloat16"] > 0 and "main_job/prime" in result["models"]
     assert module.table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
+
+
+def test_every_recipe_arm_is_a_valid_main_job_command():
+    """Each arm of the recipe search passes train.py's own option checks over the main job's configuration (a
+    refused option, such as `normalize_before=True` for Prime layers, fails here instead of after an hour)."""
+    from hf_unified_mt.training.run import parse_arguments, validate_arguments
+
+    module = benchmark_script("main_job_recipe_search")
+    arms = {name: options for name, (_, options) in module.ARMS.items()}
+    for options in arms.values():
+        validate_arguments(*parse_arguments([str(module.MAIN_JOB), *options, "--max_steps", "1600"]))
+    assert json.loads(arms["base"][arms["base"].index("--config_overrides") + 1])["dropout"] == 0.1
+    assert json.loads(arms["linear-2e-3-dropout-0"][-1])["conv_weight_dropout"] == 0.0
+
+
+def test_recipe_search_counts_repeated_trigrams_in_the_longest_verses():
+    module = benchmark_script("main_job_recipe_search")
+    sources = ["a b c d e f g h", "a b", "a b c d e f g", "a"]
+    translations = ["x y z x y z", "x x x x", "p q r s", "x y z x y z"]
+    # the longest half of the sources: 0 (repeats "x y z") and 2 (does not); 1 and 3 are short
+    assert module.repetition_share(translations, sources, share=0.5) == 0.5
+    assert module.repeats_trigram("and he said and he said") and not module.repeats_trigram("and he said unto")
+
+
+def test_the_benchmarks_document_holds_the_recipe_search_table_of_the_committed_json():
+    module = benchmark_script("main_job_recipe_search")
+    document = json.loads((ROOT / "benchmarks" / "results" / "main_job_recipe_search.json").read_text())
+    assert document["comparisons"] and {row["seed"] for row in document["runs"]} == {1, 2}
+    assert module.summary_table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
