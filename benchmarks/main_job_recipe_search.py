@@ -76,6 +76,20 @@ ARMS = {
         "linear decay, peak 2e-3, no dropout, label smoothing 0.2",
         recipe("linear", "2e-3", "300", "--label_smoothing_factor", "0.2", **NO_DROPOUT),
     ),
+    # second round, around the first round's pick (linear decay, peak 2e-3, warm-up 300, no dropout, smoothing 0.1)
+    "linear-3e-3-dropout-0": ("linear decay, peak 3e-3, no dropout", recipe("linear", "3e-3", **NO_DROPOUT)),
+    "linear-2e-3-dropout-0-warmup-100": (
+        "linear decay, peak 2e-3, warm-up 100, no dropout",
+        recipe("linear", "2e-3", "100", **NO_DROPOUT),
+    ),
+    "linear-2e-3-dropout-0-smoothing-0": (
+        "linear decay, peak 2e-3, no dropout, no label smoothing",
+        recipe("linear", "2e-3", "300", "--label_smoothing_factor", "0", **NO_DROPOUT),
+    ),
+    "linear-2e-3-dropout-0-vocab-2000": (
+        "linear decay, peak 2e-3, no dropout, a 2,000-token BPE vocabulary (4,000 before)",
+        recipe("linear", "2e-3", "300", "--tokenizer_vocab_size", "2000", **NO_DROPOUT),
+    ),
 }
 
 
