@@ -54,6 +54,24 @@ def recipe(schedule="inverse_sqrt", learning_rate="2e-3", warmup="300", *extra, 
 
 NO_DROPOUT = dict(dropout=0.0, conv_weight_dropout=0.0)
 
+# The same-size Transformer beside the main job's model: a MarianMT of the same width, depth and heads, its FFN width
+# solved for the same parameter count (4.18M with the 4k vocabulary, as benchmarks/training_efficiency.py builds it).
+SAME_SIZE_MARIAN = dict(
+    d_model=192, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,
+    encoder_ffn_dim=898, decoder_ffn_dim=898,
+)  # fmt: skip
+
+
+def marian_recipe(schedule="inverse_sqrt", learning_rate="2e-3", warmup="300", dropout=0.1) -> list[str]:
+    """train.py options of a same-size MarianMT arm under the named recipe (MarianMT has no convolution)."""
+    config = {**SAME_SIZE_MARIAN, "dropout": dropout}
+    return [
+        *("--arch", "marian", "--preset", "small"),
+        *("--lr_scheduler_type", schedule, "--learning_rate", learning_rate, "--warmup_steps", warmup),
+        *("--config_overrides", json.dumps(config)),
+    ]
+
+
 # name -> (description, train.py options over the main job's configuration file)
 ARMS = {
     "base": ("the recipe before this search: inverse_sqrt, peak 2e-3, warm-up 300, dropout 0.1", recipe()),
@@ -89,6 +107,12 @@ ARMS = {
     "linear-2e-3-dropout-0-vocab-2000": (
         "linear decay, peak 2e-3, no dropout, a 2,000-token BPE vocabulary (4,000 before)",
         recipe("linear", "2e-3", "300", "--tokenizer_vocab_size", "2000", **NO_DROPOUT),
+    ),
+    # does Prime's lead over a same-size Transformer hold under the new recipe? (the same change to both)
+    "marian-base": ("same-size MarianMT, the recipe before this search", marian_recipe()),
+    "marian-linear-2e-3-dropout-0": (
+        "same-size MarianMT, linear decay, peak 2e-3, no dropout",
+        marian_recipe("linear", dropout=0.0),
     ),
 }
 
