@@ -14,6 +14,14 @@ counter); achieved FLOP/s over the peak of the step's precision says how far eac
 
     python benchmarks/training_efficiency.py                  # table on stdout, JSON to benchmarks/results/
     python benchmarks/training_efficiency.py --table          # the table of docs/benchmarks.md from the JSON
+    python benchmarks/training_efficiency.py --profile        # where the main job's step spends its time, by operator
+
+`--profile` runs the main job's model on batches of a run's shapes (token-budget batches, lengths that are not
+multiples of 8) in float32, under bf16 autocast, and under bf16 with the lengths padded to 8 and to 16, and sorts
+each step's operator time (`torch.profiler`, self time) into the work it does (and, for each, with the attention
+written out as matmuls and softmax instead of PyTorch's fused CPU kernel): linear layers, batched matmuls
+(attention and the convolution's band products), softmax, casts, layer norm, loss and embeddings, optimizer, the
+rest. JSON to `benchmarks/results/training_step_profile.json`.
 
 Run it on an otherwise idle machine: the ratios are side by side, the seconds are this machine's.
 """
@@ -49,6 +57,8 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--models", nargs="+", default=["main_job", "small"], choices=["main_job", "small", "tiny"])
     parser.add_argument("--table", action="store_true", help="print the docs table of the committed JSON and stop")
+    parser.add_argument("--profile", action="store_true", help="profile the main job's step by operator instead")
+    parser.add_argument("--profile-output", type=Path, default=HERE / "results" / "training_step_profile.json")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "training_efficiency.json")
     return parser.parse_args(argv)
 
@@ -210,6 +220,146 @@ def measure(args) -> dict:
     }
 
 
+# Operator -> the work it does; the first category whose test matches an operator's name takes it.
+OPERATOR_CATEGORIES = (
+    ("linear layers (mm, addmm)", lambda op: op in ("aten::mm", "aten::addmm", "aten::linear") or "mkldnn" in op),
+    (
+        "batched matmuls (attention, convolution bands)",
+        lambda op: op in ("aten::bmm", "aten::baddbmm") or "scaled_dot_product" in op,
+    ),
+    ("softmax", lambda op: "softmax" in op and "log_softmax" not in op),
+    (
+        "casts and copies",
+        lambda op: op in ("aten::to", "aten::_to_copy", "aten::copy_", "aten::clone", "aten::contiguous"),
+    ),
+    ("layer norm", lambda op: "layer_norm" in op),
+    ("loss and embeddings", lambda op: any(k in op for k in ("log_softmax", "nll_loss", "cross_entropy", "embedding"))),
+    ("optimizer (AdamW)", lambda op: "_foreach" in op or "adam" in op),
+)
+OTHER = "everything else (elementwise, reshapes, autograd)"
+
+
+def categorize(operator: str) -> str:
+    return next((name for name, test in OPERATOR_CATEGORIES if test(operator)), OTHER)
+
+
+def in_optimizer_step(event) -> bool:
+    """Whether a profiled operator ran inside `optimizer.step()` (the optimizer records itself as a region)."""
+    while event is not None:
+        if event.name.startswith("Optimizer.step"):
+            return True
+        event = event.cpu_parent
+    return False
+
+
+def profile_batches(vocab: int, args, multiple: int = 1, steps: int = 12) -> list[dict]:
+    """`steps` batches of a run's shapes (about `--max-tokens` tokens each, source and target lengths 20-43 and 33-44,
+    none a multiple of 8 unless padded), their lengths padded to `multiple` as `--pad_to_multiple_of` does."""
+    generator = torch.Generator().manual_seed(0)
+    batches = []
+    for index in range(steps):
+        source, target = 21 + 2 * index, 43 - index
+        rows = max(1, args.max_tokens // (source + target))
+        ids = torch.randint(4, vocab, (rows, source), generator=generator)
+        labels = torch.randint(4, vocab, (rows, target), generator=generator)
+        mask = torch.ones_like(ids)
+        pad_source, pad_target = -source % multiple, -target % multiple
+        batches.append(
+            dict(
+                input_ids=torch.nn.functional.pad(ids, (0, pad_source), value=0),
+                attention_mask=torch.nn.functional.pad(mask, (0, pad_source), value=0),
+                labels=torch.nn.functional.pad(labels, (0, pad_target), value=-100),
+            )
+        )
+    return batches
+
+
+def profile_steps(args) -> dict:
+    """Seconds per step and operator time by category of the main job's model on a run's batch shapes, per setting."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.set_num_threads(args.threads)
+    settings = {  # name -> (bf16 autocast, lengths padded to a multiple of, attention implementation)
+        "float32": (False, 1, "sdpa"),
+        "bfloat16": (True, 1, "sdpa"),
+        "bfloat16, lengths padded to 8": (True, 8, "sdpa"),
+        "bfloat16, lengths padded to 16": (True, 16, "sdpa"),
+        "bfloat16, padded to 8, eager attention": (True, 8, "eager"),
+        "float32, eager attention": (False, 1, "eager"),
+    }
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(prime_config("main_job"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # the Trainer's default optimizer
+    model.train()
+    result = {}
+    for name, (bf16, multiple, attention) in settings.items():
+        model.set_attn_implementation(attention)
+        batches = profile_batches(model.config.vocab_size, args, multiple)
+
+        def run(batches=batches, bf16=bf16):
+            for batch in batches:
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    loss = model(**batch).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+
+        run()  # warm-up: every shape once
+        start = time.perf_counter()
+        run()
+        seconds = (time.perf_counter() - start) / len(batches)
+        with profile(activities=[ProfilerActivity.CPU]) as profiler:
+            run()
+        by_category: dict[str, float] = {}
+        by_operator: dict[str, float] = {}
+        for event in profiler.events():
+            self_seconds = event.self_cpu_time_total / 1e6 / len(batches)
+            category = "optimizer (AdamW)" if in_optimizer_step(event) else categorize(event.name)
+            by_category[category] = by_category.get(category, 0.0) + self_seconds
+            by_operator[event.name] = by_operator.get(event.name, 0.0) + self_seconds
+        operators = list(by_operator.items())
+        profiled = sum(by_category.values())
+        result[name] = {
+            "seconds_per_step": seconds,
+            "profiled_seconds_per_step": profiled,
+            "categories": {key: value / profiled for key, value in sorted(by_category.items(), key=lambda i: -i[1])},
+            "top_operators": {key: value for key, value in sorted(operators, key=lambda i: -i[1])[:12]},
+            "padded_tokens_per_step": statistics.mean(
+                batch["input_ids"].numel() + batch["labels"].numel() for batch in batches
+            ),
+        }
+    return {
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "torch": torch.__version__,
+            "threads": args.threads,
+        },
+        "model": "main_job",
+        "settings": result,
+    }
+
+
+def profile_table(result: dict) -> str:
+    settings = result["settings"]
+    names = list(settings)
+    categories = [name for name, _ in OPERATOR_CATEGORIES] + [OTHER]
+    lines = [
+        "| share of the step's operator time | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+        "| seconds per step | " + " | ".join(f"{settings[n]['seconds_per_step']:.3f}" for n in names) + " |",
+        "| padded tokens per step | "
+        + " | ".join(f"{settings[n]['padded_tokens_per_step']:.0f}" for n in names)
+        + " |",
+    ]
+    for category in categories:
+        cells = []
+        for name in names:
+            share = settings[name]["categories"].get(category, 0.0)
+            cells.append(f"{share:.0%} ({share * settings[name]['profiled_seconds_per_step'] * 1000:.0f} ms)")
+        lines.append(f"| {category} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 LABELS = {"main_job": "main job (Prime 3+3, d 192)", "small": "Prime `small` (4+4, d 256)", "tiny": "Prime `tiny`"}
 
 
@@ -257,6 +407,14 @@ def main(argv=None):
     args = parse_args(argv)
     if args.table:
         print(table(json.loads(args.output.read_text())), end="")
+        if args.profile_output.exists():
+            print("\n" + profile_table(json.loads(args.profile_output.read_text())), end="")
+        return
+    if args.profile:
+        result = profile_steps(args)
+        args.profile_output.parent.mkdir(parents=True, exist_ok=True)
+        args.profile_output.write_text(json.dumps(result, indent=2) + "\n")
+        print(profile_table(result), end="")
         return
     result = measure(args)
     args.output.parent.mkdir(parents=True, exist_ok=True)

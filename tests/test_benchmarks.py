@@ -239,8 +239,14 @@ def test_every_recipe_arm_is_a_valid_main_job_command():
     arms = {name: options for name, (_, options) in module.ARMS.items()}
     for options in arms.values():
         validate_arguments(*parse_arguments([str(module.MAIN_JOB), *options, "--max_steps", "1600"]))
-    assert json.loads(arms["base"][arms["base"].index("--config_overrides") + 1])["dropout"] == 0.1
-    assert json.loads(arms["linear-2e-3-dropout-0"][-1])["conv_weight_dropout"] == 0.0
+
+    def model_of(arm):
+        return json.loads(arms[arm][arms[arm].index("--config_overrides") + 1])
+
+    assert model_of("base")["dropout"] == 0.1 and model_of("linear-2e-3-dropout-0")["conv_weight_dropout"] == 0.0
+    assert model_of("marian-base")["encoder_ffn_dim"] == 898  # the same-size MarianMT (4.18M parameters)
+    # every arm translates with plain beam search, whatever n-gram constraint the main job's file holds today
+    assert all(options[options.index("--generation_no_repeat_ngram_size") + 1] == "0" for options in arms.values())
 
 
 def test_recipe_search_counts_repeated_trigrams_in_the_longest_verses():

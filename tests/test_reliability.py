@@ -201,6 +201,7 @@ TRAIN_BASE = ["--use_cpu", "--report_to", "none", "--max_steps", "2"]
         (["--arch", "marian", "--config_overrides", '{"d_modle": 64}'], "unknown MarianConfig option.*d_modle"),
         (["--config_overrides", '{"encoder_layer": 2}'], "--config_overrides: .*encoder_layer"),
         (["--generation_num_beams", "0"], "--generation_num_beams must be at least 1, not 0"),
+        (["--generation_no_repeat_ngram_size", "-1"], "--generation_no_repeat_ngram_size must be at least 0, not -1"),
         (["--max_source_length", "0"], "--max_source_length must be at least 2"),
         (["--learning_rate=-1e-3"], "--learning_rate must be positive"),
         (["--per_device_train_batch_size", "0"], "--per_device_train_batch_size must be at least 1"),

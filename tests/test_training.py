@@ -100,7 +100,9 @@ def trained(tmp_path_factory):
             }
         )
     )
-    result = train(output_dir, "--generation_num_beams", "2", "--config", str(config))
+    result = train(
+        output_dir, "--generation_num_beams", "2", "--generation_no_repeat_ngram_size", "3", "--config", str(config)
+    )
     return output_dir, result.stdout
 
 
@@ -128,6 +130,7 @@ def test_end_to_end_run_writes_a_reloadable_checkpoint(trained):
     assert config["use_cache"] is True
     generation = json.loads((output_dir / "generation_config.json").read_text())
     assert generation["num_beams"] == 2 and generation["max_new_tokens"] == 200
+    assert generation["no_repeat_ngram_size"] == 3  # what evaluation and the test used, and a user's generate() uses
     assert "max_length" not in generation and "top_k" not in generation  # legacy defaults trimmed
 
     test = json.loads((output_dir / "test_results.json").read_text())

@@ -72,9 +72,10 @@ def make_generation_config(
     *,
     num_beams: int | None = None,
     max_new_tokens: int | None = None,
-    **token_ids,
+    **settings,
 ) -> GenerationConfig:
-    """A minimal `GenerationConfig`: the token ids and beam/length settings from `source`, updated by the arguments.
+    """A minimal `GenerationConfig`: the token ids and beam/length settings from `source`, updated by the arguments
+    (`settings`: token ids and other kept settings, e.g. `no_repeat_ngram_size`; None leaves a value as it is).
 
     `Seq2SeqTrainer.prediction_step` fills the model's generation config with legacy defaults (`max_length=20`,
     ...); saving those makes every later `generate(max_new_tokens=...)` warn. Call this
@@ -87,7 +88,7 @@ def make_generation_config(
             value = getattr(source, key, None)
             if value is not None and not (key in legacy_defaults and legacy_defaults[key] == value):
                 values[key] = value
-    values.update({key: value for key, value in token_ids.items() if value is not None})
+    values.update({key: value for key, value in settings.items() if value is not None})
     if num_beams is not None:
         values["num_beams"] = num_beams
     if max_new_tokens is not None:

@@ -203,6 +203,13 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
     greater_is_better: bool | None = field(default=True, metadata={"help": "Whether higher metric is better."})
     predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate by generating translations."})
     generation_num_beams: int | None = field(default=4, metadata={"help": "Beam size for evaluation and test."})
+    generation_no_repeat_ngram_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Forbid translations to repeat any n-gram of this many tokens (generate()'s no_repeat_ngram_size), "
+            "in evaluation and test and in the saved model's generation config; 0: no constraint."
+        },
+    )
 
     def __post_init__(self):
         if self.bf16 and not self.use_cpu and not torch.accelerator.is_available():
@@ -322,6 +329,7 @@ def validate_arguments(
         "generation_max_length",
     ):
         _at_least(problems, name, getattr(training_args, name), 1)
+    _at_least(problems, "generation_no_repeat_ngram_size", training_args.generation_no_repeat_ngram_size, 0)
     if training_args.do_train:
         if training_args.max_steps == 0 or training_args.max_steps < -1:
             problems.append(
@@ -665,6 +673,7 @@ def prepare_model(model_args: ModelArguments, data_args: DataArguments, training
     model.generation_config = make_generation_config(
         model.generation_config,
         num_beams=training_args.generation_num_beams,
+        no_repeat_ngram_size=training_args.generation_no_repeat_ngram_size,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=tokenizer.bos_token_id,
