@@ -116,6 +116,10 @@ ARMS = {
         "linear decay, peak 2e-3, no dropout, a 2,000-token BPE vocabulary (4,000 before)",
         recipe("linear", "2e-3", "300", "--tokenizer_vocab_size", "2000", **NO_DROPOUT),
     ),
+    "linear-2e-3-dropout-0-vocab-8000": (
+        "linear decay, peak 2e-3, no dropout, an 8,000-token BPE vocabulary (4,000 before)",
+        recipe("linear", "2e-3", "300", "--tokenizer_vocab_size", "8000", **NO_DROPOUT),
+    ),
     # does Prime's lead over a same-size Transformer hold under the new recipe? (the same change to both)
     "marian-base": ("same-size MarianMT, the recipe before this search", marian_recipe()),
     "marian-linear-2e-3-dropout-0": (
