@@ -58,6 +58,7 @@ def parse_args(argv=None):
     parser.add_argument("--models", nargs="+", default=["main_job", "small"], choices=["main_job", "small", "tiny"])
     parser.add_argument("--table", action="store_true", help="print the docs table of the committed JSON and stop")
     parser.add_argument("--profile", action="store_true", help="profile the main job's step by operator instead")
+    parser.add_argument("--profile-steps", type=int, default=12, help="batches (shapes) per profiled pass")
     parser.add_argument("--profile-output", type=Path, default=HERE / "results" / "training_step_profile.json")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "training_efficiency.json")
     return parser.parse_args(argv)
@@ -275,7 +276,8 @@ def profile_batches(vocab: int, args, multiple: int = 1, steps: int = 12) -> lis
 
 
 def profile_steps(args) -> dict:
-    """Seconds per step and operator time by category of the main job's model on a run's batch shapes, per setting."""
+    """Seconds per step and operator time by category of the first of `--models` (the main job's model by default) on
+    a run's batch shapes, per setting."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.set_num_threads(args.threads)
@@ -288,13 +290,13 @@ def profile_steps(args) -> dict:
         "float32, eager attention": (False, 1, "eager"),
     }
     torch.manual_seed(0)
-    model = AutoModelForSeq2SeqLM.from_config(prime_config("main_job"))
+    model = AutoModelForSeq2SeqLM.from_config(prime_config(args.models[0]))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # the Trainer's default optimizer
     model.train()
     result = {}
     for name, (bf16, multiple, attention) in settings.items():
         model.set_attn_implementation(attention)
-        batches = profile_batches(model.config.vocab_size, args, multiple)
+        batches = profile_batches(model.config.vocab_size, args, multiple, args.profile_steps)
 
         def run(batches=batches, bf16=bf16):
             for batch in batches:
@@ -334,7 +336,7 @@ def profile_steps(args) -> dict:
             "torch": torch.__version__,
             "threads": args.threads,
         },
-        "model": "main_job",
+        "model": args.models[0],
         "settings": result,
     }
 

@@ -223,6 +223,27 @@ def test_training_efficiency_measures_both_precisions_against_their_peaks(tmp_pa
     assert "| Prime `tiny` |" in capsys.readouterr().out
 
 
+def test_training_step_profile_sorts_every_operator_into_the_work_it_does(tmp_path, capsys):
+    module = benchmark_script("training_efficiency")
+    assert module.categorize("aten::addmm") == "linear layers (mm, addmm)"
+    assert module.categorize("aten::_scaled_dot_product_flash_attention_for_cpu_backward").startswith("batched")
+    assert module.categorize("aten::_to_copy") == "casts and copies" and module.categorize("aten::topk") == module.OTHER
+    assert module.categorize("aten::_log_softmax") == "loss and embeddings"
+    output = tmp_path / "profile.json"
+    module.main(["--profile", "--models", "tiny", "--threads", "1", "--max-tokens", "96", "--profile-steps", "2"]
+                + ["--profile-output", str(output)])  # fmt: skip
+    settings = json.loads(output.read_text())["settings"]
+    assert "bfloat16, padded to 8, eager attention" in settings and "float32" in settings
+    for row in settings.values():
+        assert abs(sum(row["categories"].values()) - 1) < 1e-6 and row["seconds_per_step"] > 0
+        assert row["categories"]["optimizer (AdamW)"] > 0 and row["categories"]["linear layers (mm, addmm)"] > 0
+    assert (
+        settings["bfloat16, lengths padded to 8"]["padded_tokens_per_step"]
+        >= settings["bfloat16"]["padded_tokens_per_step"]
+    )
+    assert "| casts and copies |" in capsys.readouterr().out
+
+
 def test_training_efficiency_table_in_the_docs_is_generated_from_the_committed_json():
     module = benchmark_script("training_efficiency")
     result = json.loads((ROOT / "benchmarks" / "results" / "training_efficiency.json").read_text())
@@ -263,3 +284,10 @@ def test_the_benchmarks_document_holds_the_recipe_search_table_of_the_committed_
     document = json.loads((ROOT / "benchmarks" / "results" / "main_job_recipe_search.json").read_text())
     assert document["comparisons"] and {row["seed"] for row in document["runs"]} == {1, 2}
     assert module.summary_table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
+
+
+def test_the_benchmarks_document_holds_the_decoding_table_of_the_committed_json():
+    module = benchmark_script("main_job_decoding")
+    document = json.loads((ROOT / "benchmarks" / "results" / "main_job_decoding.json").read_text())
+    assert document["test"]["pick"] in module.OPTIONS and set(document["validation"]) <= set(module.OPTIONS)
+    assert module.table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
