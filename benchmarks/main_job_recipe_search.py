@@ -104,6 +104,7 @@ ARMS = {
     ),
     # second round, around the first round's pick (linear decay, peak 2e-3, warm-up 300, no dropout, smoothing 0.1)
     "linear-3e-3-dropout-0": ("linear decay, peak 3e-3, no dropout", recipe("linear", "3e-3", **NO_DROPOUT)),
+    "linear-1.5e-3-dropout-0": ("linear decay, peak 1.5e-3, no dropout", recipe("linear", "1.5e-3", **NO_DROPOUT)),
     "linear-2e-3-dropout-0-warmup-100": (
         "linear decay, peak 2e-3, warm-up 100, no dropout",
         recipe("linear", "2e-3", "100", **NO_DROPOUT),
