@@ -289,14 +289,24 @@ def profile_steps(args) -> dict:
         "bfloat16, padded to 8, eager attention": (True, 8, "eager"),
         "float32, eager attention": (False, 1, "eager"),
     }
+    peaks = {
+        "float32": gemm_peak(torch.float32, args.gemm_size),
+        "bfloat16": gemm_peak(torch.bfloat16, args.gemm_size),
+    }
     torch.manual_seed(0)
     model = AutoModelForSeq2SeqLM.from_config(prime_config(args.models[0]))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # the Trainer's default optimizer
     model.train()
+    flops = {}  # model FLOPs per step of the batches padded to a multiple, and of the unpadded ones (useful work)
     result = {}
     for name, (bf16, multiple, attention) in settings.items():
-        model.set_attn_implementation(attention)
         batches = profile_batches(model.config.vocab_size, args, multiple, args.profile_steps)
+        for key in {1, multiple} - set(flops):
+            flops[key] = statistics.mean(
+                step_flops(model, batch)
+                for batch in profile_batches(model.config.vocab_size, args, key, args.profile_steps)
+            )
+        model.set_attn_implementation(attention)
 
         def run(batches=batches, bf16=bf16):
             for batch in batches:
@@ -321,8 +331,13 @@ def profile_steps(args) -> dict:
             by_operator[event.name] = by_operator.get(event.name, 0.0) + self_seconds
         operators = list(by_operator.items())
         profiled = sum(by_category.values())
+        peak = peaks["bfloat16" if bf16 else "float32"]
         result[name] = {
             "seconds_per_step": seconds,
+            # the FLOPs of the padded batches (work done) and of the unpadded ones (work needed), per second
+            "gflops_per_second": flops[multiple] / seconds / 1e9,
+            "share_of_peak": flops[multiple] / seconds / peak,
+            "useful_share_of_peak": flops[1] / seconds / peak,
             "profiled_seconds_per_step": profiled,
             "categories": {key: value / profiled for key, value in sorted(by_category.items(), key=lambda i: -i[1])},
             "top_operators": {key: value for key, value in sorted(operators, key=lambda i: -i[1])[:12]},
@@ -337,6 +352,7 @@ def profile_steps(args) -> dict:
             "threads": args.threads,
         },
         "model": args.models[0],
+        "gemm_peak_gflops": {precision: value / 1e9 for precision, value in peaks.items()},
         "settings": result,
     }
 
@@ -345,10 +361,21 @@ def profile_table(result: dict) -> str:
     settings = result["settings"]
     names = list(settings)
     categories = [name for name, _ in OPERATOR_CATEGORIES] + [OTHER]
+    peaks, machine = result["gemm_peak_gflops"], result["machine"]
     lines = [
+        f"GEMM peak float32 {peaks['float32']:.0f} GFLOP/s, bfloat16 {peaks['bfloat16']:.0f} GFLOP/s; "
+        f"{machine['threads']} threads, torch {machine['torch']}.",
+        "",
         "| share of the step's operator time | " + " | ".join(names) + " |",
         "|---|" + "---:|" * len(names),
         "| seconds per step | " + " | ".join(f"{settings[n]['seconds_per_step']:.3f}" for n in names) + " |",
+        "| GFLOP/s (share of its precision's peak; without the padding's FLOPs) | "
+        + " | ".join(
+            f"{settings[n]['gflops_per_second']:.0f} ({settings[n]['share_of_peak']:.0%}; "
+            f"{settings[n]['useful_share_of_peak']:.0%})"
+            for n in names
+        )
+        + " |",
         "| padded tokens per step | "
         + " | ".join(f"{settings[n]['padded_tokens_per_step']:.0f}" for n in names)
         + " |",

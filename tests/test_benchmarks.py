@@ -231,12 +231,14 @@ def test_training_step_profile_sorts_every_operator_into_the_work_it_does(tmp_pa
     assert module.categorize("aten::_log_softmax") == "loss and embeddings"
     output = tmp_path / "profile.json"
     module.main(["--profile", "--models", "tiny", "--threads", "1", "--max-tokens", "96", "--profile-steps", "2"]
+                + ["--gemm-size", "64"]
                 + ["--profile-output", str(output)])  # fmt: skip
     settings = json.loads(output.read_text())["settings"]
     assert "bfloat16, padded to 8, eager attention" in settings and "float32" in settings
     for row in settings.values():
         assert abs(sum(row["categories"].values()) - 1) < 1e-6 and row["seconds_per_step"] > 0
         assert row["categories"]["optimizer (AdamW)"] > 0 and row["categories"]["linear layers (mm, addmm)"] > 0
+        assert 0 < row["useful_share_of_peak"] <= row["share_of_peak"]
     assert (
         settings["bfloat16, lengths padded to 8"]["padded_tokens_per_step"]
         >= settings["bfloat16"]["padded_tokens_per_step"]

@@ -254,6 +254,21 @@ def test_train_py_prints_data_errors_without_traceback_or_argument_dump(tmp_path
 # ---------------------------------------------------------------------------------------------- data
 
 
+@pytest.mark.parametrize("arch", ["unified_transformer", "marian"])
+def test_attn_implementation_chooses_the_training_kernel_and_is_not_saved(tmp_path, arch):
+    train_script = importlib.import_module("hf_unified_mt.training.run")
+    arguments = [*TRAIN_BASE, "--arch", arch, "--preset", "tiny", "--output_dir", str(tmp_path / "out")]
+    model = train_script.prepare_model(*train_script.parse_arguments(arguments), make_tokenizer())
+    assert model.config._attn_implementation == "sdpa"  # the model's default
+    arguments += ["--attn_implementation", "eager"]
+    model = train_script.prepare_model(*train_script.parse_arguments(arguments), make_tokenizer())
+    assert model.config._attn_implementation == "eager"
+    model.save_pretrained(tmp_path / "saved")
+    assert "attn_implementation" not in (tmp_path / "saved" / "config.json").read_text()  # a runtime choice
+    with pytest.raises(ValueError, match="--attn_implementation must be eager or sdpa, not 'flash'"):
+        train_script.parse_arguments([*arguments, "--attn_implementation", "flash"])
+
+
 def test_overlong_skip_keeps_test_pairs_truncated_and_names_an_emptied_split(tmp_path):
     from hf_unified_mt.training.data import DataValidationError, load_parallel_data
 

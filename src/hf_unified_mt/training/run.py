@@ -108,10 +108,20 @@ class ModelArguments:
     tokenizer_type: str = field(default="bpe", metadata={"help": "Subword model to train: bpe or unigram."})
     tokenizer_vocab_size: int = field(default=8000, metadata={"help": "Shared source+target vocabulary size."})
     tokenizer_min_frequency: int = field(default=2, metadata={"help": "BPE: minimum pair count for a merge."})
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={
+            "help": "Attention kernel while training: eager (matmuls and softmax: the faster one for short rows on a "
+            "CPU, under --bf16 above all) or sdpa (PyTorch's fused kernel); default: the model's (sdpa). A runtime "
+            "choice: the saved model loads with its default."
+        },
+    )
 
     def __post_init__(self):
         if self.tokenizer_type not in ("bpe", "unigram"):
             raise UsageError(f"--tokenizer_type must be bpe or unigram, not {self.tokenizer_type!r}")
+        if self.attn_implementation not in (None, "eager", "sdpa"):
+            raise UsageError(f"--attn_implementation must be eager or sdpa, not {self.attn_implementation!r}")
 
 
 @dataclass
@@ -670,6 +680,8 @@ def prepare_model(model_args: ModelArguments, data_args: DataArguments, training
     """The model with its generation config and label smoothing; lowers the length limits to what it can encode."""
     set_seed(training_args.seed)
     model = build_model(model_args, data_args, tokenizer)
+    if model_args.attn_implementation is not None:
+        model.set_attn_implementation(model_args.attn_implementation)
     model.generation_config = make_generation_config(
         model.generation_config,
         num_beams=training_args.generation_num_beams,
