@@ -293,3 +293,11 @@ def test_the_benchmarks_document_holds_the_decoding_table_of_the_committed_json(
     document = json.loads((ROOT / "benchmarks" / "results" / "main_job_decoding.json").read_text())
     assert document["test"]["pick"] in module.OPTIONS and set(document["validation"]) <= set(module.OPTIONS)
     assert module.table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
+
+
+def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json():
+    document = json.loads((ROOT / "benchmarks" / "results" / "main_job_runs.json").read_text())
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert len(document["runs"]) == 3
+    for run in document["runs"]:
+        assert f"| {run['seed']} | {run['updates']:,} | {run['test_bleu']:.2f} | {run['test_chrf']:.2f} |" in text
