@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from hf_unified_mt.analysis.provenance import code_version
-from hf_unified_mt.analysis.significance import paired_bootstrap_delta, verdict
+from hf_unified_mt.analysis.significance import delta_fields, paired_bootstrap_delta
 
 
 HERE = Path(__file__).resolve().parent
@@ -147,9 +147,7 @@ def compare_with_main_job(runs: list[dict], output: Path, samples: int) -> list[
                 control=control,
                 candidate=name,
                 seeds=common,
-                delta_bleu=round(delta, 2),
-                interval=[round(low, 2), round(high, 2)],
-                verdict=verdict(delta, low, high),
+                **delta_fields(delta, low, high),
             )
         )
     return comparisons

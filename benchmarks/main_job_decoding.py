@@ -28,7 +28,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.analysis.provenance import code_version
-from hf_unified_mt.analysis.significance import paired_bootstrap_delta, verdict
+from hf_unified_mt.analysis.significance import delta_fields, paired_bootstrap_delta
 from hf_unified_mt.deployment.inference import translate
 from hf_unified_mt.training.data import load_parallel_data
 from hf_unified_mt.training.metrics import compute_translation_scores
@@ -136,9 +136,7 @@ def main(argv=None) -> dict:
             pick=pick,
             beam_bleu=bleu(on_test["beam 4"]),
             pick_bleu=bleu(on_test[pick]),
-            delta_bleu=round(delta, 2),
-            interval=[round(low, 2), round(high, 2)],
-            verdict=verdict(delta, low, high),
+            **delta_fields(delta, low, high),
             beam_repeats=repeats(on_test["beam 4"]),
             pick_repeats=repeats(on_test[pick]),
             reference_repeats=round(repetition_share(references, list(test["source"])), 3),

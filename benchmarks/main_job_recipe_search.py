@@ -31,7 +31,7 @@ from pathlib import Path
 from main_job_candidates import read_translations, test_references, translations_path
 
 from hf_unified_mt.analysis.provenance import code_version
-from hf_unified_mt.analysis.significance import paired_bootstrap_delta, verdict
+from hf_unified_mt.analysis.significance import delta_fields, paired_bootstrap_delta
 
 
 HERE = Path(__file__).resolve().parent
@@ -244,9 +244,7 @@ def compare(result: dict, output: Path, control: str, arm: str, samples: int) ->
         control=control,
         arm=arm,
         seeds=seeds,
-        delta_bleu=round(delta, 2),
-        interval=[round(low, 2), round(high, 2)],
-        verdict=verdict(delta, low, high),
+        **delta_fields(delta, low, high),
         longest_quarter_repeating_a_trigram=dict(repeats, references=round(repetition_share(references, sources), 3)),
     )
 

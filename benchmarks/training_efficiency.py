@@ -113,19 +113,21 @@ def fixed_batch(vocab_size: int, args) -> dict:
     return dict(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
 
 
-def training_step(model, batch: dict, bf16: bool):
-    """One update: forward, backward, AdamW (the Trainer's optimizer), under bf16 autocast or in float32."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    model.train()
-
-    def step():
+def train_on(model, optimizer, batches: list, bf16: bool) -> None:
+    """One update per batch: forward, backward, optimizer step, under bf16 autocast or in float32."""
+    for batch in batches:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             loss = model(**batch).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    return step
+
+def training_step(model, batch: dict, bf16: bool):
+    """One update: forward, backward, AdamW (the Trainer's optimizer), under bf16 autocast or in float32."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+    return lambda: train_on(model, optimizer, [batch], bf16)
 
 
 def step_flops(model, batch: dict) -> int:
@@ -160,12 +162,7 @@ def shape_cost(args, name: str = "main_job", steps: int = 24) -> dict:
 
     def seconds_per_step(batches: list, bf16: bool) -> float:
         start = time.perf_counter()
-        for batch in batches:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = prime(**batch).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+        train_on(prime, optimizer, batches, bf16)
         return (time.perf_counter() - start) / len(batches)
 
     result = {}
@@ -297,31 +294,19 @@ def profile_steps(args) -> dict:
     model = AutoModelForSeq2SeqLM.from_config(prime_config(args.models[0]))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # the Trainer's default optimizer
     model.train()
-    flops = {}  # model FLOPs per step of the batches padded to a multiple, and of the unpadded ones (useful work)
+    flops = {}  # model FLOPs per step by padding multiple; 1 (the unpadded batches: useful work) comes first
     result = {}
     for name, (bf16, multiple, attention) in settings.items():
         batches = profile_batches(model.config.vocab_size, args, multiple, args.profile_steps)
-        for key in {1, multiple} - set(flops):
-            flops[key] = statistics.mean(
-                step_flops(model, batch)
-                for batch in profile_batches(model.config.vocab_size, args, key, args.profile_steps)
-            )
+        if multiple not in flops:
+            flops[multiple] = statistics.mean(step_flops(model, batch) for batch in batches)
         model.set_attn_implementation(attention)
-
-        def run(batches=batches, bf16=bf16):
-            for batch in batches:
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                    loss = model(**batch).loss
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-
-        run()  # warm-up: every shape once
+        train_on(model, optimizer, batches, bf16)  # warm-up: every shape once
         start = time.perf_counter()
-        run()
+        train_on(model, optimizer, batches, bf16)
         seconds = (time.perf_counter() - start) / len(batches)
         with profile(activities=[ProfilerActivity.CPU]) as profiler:
-            run()
+            train_on(model, optimizer, batches, bf16)
         by_category: dict[str, float] = {}
         by_operator: dict[str, float] = {}
         for event in profiler.events():

@@ -56,3 +56,9 @@ def verdict(delta: float, low: float, high: float) -> str:
     if high < 0:
         return "B worse"
     return "within noise"
+
+
+def delta_fields(delta: float, low: float, high: float) -> dict:
+    """A paired-bootstrap comparison as the benchmarks' JSON records it: ΔBLEU and its 95% interval to two decimals,
+    and the verdict."""
+    return dict(delta_bleu=round(delta, 2), interval=[round(low, 2), round(high, 2)], verdict=verdict(delta, low, high))
