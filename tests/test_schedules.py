@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers import MarianConfig, MarianMTModel, set_seed
 
+from hf_unified_mt.training import run
 from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
 from hf_unified_mt.training.run import MTTrainingArguments, TimeBudgetCallback, float32_forward
 from hf_unified_mt.training.schedules import budget_schedule
@@ -110,6 +111,50 @@ def test_bf16_on_a_machine_without_an_accelerator_trains_on_the_cpu(tmp_path, mo
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
     args = MTTrainingArguments(output_dir=str(tmp_path), bf16=True, report_to="none")
     assert args.use_cpu and args.bf16
+
+
+@pytest.mark.parametrize(
+    "capabilities, expected",
+    [
+        ({"avx512_bf16": True}, True),
+        ({"amx_bf16": True}, True),
+        ({"bf16": True}, True),
+        ({"avx512_bf16": False, "avx2": True}, False),
+    ],
+)
+def test_bf16_if_native_follows_the_cpu_capabilities(tmp_path, monkeypatch, capabilities, expected):
+    """`--bf16_if_native` trains in bfloat16 on a CPU that has BF16 instructions (x86 AVX512-BF16 or AMX, Arm BF16),
+    in float32 on one that would emulate it."""
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
+    args = MTTrainingArguments(output_dir=str(tmp_path), bf16_if_native=True, report_to="none")
+    assert args.bf16 is expected and not args.fp16
+    assert args.use_cpu is expected  # only bf16 needs the flag here; float32 runs on the CPU anyway
+
+
+def test_bf16_if_native_leaves_an_explicit_precision_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": False})
+    args = MTTrainingArguments(output_dir=str(tmp_path), bf16=True, bf16_if_native=True, report_to="none")
+    assert args.bf16
+
+
+@pytest.mark.parametrize(
+    "options, attention, multiple",
+    [
+        (["--bf16"], "eager", 8),
+        (["--bf16", "--attn_implementation", "sdpa", "--pad_to_multiple_of", "16"], "sdpa", 16),
+        ([], None, None),  # float32: the model's attention, no padding
+    ],
+)
+def test_bf16_on_a_cpu_defaults_to_eager_attention_on_lengths_padded_to_8(tmp_path, options, attention, multiple):
+    """The profile's finding as defaults: PyTorch's fused CPU attention backward is slow in bfloat16 and bfloat16
+    matmuls are slow on unaligned shapes; options the user sets win."""
+    model_args, data_args, training_args = run.parse_arguments(
+        ["--output_dir", str(tmp_path), "--use_cpu", "--report_to", "none", *options]
+    )
+    run.apply_cpu_bf16_defaults(model_args, data_args, training_args)
+    assert (model_args.attn_implementation, data_args.pad_to_multiple_of) == (attention, multiple)
 
 
 def test_after_bf16_training_the_test_split_is_translated_in_float32(tmp_path):

@@ -112,8 +112,8 @@ class ModelArguments:
         default=None,
         metadata={
             "help": "Attention kernel while training: eager (matmuls and softmax: the faster one for short rows on a "
-            "CPU, under --bf16 above all) or sdpa (PyTorch's fused kernel); default: the model's (sdpa). A runtime "
-            "choice: the saved model loads with its default."
+            "CPU, under --bf16 above all) or sdpa (PyTorch's fused kernel); default: eager under bf16 on a CPU, else "
+            "the model's (sdpa). A runtime choice: the saved model loads with its default."
         },
     )
 
@@ -162,7 +162,10 @@ class DataArguments:
     max_sentences: int | None = field(
         default=None, metadata={"help": "With --max_tokens: also cap sentences per batch."}
     )
-    pad_to_multiple_of: int | None = field(default=None, metadata={"help": "Pad batches to a multiple (8 for fp16)."})
+    pad_to_multiple_of: int | None = field(
+        default=None,
+        metadata={"help": "Pad batches to a multiple of this many tokens (default: 8 under bf16 on a CPU, else none)."},
+    )
     num_sample_translations: int = field(
         default=DEFAULT_SAMPLE_COUNT, metadata={"help": "Test sentences to translate and print at the end."}
     )
@@ -221,7 +224,17 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
         },
     )
 
+    bf16_if_native: bool = field(
+        default=False,
+        metadata={
+            "help": "Train with bfloat16 autocast (as --bf16) where the hardware computes bfloat16 natively: a CUDA "
+            "GPU that supports it, or a CPU with AVX512-BF16, AMX-BF16 or Arm BF16 instructions; float32 elsewhere."
+        },
+    )
+
     def __post_init__(self):
+        if self.bf16_if_native and not (self.bf16 or self.fp16):
+            self.bf16 = native_bf16_available(self.use_cpu)
         if self.bf16 and not self.use_cpu and not torch.accelerator.is_available():
             # transformers reads `--bf16` on a machine without an accelerator as a GPU request it cannot serve;
             # here it means bfloat16 autocast on the CPU, which is the only device there is
@@ -288,6 +301,34 @@ def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, Data
     except ValueError as error:  # raised by the arguments' own checks (transformers' or ours)
         raise UsageError(str(error)) from error
     return model_args, data_args, training_args
+
+
+def native_bf16_available(use_cpu: bool = False) -> bool:
+    """Whether training would compute bfloat16 in hardware: on a CUDA GPU, `torch.cuda.is_bf16_supported()`; on a
+    CPU (no accelerator, or `use_cpu`), the BF16 instructions `torch.cpu.get_capabilities()` reports."""
+    if not use_cpu and torch.accelerator.is_available():
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    capabilities = torch.cpu.get_capabilities()
+    return any(capabilities.get(name, False) for name in ("avx512_bf16", "amx_bf16", "bf16", "sve_bf16"))
+
+
+def apply_cpu_bf16_defaults(
+    model_args: ModelArguments, data_args: DataArguments, training_args: MTTrainingArguments
+) -> None:
+    """bfloat16 training on a CPU, unless the options say otherwise, runs eager attention on lengths padded to a
+    multiple of 8: PyTorch's fused CPU attention backward is several times slower in bfloat16 than in float32, and the
+    bfloat16 matmuls are slow on unaligned shapes (`benchmarks/training_efficiency.py --profile`)."""
+    if not training_args.bf16 or training_args.device.type != "cpu":
+        return
+    chosen = []
+    if model_args.attn_implementation is None:
+        model_args.attn_implementation = "eager"
+        chosen.append("--attn_implementation eager")
+    if data_args.pad_to_multiple_of is None:
+        data_args.pad_to_multiple_of = 8
+        chosen.append("--pad_to_multiple_of 8")
+    if chosen:
+        logger.info("bfloat16 on the CPU: %s (set them to choose otherwise)", " ".join(chosen))
 
 
 def _at_least(problems: list[str], name: str, value, least, note: str = "") -> None:
@@ -928,6 +969,7 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
     model_args, data_args, training_args = parse_arguments(argv)
     validate_arguments(model_args, data_args, training_args)
     setup_logging(training_args)
+    apply_cpu_bf16_defaults(model_args, data_args, training_args)
     checkpoint = _resolve_checkpoint(training_args) if training_args.do_train else None
 
     corpus, raw = load_splits(data_args, training_args)
