@@ -508,10 +508,10 @@ class MTPreTrainedModel(PreTrainedModel):
         with a zero bias; token embeddings N(0, d^-1/2) with a zero padding row (N(0, init_std²) under `"normal"`);
         unit LayerNorms; LSTMs as PyTorch draws them; and every other module with parameters of its own through its
         `init_own_parameters(config)` (a paper's own law, which it keeps wherever it is composed: Prime's kernel gate,
-        MUTE's stacked units, the Multi-Encoder's expansion vectors and weight-normalised convolutions, the
-        Multi-Pass connections). transformers skips a module of remote code that holds no parameter directly, so
-        `init_own_parameters` draws only the module's direct parameters, and a linear layer with a law of its own
-        declares it in its role (`own_law`).
+        MUTE's unit weights, the Multi-Encoder's expansion vectors and weight-normalised convolutions, the Multi-Pass
+        connections; or `init_law` by the roles it names: MUTE's stacked unit matrices). transformers skips a module
+        of remote code that holds no parameter directly, so `init_own_parameters` draws only the module's direct
+        parameters, and a linear layer with a law of its own declares it in its role (`own_law`).
 
         transformers calls this on every module, children before parents, with `self` the nearest `PreTrainedModel`
         (here the encoder, the decoder or the head). A linear layer of the model without a declared role is an error
