@@ -3,10 +3,12 @@
 Translation").
 
 The encoder is made of up to five heterogeneous *branches* reading one shared source embedding: self-attention
-(the Transformer encoder), Static Expansion, LSTM, ConvS2S and FNet. Their outputs are summed (§3.2) into the memory
-of one standard Transformer decoder. The paper's formulas are those of the original implementations it builds on
-(ExpansionNet, fairseq's ConvS2S, FNet), which this file follows. Deliberate deviations are marked "Deviation" (the
-package documentation's architecture notes, §4, have the longer derivations).
+(the Transformer encoder), Static Expansion, LSTM, ConvS2S and FNet (and, composed, a stack of Prime layers). Their
+outputs are summed (§3.2; or concatenated and projected, `branch_combination="concat"`) into the memory of one
+standard Transformer decoder (or one of paper 001's decoder variants, `decoder_attention_type`). The paper's
+formulas are those of the original implementations it builds on (ExpansionNet, fairseq's ConvS2S, FNet), which this
+file follows. Deliberate deviations are marked "Deviation" (the package documentation's architecture notes, §4, have
+the longer derivations).
 
 Every branch is independent of the padding of its batch: the LSTM runs on packed sequences, the convolution and the
 Fourier transform see zeros at padded positions (the transform over a fixed length), and the Static Expansion

@@ -12,9 +12,10 @@ connection c_k built from the layer outputs of the previous pass (the "inner" la
 
 The decoder is a standard Transformer decoder reading the last pass, or any earlier pass the caller chooses
 (`encoder_pass=`), which then costs only that many passes. No code was released; the equations follow the paper's
-text (the package documentation's architecture notes, §5, discuss its readings). The layers are the shared
-`MTEncoderLayer` / `MTDecoderLayer` (or, composed, Prime layers); only the passes, the connections and the training
-objectives are defined here.
+text (the package documentation's architecture notes, §5, discuss its readings). The encoder layer is the shared
+`MTEncoderLayer` taking the connection as a second input (`MultiPassEncoderLayer`; composed, a Prime layer), the
+decoder the shared one (or one of paper 001's decoder variants, `decoder_attention_type`); what is defined here is the
+passes, the connections and the training objectives.
 """
 
 import math
