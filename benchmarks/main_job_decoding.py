@@ -12,6 +12,11 @@ repetitions of the longest quarter are counted as the recipe search counts them.
 
     python benchmarks/main_job_decoding.py                      # the current recipe's models, seeds 1 and 2
     python benchmarks/main_job_decoding.py --table              # the docs table of the committed JSON
+
+A second round starts from the first round's pick, with the main job's own models (`main_job_runs.py`):
+
+    python benchmarks/main_job_decoding.py --round 2 --runs_dir outputs/main_job_runs --arm bf16 \
+        --output benchmarks/results/main_job_decoding_round2.json
 """
 
 import argparse
@@ -45,13 +50,24 @@ OPTIONS = {
     "repetition_penalty 1.2": {"repetition_penalty": 1.2},
     "length_penalty 0.6": {"length_penalty": 0.6},
 }
+# the second round: around the first round's pick (no repeated 4-grams), which is its control
+NO_REPEAT_4 = {"no_repeat_ngram_size": 4}
+ROUND_2 = {
+    "no_repeat_ngram_size 4": NO_REPEAT_4,
+    "no_repeat_ngram_size 5": {"no_repeat_ngram_size": 5},
+    "no_repeat_ngram_size 4, repetition_penalty 1.1": {**NO_REPEAT_4, "repetition_penalty": 1.1},
+    "no_repeat_ngram_size 4, repetition_penalty 1.2": {**NO_REPEAT_4, "repetition_penalty": 1.2},
+    "no_repeat_ngram_size 4, beam 6": {**NO_REPEAT_4, "num_beams": 6},
+}
+ROUNDS = {1: (OPTIONS, "beam 4"), 2: (ROUND_2, "no_repeat_ngram_size 4")}
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arm", default="linear-2e-3-dropout-0", help="The recipe search's arm whose models decode")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--options", nargs="+", default=list(OPTIONS), choices=list(OPTIONS))
+    parser.add_argument("--round", type=int, default=1, choices=sorted(ROUNDS), help="1: against plain beam search")
+    parser.add_argument("--options", nargs="+", help="Options of the round to try (default: all of them)")
     parser.add_argument("--runs_dir", type=Path, default=REPO / "outputs" / "main_job_recipe_search")
     parser.add_argument("--verses", type=int, default=400, help="Validation and test verses (the main job's 400)")
     parser.add_argument("--bootstrap_samples", type=int, default=1000)
@@ -62,13 +78,13 @@ def parse_args(argv=None):
 
 def decode(model, tokenizer, sources: list[str], options: dict) -> tuple[list[str], float]:
     start = time.perf_counter()
-    hypotheses = translate(model, tokenizer, sources, num_beams=4, batch_size=32, **options)
+    hypotheses = translate(model, tokenizer, sources, batch_size=32, **{"num_beams": 4, **options})
     return hypotheses, time.perf_counter() - start
 
 
 def table(result: dict) -> str:
     lines = [
-        "| decoding (beam 4) | validation BLEU per seed (mean) | seconds per seed (validation) |",
+        "| decoding (beam 4 unless named) | validation BLEU per seed (mean) | seconds per seed (validation) |",
         "|---|---|---|",
     ]
     for name, rows in sorted(result["validation"].items(), key=lambda item: -item[1]["mean_bleu"]):
@@ -76,8 +92,9 @@ def table(result: dict) -> str:
         seconds = ", ".join(f"{value:.0f}" for value in rows["seconds"])
         lines.append(f"| {name} | {bleu} ({rows['mean_bleu']:.2f}) | {seconds} |")
     test = result["test"]
+    control, seeds = test.get("control", "beam 4"), ", ".join(map(str, result["seeds"]))
     lines.append(
-        f"\nOn the test verses, {test['pick']} against beam 4 (seeds {', '.join(map(str, result['seeds']))}): "
+        f"\nOn the test verses, {test['pick']} against {control} (seeds {seeds}): "
         f"BLEU {', '.join(f'{v:.2f}' for v in test['pick_bleu'])} against "
         f"{', '.join(f'{v:.2f}' for v in test['beam_bleu'])}, ΔBLEU {test['delta_bleu']:+.2f} "
         f"({test['interval'][0]:+.2f}, {test['interval'][1]:+.2f}), {test['verdict']}; translations of the longest "
@@ -93,6 +110,11 @@ def main(argv=None) -> dict:
         result = json.loads(args.output.read_text())
         print(table(result))
         return result
+    options, control = ROUNDS[args.round]
+    unknown = sorted(set(args.options or []) - set(options))
+    if unknown:
+        raise SystemExit(f"round {args.round} has no option(s) {unknown}; choose from {sorted(options)}")
+    names = [control, *(name for name in (args.options or options) if name != control)]
     corpus = load_parallel_data()
     validation = corpus["validation"][: args.verses]
     test = corpus["test"][: args.verses]
@@ -104,22 +126,22 @@ def main(argv=None) -> dict:
         models[seed] = (AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder))
 
     scores = {}
-    for name in args.options:
+    for name in names:
         rows = scores[name] = {"bleu": [], "seconds": []}
         for seed, (model, tokenizer) in models.items():
-            hypotheses, seconds = decode(model, tokenizer, validation["source"], OPTIONS[name])
+            hypotheses, seconds = decode(model, tokenizer, validation["source"], options[name])
             rows["bleu"].append(round(compute_translation_scores(hypotheses, validation["target"])["bleu"], 2))
             rows["seconds"].append(round(seconds, 1))
             print(f"[{name}, seed {seed}] validation BLEU {rows['bleu'][-1]} ({seconds:.0f} s)", flush=True)
         rows["mean_bleu"] = round(statistics.mean(rows["bleu"]), 2)
 
-    pick = max((name for name in scores if name != "beam 4"), key=lambda name: scores[name]["mean_bleu"])
+    pick = max((name for name in scores if name != control), key=lambda name: scores[name]["mean_bleu"])
     on_test = {
-        name: [decode(model, tokenizer, test["source"], OPTIONS[name])[0] for model, tokenizer in models.values()]
-        for name in ("beam 4", pick)
+        name: [decode(model, tokenizer, test["source"], options[name])[0] for model, tokenizer in models.values()]
+        for name in (control, pick)
     }
     references = list(test["target"])
-    delta, low, high = paired_bootstrap_delta(on_test["beam 4"], on_test[pick], references, args.bootstrap_samples)
+    delta, low, high = paired_bootstrap_delta(on_test[control], on_test[pick], references, args.bootstrap_samples)
 
     def bleu(translations):
         return [round(compute_translation_scores(t, references)["bleu"], 2) for t in translations]
@@ -133,11 +155,12 @@ def main(argv=None) -> dict:
         verses=args.verses,
         validation=scores,
         test=dict(
+            control=control,
             pick=pick,
-            beam_bleu=bleu(on_test["beam 4"]),
+            beam_bleu=bleu(on_test[control]),  # the control's (plain beam search in round 1)
             pick_bleu=bleu(on_test[pick]),
             **delta_fields(delta, low, high),
-            beam_repeats=repeats(on_test["beam 4"]),
+            beam_repeats=repeats(on_test[control]),
             pick_repeats=repeats(on_test[pick]),
             reference_repeats=round(repetition_share(references, list(test["source"])), 3),
         ),
