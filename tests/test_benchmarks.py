@@ -270,6 +270,8 @@ def test_every_recipe_arm_is_a_valid_main_job_command():
     assert model_of("marian-base")["encoder_ffn_dim"] == 898  # the same-size MarianMT (4.18M parameters)
     # every arm translates with plain beam search, whatever n-gram constraint the main job's file holds today
     assert all(options[options.index("--generation_no_repeat_ngram_size") + 1] == "0" for options in arms.values())
+    # and trains in float32, as every committed arm did, whatever precision the main job's file asks for today
+    assert all(parse_arguments([str(module.MAIN_JOB), *options])[2].bf16 is False for options in arms.values())
 
 
 def test_recipe_search_counts_repeated_trigrams_in_the_longest_verses():
@@ -293,11 +295,42 @@ def test_the_benchmarks_document_holds_the_decoding_table_of_the_committed_json(
     document = json.loads((ROOT / "benchmarks" / "results" / "main_job_decoding.json").read_text())
     assert document["test"]["pick"] in module.OPTIONS and set(document["validation"]) <= set(module.OPTIONS)
     assert module.table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
+    second = json.loads((ROOT / "benchmarks" / "results" / "main_job_decoding_round2.json").read_text())
+    options, control = module.ROUNDS[2]
+    assert second["test"]["control"] == control and set(second["validation"]) <= set(options)
+    assert module.table(second) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
 def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json():
+    module = benchmark_script("main_job_runs")
     document = json.loads((ROOT / "benchmarks" / "results" / "main_job_runs.json").read_text())
-    text = (ROOT / "docs" / "benchmarks.md").read_text()
-    assert len(document["runs"]) == 3
-    for run in document["runs"]:
-        assert f"| {run['seed']} | {run['updates']:,} | {run['test_bleu']:.2f} | {run['test_chrf']:.2f} |" in text
+    assert {(row["setting"], row["seed"]) for row in document["runs"]} >= {("float32", 1), ("float32", 2), ("bf16", 1)}
+    assert all(row["bf16"] == row["setting"].startswith("bf16") for row in document["runs"])
+    assert module.table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
+
+
+@pytest.mark.subprocess
+def test_main_job_runs_train_the_readme_command_per_setting_and_compare(tmp_path):
+    """`benchmarks/main_job_runs.py` on a tiny slice: the main job's own configuration with each setting's options,
+    the precision train.py resolved recorded per run, skipped when run again, and the paired bootstrap."""
+    output = tmp_path / "runs.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "main_job_runs.py"), "--seeds", "1"]
+    command += ["--output_dir", str(tmp_path / "runs"), "--output", str(output), "--train_options"]
+    command += ["--max_train_minutes", "0.02", "--max_train_samples", "32", "--max_test_samples", "3"]
+    command += ["--max_eval_samples", "3", "--tokenizer_vocab_size", "300", "--generation_num_beams", "1"]
+    subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
+    runs = {row["setting"]: row for row in json.loads(output.read_text())["runs"]}
+    assert runs["float32"]["bf16"] is False and runs["float32"]["attn_implementation"] is None
+    from hf_unified_mt.training.run import native_bf16_available
+
+    native = native_bf16_available(use_cpu=True)
+    assert runs["bf16"]["bf16"] is native
+    if native:
+        assert (runs["bf16"]["attn_implementation"], runs["bf16"]["pad_to_multiple_of"]) == ("eager", 8)
+    again = subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
+    assert "training" not in again.stdout
+    compare = command[:2] + ["--output", str(output), "--compare", "float32", "bf16", "--bootstrap_samples", "20"]
+    subprocess.run(compare, check=True, capture_output=True, text=True, timeout=300)
+    [comparison] = json.loads(output.read_text())["comparisons"]
+    assert (comparison["control"], comparison["setting"], comparison["seeds"]) == ("float32", "bf16", [1])
+    assert comparison["interval"][0] <= comparison["delta_bleu"] <= comparison["interval"][1]

@@ -1,0 +1,169 @@
+#!/usr/bin/env python
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""The README main job as a user runs it: updates in its 10 minutes and test BLEU, per seed and precision.
+
+Each run is `python training/train.py training/configs/cpu_default.yaml --seed N` plus the setting's options, in a
+child process with the machine to itself (run it on a quiet machine: the 10-minute budget is wall-clock time, so
+anything running beside it costs updates). A run records the precision, attention kernel and padding it trained
+with, as train.py resolved them; its test translations are kept gzipped beside the JSON for the paired bootstrap.
+
+    python benchmarks/main_job_runs.py --settings bf16 --seeds 1 2     # train (resumable: finished runs are kept)
+    python benchmarks/main_job_runs.py --compare float32 bf16           # paired bootstrap on the test verses
+    python benchmarks/main_job_runs.py --table                          # the docs table of the committed JSON
+"""
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from main_job_candidates import read_translations, test_references, translations_path
+from main_job_recipe_search import repetition_share
+
+from hf_unified_mt.analysis.provenance import code_version
+from hf_unified_mt.analysis.significance import delta_fields, paired_bootstrap_delta
+
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+MAIN_JOB = REPO / "training" / "configs" / "cpu_default.yaml"
+
+# name -> (description, train.py options over the main job's configuration)
+SETTINGS = {
+    "float32": ("float32 (`--bf16_if_native false`)", ["--bf16_if_native", "false"]),
+    "bf16": ("the configuration: bf16 where the CPU has it (eager attention, lengths padded to 8)", []),
+    # tokens per batch at equal time (Sennrich & Zhang 2019 found smaller batches better in low-resource settings)
+    "bf16-max-tokens-2000": ("the configuration with batches of 2,000 tokens (2,500)", ["--max_tokens", "2000"]),
+}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "main_job_runs")
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "main_job_runs.json")
+    parser.add_argument("--compare", nargs=2, metavar=("CONTROL", "SETTING"), choices=list(SETTINGS))
+    parser.add_argument("--bootstrap_samples", type=int, default=1000)
+    parser.add_argument("--table", action="store_true", help="Print the docs table of --output and exit")
+    parser.add_argument("--train_options", nargs=argparse.REMAINDER, default=[], help="More train.py options (tests)")
+    return parser.parse_args(argv)
+
+
+def run_one(setting: str, seed: int, args) -> dict:
+    """Train and score the main job once (train.py in a child process, as a user runs it)."""
+    folder = args.output_dir / f"{setting}-seed{seed}"
+    if not (folder / "results.json").exists() or "test" not in json.loads((folder / "results.json").read_text()):
+        command = [sys.executable, str(REPO / "training" / "train.py"), str(MAIN_JOB), *SETTINGS[setting][1]]
+        command += ["--seed", str(seed), "--output_dir", str(folder), *args.train_options]
+        print(f"[{setting} seed {seed}] training", flush=True)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    results = json.loads((folder / "results.json").read_text())
+    state = json.loads((folder / "trainer_state.json").read_text())
+    translations = translations_path(args.output, setting, seed)
+    translations.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(translations, "wt", encoding="utf-8") as handle:
+        handle.write((folder / "test_translations.txt").read_text(encoding="utf-8"))
+    resolved = results["training_arguments"]
+    return dict(
+        setting=setting,
+        seed=seed,
+        bf16=resolved["bf16"],
+        attn_implementation=resolved.get("attn_implementation"),  # older runs: the model default,
+        pad_to_multiple_of=resolved["pad_to_multiple_of"],
+        updates=state["global_step"],
+        train_minutes=round(results["train"]["train_runtime"] / 60, 2),
+        test_bleu=round(results["test"]["bleu"], 2),
+        test_chrf=round(results["test"]["chrf"], 2),
+        signature=results["test"]["bleu_signature"],
+        code=code_version(),
+    )
+
+
+def compare(result: dict, output: Path, control: str, setting: str, samples: int) -> dict:
+    """SETTING against CONTROL on the test verses: seed-averaged ΔBLEU with its 95% paired-bootstrap interval, and
+    the share of the longest quarter of the sources whose translations repeat a word trigram."""
+    seeds = sorted(
+        {row["seed"] for row in result["runs"] if row["setting"] == control}
+        & {row["seed"] for row in result["runs"] if row["setting"] == setting}
+    )
+    if not seeds:
+        raise SystemExit(f"no seed has runs of both {control} and {setting}")
+    control_translations = [read_translations(output, control, seed) for seed in seeds]
+    references = test_references(len(control_translations[0]))
+    arm_translations = [read_translations(output, setting, seed) for seed in seeds]
+    delta, low, high = paired_bootstrap_delta(control_translations, arm_translations, references, samples)
+    from hf_unified_mt.training.data import load_parallel_data
+
+    sources = list(load_parallel_data()["test"]["source"][: len(references)])
+    repeats = {
+        name: round(statistics.mean(repetition_share(rows, sources) for rows in translations), 3)
+        for name, translations in ((control, control_translations), (setting, arm_translations))
+    }
+    return dict(
+        control=control,
+        setting=setting,
+        seeds=seeds,
+        **delta_fields(delta, low, high),
+        longest_quarter_repeating_a_trigram=dict(repeats, references=round(repetition_share(references, sources), 3)),
+    )
+
+
+def table(result: dict) -> str:
+    lines = [
+        "| setting | seed | updates in 10 minutes | test BLEU | chrF |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in result["runs"]:
+        lines.append(
+            f"| {SETTINGS[row['setting']][0]} | {row['seed']} | {row['updates']:,} | {row['test_bleu']:.2f} | "
+            f"{row['test_chrf']:.2f} |"
+        )
+    for row in result.get("comparisons", []):
+        lines.append(
+            f"\n{row['setting']} against {row['control']}, seeds {', '.join(map(str, row['seeds']))}: ΔBLEU "
+            f"{row['delta_bleu']:+.2f} ({row['interval'][0]:+.2f}, {row['interval'][1]:+.2f}), {row['verdict']}; "
+            "translations of the longest quarter of the test sources that repeat a word trigram: "
+            + ", ".join(f"{name} {value:.1%}" for name, value in row["longest_quarter_repeating_a_trigram"].items())
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    result = json.loads(args.output.read_text()) if args.output.exists() else None
+    if args.table:
+        print(table(result))
+        return result
+    if args.compare:
+        row = compare(result, args.output, *args.compare, args.bootstrap_samples)
+        result["comparisons"] = [
+            other for other in result.get("comparisons", []) if (other["control"], other["setting"]) != args.compare
+        ] + [row]
+    else:
+        result = result or dict(
+            command="python training/train.py training/configs/cpu_default.yaml --seed N",
+            machine=dict(processor=platform.processor() or platform.machine(), cpus=len(os.sched_getaffinity(0))),
+            test_verses=400,
+            num_beams=4,
+            runs=[],
+        )
+        for setting in args.settings:
+            for seed in args.seeds:
+                row = run_one(setting, seed, args)
+                result["runs"] = [
+                    other for other in result["runs"] if (other["setting"], other["seed"]) != (setting, seed)
+                ] + [row]
+                args.output.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    args.output.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    print(table(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
