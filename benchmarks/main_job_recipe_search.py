@@ -222,12 +222,12 @@ def repetition_share(translations: list[str], sources: list[str], share: float =
     return sum(repeats_trigram(translations[i]) for i in longest) / len(longest)
 
 
-def compare(result: dict, output: Path, control: str, arm: str, samples: int) -> dict:
+def compare(result: dict, output: Path, control: str, arm: str, samples: int, key: str = "arm") -> dict:
     """ARM against CONTROL on the test verses: seed-averaged ΔBLEU with its 95% paired-bootstrap interval (the same
-    resampled verses for every seed and both arms), over the seeds both have."""
+    resampled verses for every seed and both arms), over the seeds both have (runs named by their field `key`)."""
     seeds = sorted(
-        {row["seed"] for row in result["runs"] if row["arm"] == control}
-        & {row["seed"] for row in result["runs"] if row["arm"] == arm}
+        {row["seed"] for row in result["runs"] if row[key] == control}
+        & {row["seed"] for row in result["runs"] if row[key] == arm}
     )
     if not seeds:
         raise SystemExit(f"no seed has runs of both {control} and {arm}")
@@ -245,12 +245,24 @@ def compare(result: dict, output: Path, control: str, arm: str, samples: int) ->
         )
         for name in (control, arm)
     }
-    return dict(
-        control=control,
-        arm=arm,
-        seeds=seeds,
+    return {
+        "control": control,
+        key: arm,
+        "seeds": seeds,
         **delta_fields(delta, low, high),
-        longest_quarter_repeating_a_trigram=dict(repeats, references=round(repetition_share(references, sources), 3)),
+        "longest_quarter_repeating_a_trigram": dict(
+            repeats, references=round(repetition_share(references, sources), 3)
+        ),
+    }
+
+
+def comparison_line(row: dict, key: str = "arm") -> str:
+    """A comparison of `compare` as one sentence of the docs."""
+    return (
+        f"\n{row[key]} against {row['control']} on the test verses, seeds {', '.join(map(str, row['seeds']))}: "
+        f"ΔBLEU {row['delta_bleu']:+.2f} ({row['interval'][0]:+.2f}, {row['interval'][1]:+.2f}), {row['verdict']}; "
+        "translations of the longest quarter of the sources that repeat a word trigram: "
+        + ", ".join(f"{name} {value:.1%}" for name, value in row["longest_quarter_repeating_a_trigram"].items())
     )
 
 
@@ -276,13 +288,7 @@ def summary_table(result: dict) -> str:
             f"| {result['arms'][arm]} | {cells('validation_bleu')} | {cells('validation_loss', 3)} | "
             f"{cells('test_bleu')} |"
         )
-    for row in result.get("comparisons", []):
-        lines.append(
-            f"\n{row['arm']} against {row['control']} on the test verses, seeds {', '.join(map(str, row['seeds']))}: "
-            f"ΔBLEU {row['delta_bleu']:+.2f} ({row['interval'][0]:+.2f}, {row['interval'][1]:+.2f}), {row['verdict']}; "
-            "translations of the longest quarter of the sources that repeat a word trigram: "
-            + ", ".join(f"{name} {value:.1%}" for name, value in row["longest_quarter_repeating_a_trigram"].items())
-        )
+    lines += [comparison_line(row) for row in result.get("comparisons", [])]
     return "\n".join(lines)
 
 

@@ -17,16 +17,14 @@ import gzip
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from main_job_candidates import read_translations, test_references, translations_path
-from main_job_recipe_search import repetition_share
+from main_job_candidates import translations_path
+from main_job_recipe_search import compare, comparison_line
 
 from hf_unified_mt.analysis.provenance import code_version
-from hf_unified_mt.analysis.significance import delta_fields, paired_bootstrap_delta
 
 
 HERE = Path(__file__).resolve().parent
@@ -85,35 +83,6 @@ def run_one(setting: str, seed: int, args) -> dict:
     )
 
 
-def compare(result: dict, output: Path, control: str, setting: str, samples: int) -> dict:
-    """SETTING against CONTROL on the test verses: seed-averaged ΔBLEU with its 95% paired-bootstrap interval, and
-    the share of the longest quarter of the sources whose translations repeat a word trigram."""
-    seeds = sorted(
-        {row["seed"] for row in result["runs"] if row["setting"] == control}
-        & {row["seed"] for row in result["runs"] if row["setting"] == setting}
-    )
-    if not seeds:
-        raise SystemExit(f"no seed has runs of both {control} and {setting}")
-    control_translations = [read_translations(output, control, seed) for seed in seeds]
-    references = test_references(len(control_translations[0]))
-    arm_translations = [read_translations(output, setting, seed) for seed in seeds]
-    delta, low, high = paired_bootstrap_delta(control_translations, arm_translations, references, samples)
-    from hf_unified_mt.training.data import load_parallel_data
-
-    sources = list(load_parallel_data()["test"]["source"][: len(references)])
-    repeats = {
-        name: round(statistics.mean(repetition_share(rows, sources) for rows in translations), 3)
-        for name, translations in ((control, control_translations), (setting, arm_translations))
-    }
-    return dict(
-        control=control,
-        setting=setting,
-        seeds=seeds,
-        **delta_fields(delta, low, high),
-        longest_quarter_repeating_a_trigram=dict(repeats, references=round(repetition_share(references, sources), 3)),
-    )
-
-
 def table(result: dict) -> str:
     lines = [
         "| setting | seed | updates in 10 minutes | test BLEU | chrF |",
@@ -124,13 +93,7 @@ def table(result: dict) -> str:
             f"| {SETTINGS[row['setting']][0]} | {row['seed']} | {row['updates']:,} | {row['test_bleu']:.2f} | "
             f"{row['test_chrf']:.2f} |"
         )
-    for row in result.get("comparisons", []):
-        lines.append(
-            f"\n{row['setting']} against {row['control']}, seeds {', '.join(map(str, row['seeds']))}: ΔBLEU "
-            f"{row['delta_bleu']:+.2f} ({row['interval'][0]:+.2f}, {row['interval'][1]:+.2f}), {row['verdict']}; "
-            "translations of the longest quarter of the test sources that repeat a word trigram: "
-            + ", ".join(f"{name} {value:.1%}" for name, value in row["longest_quarter_repeating_a_trigram"].items())
-        )
+    lines += [comparison_line(row, key="setting") for row in result.get("comparisons", [])]
     return "\n".join(lines)
 
 
@@ -141,7 +104,7 @@ def main(argv=None) -> dict:
         print(table(result))
         return result
     if args.compare:
-        row = compare(result, args.output, *args.compare, args.bootstrap_samples)
+        row = compare(result, args.output, *args.compare, args.bootstrap_samples, key="setting")
         result["comparisons"] = [
             other for other in result.get("comparisons", []) if (other["control"], other["setting"]) != args.compare
         ] + [row]
