@@ -148,7 +148,7 @@ class MTConfig(PreTrainedConfig):
             input, no gate, no FFN) added to the cross-attention before their shared output projection, then the FFN;
             `"merged_self"`: Table 3's variant 6, "MAtt with self-attention": causal self-attention and
             cross-attention summed in one residual sublayer, then the FFN. Each attention keeps its own projections
-            (the variant has the baseline's parameter count).
+            (the baseline's parameters, less the LayerNorm of the sublayer it merges away).
         aan_use_ffn (`bool`): With `decoder_attention_type="aan"`, pass the average through an FFN of width
             `decoder_ffn_dim` before the gate (the AAN paper's form; its released code leaves it out, the default).
         layer_types (`list[str]`, *optional*): One cache-layer type per decoder layer; filled automatically.
