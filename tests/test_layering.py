@@ -57,8 +57,9 @@ def test_deployment_does_not_depend_on_training(module):
     "module, forbidden",
     [
         ("onnx_runtime", {"onnx_export", "onnx_backend"}),  # reads what the exporter wrote, through the format only
-        ("onnx_export", {"onnx_runtime", "onnx_backend"}),
-        ("onnx_format", {"onnx_export", "onnx_runtime", "onnx_backend", "inference"}),
+        ("onnx_export", {"onnx_runtime", "onnx_search", "onnx_backend"}),
+        ("onnx_search", {"onnx_export", "onnx_runtime", "onnx_backend"}),  # the runtime's search loops
+        ("onnx_format", {"onnx_export", "onnx_runtime", "onnx_search", "onnx_backend", "inference"}),
     ],
 )
 def test_the_onnx_runtime_and_exporter_share_only_the_format_module(module, forbidden):

@@ -12,6 +12,7 @@ ConvS2S / FNet / Static Expansion branches, Prime layers in the Multi-Pass passe
 
 import copy
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,7 @@ from hf_unified_mt.deployment.onnx_export import export_onnx  # noqa: E402
 from hf_unified_mt.deployment.onnx_format import DECODER_FILE, ENCODER_FILE, LAYOUT_FILE, int8_file_name  # noqa: E402
 from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM  # noqa: E402
 from mt_checks import load_script  # noqa: E402
-from test_model_contract import TINY, VARIANTS, batch  # noqa: E402
+from test_model_contract import PAD, TINY, VARIANTS, VOCAB, batch  # noqa: E402
 
 
 ONNX_VARIANTS = {
@@ -293,3 +294,90 @@ def test_onnx_runtime_runs_every_graph_without_shape_warnings(exported, capfd):
         runtime.generate(input_ids=ids, attention_mask=mask, max_new_tokens=3, num_beams=2)
         err = capfd.readouterr().err
         assert "VerifyOutputSizes" not in err and "onnxruntime" not in err, f"{name}: {err[-2000:]}"
+
+
+# ---------------------------------------------------------------- the native search loop (issue 47)
+NATIVE_DECODING = {
+    "greedy": dict(num_beams=1, max_new_tokens=12),
+    "greedy-min-length": dict(num_beams=1, max_new_tokens=12, min_new_tokens=7),
+    "beam": dict(num_beams=4, num_return_sequences=2, max_new_tokens=12, length_penalty=0.6),
+    "beam-min-length-early-stopping": dict(
+        num_beams=3,
+        num_return_sequences=3,
+        max_new_tokens=12,
+        min_new_tokens=5,
+        length_penalty=1.5,
+        early_stopping=True,
+    ),
+    "beam-no-repeat-ngram": dict(num_beams=4, max_new_tokens=10, no_repeat_ngram_size=2, repetition_penalty=1.3),
+}
+
+
+def ragged_batch():
+    """Four sources of 7, 5, 3 and 6 tokens, each ending in </s>, right-padded to 7."""
+    generator = torch.Generator().manual_seed(5)
+    lengths = [7, 5, 3, 6]
+    ids = torch.full((len(lengths), max(lengths)), PAD)
+    mask = torch.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, :length] = torch.randint(4, VOCAB, (length,), generator=generator)
+        ids[row, length - 1] = 2
+        mask[row, :length] = 1
+    return ids, mask
+
+
+def refuse_per_step_runs(runtime, monkeypatch):
+    """The native loop runs the step graph over bound buffers (`run_with_iobinding`), never through
+    `InferenceSession.run`, which only transformers' `generate()` loop calls (`ORTModelForSeq2SeqLM.forward`)."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the decoder step ran through generate()'s loop, not the native one")
+
+    monkeypatch.setattr(runtime.decoder_session, "run", refused)
+
+
+@pytest.mark.parametrize("decoding", NATIVE_DECODING)
+@pytest.mark.parametrize("name", NAMES)
+def test_native_search_matches_pytorch_generate_token_for_token(exported, name, decoding, monkeypatch):
+    """The native loop (greedy and beam search over bound ONNX Runtime buffers) gives the PyTorch model's
+    `generate()` tokens on a batch of four sources of different lengths, with every option it takes: beams, returned
+    sequences, length penalty, minimum and maximum new tokens, early stopping, no-repeat n-grams, repetition penalty;
+    sentences that end early are padded as `generate()` pads them."""
+    model, runtime, _ = exported(name)
+    ids, mask = ragged_batch()
+    settings = NATIVE_DECODING[decoding]
+    expected = model.generate(input_ids=ids, attention_mask=mask, **settings)
+    refuse_per_step_runs(runtime, monkeypatch)
+    got = runtime.generate(input_ids=ids, attention_mask=mask, **settings)
+    assert got.tolist() == expected.tolist()
+    assert len(set(expected[:, 1:].flatten().tolist())) >= 3, "the model decodes too few distinct tokens to compare"
+    if decoding == "greedy":  # some sentences end before others, and are padded after their </s>
+        ended = [row.index(2) for row in expected.tolist() if 2 in row]
+        assert ended and min(ended) < expected.shape[1] - 1, expected
+
+
+def test_native_search_falls_back_to_generate_and_says_so_once(exported, monkeypatch, caplog):
+    """An option the native loop does not take (sampling) runs transformers' `generate()` loop instead, with one
+    INFO line naming the option, not one per call; with `top_k=1` sampling is greedy search, so the fallback's tokens
+    are the PyTorch model's greedy tokens. With `native_search=False` the native loop is never used."""
+    model, runtime, _ = exported("unified-prime")
+    ids, mask = ragged_batch()
+    expected = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8)
+    with caplog.at_level(logging.INFO, logger="hf_unified_mt.deployment.onnx_runtime"):
+        for _ in range(2):
+            got = runtime.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, do_sample=True, top_k=1)
+            assert got.tolist() == expected.tolist()
+    said = [record for record in caplog.records if "generate()" in record.getMessage()]
+    assert len(said) == 1, [record.getMessage() for record in caplog.records]
+    assert said[0].levelno == logging.INFO and "do_sample" in said[0].getMessage()
+
+    refuse_per_step_runs(runtime, monkeypatch)  # and the supported options still take the native loop
+    assert runtime.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8).tolist() == expected.tolist()
+    monkeypatch.undo()
+    runtime.native_search = False
+    try:
+        with caplog.at_level(logging.INFO, logger="hf_unified_mt.deployment.onnx_runtime"):
+            assert runtime.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8).tolist() == expected.tolist()
+    finally:
+        runtime.native_search = True
+    assert len([record for record in caplog.records if "generate()" in record.getMessage()]) == 1

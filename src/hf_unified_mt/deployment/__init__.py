@@ -5,7 +5,8 @@
   int8 (`quantize_int8`) and generation-config hygiene for saved checkpoints. Needs only the core dependencies.
 * `onnx_export`: the exporter (`export_onnx`, `python -m hf_unified_mt.deployment.onnx_export`) and the verification
   of an export against the PyTorch model.
-* `onnx_runtime`: `ORTModelForSeq2SeqLM`, which runs an export through transformers' `generate()`.
+* `onnx_runtime`: `ORTModelForSeq2SeqLM`, which runs an export through transformers' `generate()`, with greedy and
+  beam search in `onnx_search`'s native loops (the step graph over bound ONNX Runtime buffers).
 * `onnx_format`: what an export folder holds (file names, cache layout, manifest, int8 modes) and its int8 graphs
   (`add_int8_graphs`, ONNX Runtime's quantisers), shared by the two.
 * `onnx_backend`: `load_onnx_model`, the scripts' `--backend onnx` (an export, or a saved model exported on the fly).

@@ -16,12 +16,21 @@ returns; so greedy search, beam search (`reorder_cache`), batch expansion and ev
 `generate()` handle it exactly as they do for the PyTorch model. The cross-attention keys and values come from the
 encoder graph once per sentence, inside the encoder output (`ORTEncoderOutput.cross_key_values`), which `generate()`
 expands with the beams like the rest of it.
+
+Greedy and beam search do not go through that per-step machinery: once `generate()` has prepared a call, the model's
+`_sample` and `_beam_search` run the native loops of `onnx_search.py` (the step graph over bound ONNX Runtime
+buffers, the same tokens as `generate()`'s loops) when the call's options allow it (greedy or beam search, length
+penalty, minimum and maximum lengths, early stopping, returned sequences, no-repeat n-grams, repetition penalty,
+forced, suppressed and bad tokens), and transformers' loops otherwise (sampling, streamers, scores and other outputs
+in `return_dict_in_generate`, custom logits processors or stopping criteria), saying so once per model and reason
+(`logging.INFO`). `native_search=False` (`from_pretrained` or the attribute) always takes transformers' loops.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -56,6 +65,10 @@ from .onnx_format import (
     reexport_command,
     weights_files,
 )
+from .onnx_search import StepRunner, beam_search, greedy_search, stopping_limits, unsupported_options
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -229,8 +242,18 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
     main_input_name = "input_ids"
     _is_stateful = True  # generate() refuses assisted decoding, which would crop the recurrent state
 
-    def __init__(self, config, encoder_session, decoder_session, layout: CacheLayout, generation_config=None):
+    def __init__(
+        self,
+        config,
+        encoder_session,
+        decoder_session,
+        layout: CacheLayout,
+        generation_config=None,
+        native_search: bool = True,
+    ):
         super().__init__(config)
+        self.native_search = native_search
+        self._fallbacks_said = set()
         self.encoder = ORTEncoder(encoder_session, layout)
         self.decoder_session = decoder_session
         self.layout = layout
@@ -241,7 +264,12 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | os.PathLike, int8: bool | str = False, num_threads: int | None = None, **kwargs
+        cls,
+        path: str | os.PathLike,
+        int8: bool | str = False,
+        num_threads: int | None = None,
+        native_search: bool = True,
+        **kwargs,
     ) -> ORTModelForSeq2SeqLM:
         """Loads a folder written by `export_onnx`, after checking it against its manifest (`check_export`: a
         `ValueError` if the graphs do not match the config, weights or float graphs beside them). `int8=True` (or
@@ -270,7 +298,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
                     present = [path / int8_file_name(file.name, mode) for file in files]
                     files = present if all(f.is_file() for f in present) else add_int8_graphs(path, scratch, mode)
             encoder, decoder = (_session(file, num_threads) for file in files)  # the sessions hold the graphs
-        return cls(config, encoder, decoder, layout, generation_config)
+        return cls(config, encoder, decoder, layout, generation_config, native_search=native_search)
 
     @property
     def device(self) -> torch.device:
@@ -285,6 +313,92 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
 
     def new_cache(self) -> EncoderDecoderCache:
         return EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+
+    # ------------------------------------------------------------------ the native search loops
+    def _native_runner(self, generation_config, logits_processor, stopping_criteria, synced_gpus, streamer, kwargs):
+        """A `StepRunner` for a call `generate()` prepared, or None where the native loops do not take its options
+        (said once per reason, at INFO level)."""
+        if not self.native_search:
+            return None
+        reasons = unsupported_options(
+            generation_config, logits_processor, stopping_criteria, synced_gpus, streamer, kwargs
+        )
+        if reasons:
+            said = ", ".join(reasons)
+            if said not in self._fallbacks_said:
+                self._fallbacks_said.add(said)
+                logger.info(
+                    "ONNX Runtime decoding goes through transformers' generate() loop, not the native one, for: %s",
+                    said,
+                )
+            return None
+        encoder_outputs = kwargs["encoder_outputs"]
+        attention_mask = kwargs.get("attention_mask")
+        if attention_mask is None:
+            attention_mask = torch.ones(encoder_outputs.last_hidden_state.shape[:2], dtype=torch.long)
+        cross = self._cross_arrays(encoder_outputs.cross_key_values)
+        self._cross = None  # the runner holds them; do not keep the call's tensors on the model
+        return StepRunner(
+            self.decoder_session, self.layout, _numpy(attention_mask.long()), cross, self.config.max_position_embeddings
+        )
+
+    def _sample(
+        self,
+        input_ids,
+        logits_processor,
+        stopping_criteria,
+        generation_config,
+        synced_gpus=False,
+        streamer=None,
+        **model_kwargs,
+    ):
+        """Greedy search natively (`onnx_search.greedy_search`) where the options allow, else transformers' loop."""
+        runner = self._native_runner(
+            generation_config, logits_processor, stopping_criteria, synced_gpus, streamer, model_kwargs
+        )
+        if runner is None:
+            return super()._sample(
+                input_ids,
+                logits_processor,
+                stopping_criteria,
+                generation_config,
+                synced_gpus=synced_gpus,
+                streamer=streamer,
+                **model_kwargs,
+            )
+        max_length, eos = stopping_limits(stopping_criteria)
+        pad = generation_config._pad_token_tensor
+        return greedy_search(runner, input_ids, logits_processor, max_length, eos, pad)
+
+    def _beam_search(
+        self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=False, **model_kwargs
+    ):
+        """Beam search natively (`onnx_search.beam_search`) where the options allow, else transformers' loop."""
+        runner = self._native_runner(
+            generation_config, logits_processor, stopping_criteria, synced_gpus, None, model_kwargs
+        )
+        if runner is None:
+            return super()._beam_search(
+                input_ids,
+                logits_processor,
+                stopping_criteria,
+                generation_config,
+                synced_gpus=synced_gpus,
+                **model_kwargs,
+            )
+        max_length, eos = stopping_limits(stopping_criteria)
+        return beam_search(
+            runner,
+            input_ids,
+            logits_processor,
+            max_length,
+            eos,
+            generation_config._pad_token_tensor,
+            num_beams=generation_config.num_beams,
+            length_penalty=generation_config.length_penalty,
+            early_stopping=generation_config.early_stopping,
+            num_return_sequences=generation_config.num_return_sequences,
+        )
 
     # ------------------------------------------------------------------ the decoder step
     def _cache_inputs(self, cache: EncoderDecoderCache, batch: int) -> list[np.ndarray]:
