@@ -11,9 +11,12 @@ from transformers import (
     pipeline,
 )
 from transformers.data.data_collator import DataCollatorForSeq2Seq
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 import hf_unified_mt
 from conftest import make_tokenizer, random_batch, tiny_model, trained_tiny_model
+from golden.make_golden import CONFIGS as GOLDEN_CONFIGS
+from golden.make_golden import build as build_golden
 from mt_checks import ListDataset
 
 
@@ -203,3 +206,17 @@ def test_resize_token_embeddings_and_embedding_accessors():
     ids, _ = random_batch(old + 5)
     ids[0, 0] = old + 4
     assert model(input_ids=ids, decoder_input_ids=ids).logits.shape[-1] == old + 5
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CONFIGS))
+def test_no_split_modules_name_every_layer_the_model_builds(name):
+    """`device_map="auto"` keeps each module of a class in `_no_split_modules` on one device; every layer a
+    configuration builds (decoder variants, Prime layers in another architecture's stack) must be one or lie inside
+    one, or accelerate may cut a layer between devices."""
+    model = build_golden(name)
+    kept = set(model._no_split_modules)
+    names = {module: path for path, module in model.named_modules()}
+    held = [path for path, module in model.named_modules() if type(module).__name__ in kept]
+    layers = [names[module] for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]
+    loose = [path for path in layers if not any(path == top or path.startswith(top + ".") for top in held)]
+    assert layers and not loose, loose  # each layer is kept whole, itself or inside a module kept whole

@@ -331,6 +331,8 @@ DECODER_LAYER_CLASSES = {
     "merged": MergedAttentionDecoderLayer,
     "merged_self": MergedSelfAttentionDecoderLayer,
 }
+# paper 001's layer classes, for the `_no_split_modules` of every architecture whose decoder may build them
+VARIANT_LAYER_NAMES = [cls.__name__ for name, cls in DECODER_LAYER_CLASSES.items() if name != "self"]
 
 
 def decoder_layer(

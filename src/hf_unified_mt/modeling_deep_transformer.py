@@ -20,7 +20,7 @@ from transformers.generation import GenerationMixin
 
 from .configuration_deep_transformer import DeepTransformerConfig
 from .configuration_mt_common import MTConfig
-from .modeling_decoder_variants import decoder_layer, decoder_recorders
+from .modeling_decoder_variants import VARIANT_LAYER_NAMES, decoder_layer, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
@@ -35,13 +35,7 @@ from .modeling_mt_common import (
 
 class DeepTransformerPreTrainedModel(MTPreTrainedModel):
     config: DeepTransformerConfig
-    _no_split_modules = [
-        "MTEncoderLayer",
-        "MTDecoderLayer",
-        "AverageAttentionDecoderLayer",
-        "MergedAttentionDecoderLayer",
-        "MergedSelfAttentionDecoderLayer",
-    ]
+    _no_split_modules = ["MTEncoderLayer", "MTDecoderLayer", *VARIANT_LAYER_NAMES]
 
 
 class DeepTransformerEncoder(DeepTransformerPreTrainedModel, MTEncoder):

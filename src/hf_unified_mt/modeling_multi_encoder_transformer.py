@@ -33,7 +33,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_multi_encoder_transformer import MultiEncoderTransformerConfig
 from .initialization_mt import MatrixRole, layer_depth, with_role
-from .modeling_decoder_variants import decoder_layer, decoder_recorders
+from .modeling_decoder_variants import VARIANT_LAYER_NAMES, decoder_layer, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
@@ -497,6 +497,7 @@ class MultiEncoderTransformerPreTrainedModel(MTPreTrainedModel):
         "FNetBranch",
         "PrimeBranch",
         "MTDecoderLayer",
+        *VARIANT_LAYER_NAMES,
     ]
 
 

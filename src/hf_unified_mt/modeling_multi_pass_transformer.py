@@ -37,7 +37,7 @@ from transformers.utils.output_capturing import (
 )
 
 from .configuration_multi_pass_transformer import MultiPassTransformerConfig, check_pass
-from .modeling_decoder_variants import decoder_layer, decoder_recorders
+from .modeling_decoder_variants import VARIANT_LAYER_NAMES, decoder_layer, decoder_recorders
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
@@ -214,7 +214,7 @@ class MultiPassConnections(nn.Module):
 
 class MultiPassTransformerPreTrainedModel(MTPreTrainedModel):
     config: MultiPassTransformerConfig
-    _no_split_modules = ["MultiPassEncoderLayer", "MTDecoderLayer"]
+    _no_split_modules = ["MultiPassEncoderLayer", "MultiPassPrimeEncoderLayer", "MTDecoderLayer", *VARIANT_LAYER_NAMES]
 
 
 class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoderBase):

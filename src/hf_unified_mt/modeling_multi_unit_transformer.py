@@ -37,7 +37,12 @@ from transformers.utils.output_capturing import OutputRecorder
 
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
 from .initialization_mt import MatrixRole, init_matrix_, layer_depth, xavier_uniform_
-from .modeling_decoder_variants import MergedSelfAttentionDecoderLayer, decoder_layer, decoder_recorders
+from .modeling_decoder_variants import (
+    VARIANT_LAYER_NAMES,
+    MergedSelfAttentionDecoderLayer,
+    decoder_layer,
+    decoder_recorders,
+)
 from .modeling_mt_common import (
     EncoderHiddenStates,
     MTAttention,
@@ -719,7 +724,12 @@ class MultiUnitSeq2SeqLMOutput(Seq2SeqLMOutput):
 
 class MultiUnitTransformerPreTrainedModel(MTPreTrainedModel):
     config: MultiUnitTransformerConfig
-    _no_split_modules = ["MultiUnitTransformerEncoderLayer", "MultiUnitTransformerDecoderLayer"]
+    _no_split_modules = [
+        "MultiUnitTransformerEncoderLayer",
+        "MultiUnitTransformerDecoderLayer",
+        "MultiUnitMergedSelfAttentionDecoderLayer",
+        *VARIANT_LAYER_NAMES,
+    ]
     # Self-attention with relative positions is always computed explicitly; cross-attention may use sdpa.
     _supports_flash_attn = False
     _supports_flex_attn = False
