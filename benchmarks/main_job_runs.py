@@ -37,6 +37,8 @@ SETTINGS = {
     "bf16": ("the configuration: bf16 where the CPU has it (eager attention, lengths padded to 8)", []),
     # tokens per batch at equal time (Sennrich & Zhang 2019 found smaller batches better in low-resource settings)
     "bf16-max-tokens-2000": ("the configuration with batches of 2,000 tokens (2,500)", ["--max_tokens", "2000"]),
+    "bf16-max-tokens-3200": ("the configuration with batches of 3,200 tokens (2,500)", ["--max_tokens", "3200"]),
+    "bf16-max-tokens-4000": ("the configuration with batches of 4,000 tokens (2,500)", ["--max_tokens", "4000"]),
 }
 
 
@@ -75,6 +77,7 @@ def run_one(setting: str, seed: int, args) -> dict:
         attn_implementation=resolved.get("attn_implementation"),  # older runs: the model default,
         pad_to_multiple_of=resolved["pad_to_multiple_of"],
         updates=state["global_step"],
+        validation_bleu=round(results["best_eval_bleu"], 2),  # evaluated once, at the end of the budget
         train_minutes=round(results["train"]["train_runtime"] / 60, 2),
         test_bleu=round(results["test"]["bleu"], 2),
         test_chrf=round(results["test"]["chrf"], 2),
@@ -85,13 +88,13 @@ def run_one(setting: str, seed: int, args) -> dict:
 
 def table(result: dict) -> str:
     lines = [
-        "| setting | seed | updates in 10 minutes | test BLEU | chrF |",
-        "|---|---:|---:|---:|---:|",
+        "| setting | seed | updates in 10 minutes | validation BLEU (200 verses) | test BLEU | chrF |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for row in result["runs"]:
         lines.append(
-            f"| {SETTINGS[row['setting']][0]} | {row['seed']} | {row['updates']:,} | {row['test_bleu']:.2f} | "
-            f"{row['test_chrf']:.2f} |"
+            f"| {SETTINGS[row['setting']][0]} | {row['seed']} | {row['updates']:,} | {row['validation_bleu']:.2f} | "
+            f"{row['test_bleu']:.2f} | {row['test_chrf']:.2f} |"
         )
     lines += [comparison_line(row, key="setting") for row in result.get("comparisons", [])]
     return "\n".join(lines)
