@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForSeq2SeqLM
+from transformers import AutoModelForSeq2SeqLM, GenerationMixin
 
 from conftest import VOCAB_WORDS, make_tokenizer, tiny_config, train_to_reverse
 
@@ -336,6 +336,10 @@ def refuse_per_step_runs(runtime, monkeypatch):
     monkeypatch.setattr(runtime.decoder_session, "run", refused)
 
 
+def refused_generate(*args, **kwargs):
+    raise AssertionError("a call with the options of one before was prepared by generate() again")
+
+
 @pytest.mark.parametrize("decoding", NATIVE_DECODING)
 @pytest.mark.parametrize("name", NAMES)
 def test_native_search_matches_pytorch_generate_token_for_token(exported, name, decoding, monkeypatch):
@@ -351,6 +355,9 @@ def test_native_search_matches_pytorch_generate_token_for_token(exported, name, 
     got = runtime.generate(input_ids=ids, attention_mask=mask, **settings)
     assert got.tolist() == expected.tolist()
     assert len(set(expected[:, 1:].flatten().tolist())) >= 3, "the model decodes too few distinct tokens to compare"
+    # the same options again: the call's plan, without generate()'s preparation
+    monkeypatch.setattr(GenerationMixin, "generate", refused_generate)
+    assert runtime.generate(ids, attention_mask=mask, **settings).tolist() == expected.tolist()
     if decoding == "greedy":  # some sentences end before others, and are padded after their </s>
         ended = [row.index(2) for row in expected.tolist() if 2 in row]
         assert ended and min(ended) < expected.shape[1] - 1, expected
@@ -373,6 +380,14 @@ def test_native_search_falls_back_to_generate_and_says_so_once(exported, monkeyp
 
     refuse_per_step_runs(runtime, monkeypatch)  # and the supported options still take the native loop
     assert runtime.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8).tolist() == expected.tolist()
+    # a changed generation config is not the plan of the same options before
+    before, runtime.generation_config.no_repeat_ngram_size = runtime.generation_config.no_repeat_ngram_size, 1
+    try:
+        again = runtime.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8)
+    finally:
+        runtime.generation_config.no_repeat_ngram_size = before
+    assert again.tolist() == model.generate(ids, attention_mask=mask, max_new_tokens=8, no_repeat_ngram_size=1).tolist()
+    assert again.tolist() != expected.tolist()
     monkeypatch.undo()
     runtime.native_search = False
     try:

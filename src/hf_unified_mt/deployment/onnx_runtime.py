@@ -24,6 +24,12 @@ penalty, minimum and maximum lengths, early stopping, returned sequences, no-rep
 forced, suppressed and bad tokens), and transformers' loops otherwise (sampling, streamers, scores and other outputs
 in `return_dict_in_generate`, custom logits processors or stopping criteria), saying so once per model and reason
 (`logging.INFO`). `native_search=False` (`from_pretrained` or the attribute) always takes transformers' loops.
+
+`generate()`'s preparation of a call (copying and validating the generation config, inspecting signatures, building
+processors) took a third of a 20-token call at batch 1. So a call the native loop took is kept as a plan (its
+prepared generation config, logits processors and stopping criteria) under its options and the model's generation
+config, and a later call with the same options and only `input_ids` and `attention_mask` besides runs the encoder
+graph and the native loop directly (`ORTModelForSeq2SeqLM.generate`).
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ from .onnx_format import (
     reexport_command,
     weights_files,
 )
-from .onnx_search import StepRunner, beam_search, greedy_search, stopping_limits, unsupported_options
+from .onnx_search import StepRunner, beam_search, greedy_search, plan_key, stopping_limits, unsupported_options
 
 
 logger = logging.getLogger(__name__)
@@ -254,6 +260,8 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.native_search = native_search
         self._fallbacks_said = set()
+        self._plans = {}  # plan key (`onnx_search.plan_key`) -> a prepared call the native loop took
+        self._planning = None  # the key of the call generate() is preparing
         self.encoder = ORTEncoder(encoder_session, layout)
         self.decoder_session = decoder_session
         self.layout = layout
@@ -342,6 +350,98 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             self.decoder_session, self.layout, _numpy(attention_mask.long()), cross, self.config.max_position_embeddings
         )
 
+    # generate()'s own keyword arguments, which a plan never repeats
+    _GENERATE_ARGUMENTS = (
+        "generation_config",
+        "logits_processor",
+        "stopping_criteria",
+        "prefix_allowed_tokens_fn",
+        "synced_gpus",
+        "assistant_model",
+        "streamer",
+        "negative_prompt_ids",
+        "negative_prompt_attention_mask",
+        "custom_generate",
+    )
+
+    def generate(self, inputs: torch.Tensor | None = None, **kwargs):
+        """transformers' `generate()`; a call that repeats the options of one the native loop took before runs that
+        call's plan instead (see the module docstring): the same tokens, without preparing the call again."""
+        input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+        options = {k: v for k, v in kwargs.items() if k not in ("input_ids", "attention_mask")}
+        key = None
+        if self.native_search and isinstance(input_ids, torch.Tensor) and input_ids.ndim == 2:
+            if not any(kwargs.get(name) is not None for name in self._GENERATE_ARGUMENTS):
+                key = plan_key(self.generation_config, options)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            self._planning = key
+            try:
+                output = super().generate(inputs, **kwargs)
+            finally:
+                self._planning = None
+            if key in self._plans:  # also under the key of the generation config as the call left it
+                self._plans.setdefault(plan_key(self.generation_config, options), self._plans[key])
+            return output
+        with torch.no_grad():
+            return self._run_plan(plan, input_ids, kwargs.get("attention_mask"))
+
+    def _keep_plan(self, search: str, input_ids, generation_config, logits_processor, stopping_criteria, kwargs):
+        """Keeps the call generate() prepared as the plan of its options, where a plan can repeat it: one start
+        token per row, and nothing in the model inputs but the encoder output and its mask."""
+        if self._planning is None or input_ids.shape[1] != 1:
+            return
+        if not set(kwargs) <= {"encoder_outputs", "attention_mask", "use_cache", "cache", "past_key_values"}:
+            return
+        if len(self._plans) >= 32:
+            self._plans.clear()
+        self._plans[self._planning] = dict(
+            search=search,
+            start=int(input_ids[0, 0]),
+            generation_config=generation_config,
+            logits_processor=logits_processor,
+            stopping_criteria=stopping_criteria,
+        )
+
+    def _run_plan(self, plan: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """A planned call: the encoder graph, its output repeated for the beams, then the native loop."""
+        config = plan["generation_config"]
+        encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        if attention_mask is None:
+            attention_mask = torch.ones(input_ids.shape, dtype=torch.long)
+        expand = max(config.num_beams, config.num_return_sequences)
+        if expand > 1:
+            attention_mask = attention_mask.repeat_interleave(expand, dim=0)
+            encoder_outputs.cross_key_values = encoder_outputs.cross_key_values.repeat_interleave(expand, dim=0)
+        runner = StepRunner(
+            self.decoder_session,
+            self.layout,
+            _numpy(attention_mask.long()),
+            self._cross_arrays(encoder_outputs.cross_key_values),
+            self.config.max_position_embeddings,
+        )
+        self._cross = None
+        start = torch.full((input_ids.shape[0] * expand, 1), plan["start"], dtype=torch.long)
+        return self._search(plan["search"], runner, start, config, plan["logits_processor"], plan["stopping_criteria"])
+
+    def _search(self, search, runner, input_ids, generation_config, logits_processor, stopping_criteria):
+        max_length, eos = stopping_limits(stopping_criteria)
+        pad = generation_config._pad_token_tensor
+        if search == "greedy":
+            return greedy_search(runner, input_ids, logits_processor, max_length, eos, pad)
+        return beam_search(
+            runner,
+            input_ids,
+            logits_processor,
+            max_length,
+            eos,
+            pad,
+            num_beams=generation_config.num_beams,
+            length_penalty=generation_config.length_penalty,
+            early_stopping=generation_config.early_stopping,
+            num_return_sequences=generation_config.num_return_sequences,
+        )
+
     def _sample(
         self,
         input_ids,
@@ -366,9 +466,8 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
                 streamer=streamer,
                 **model_kwargs,
             )
-        max_length, eos = stopping_limits(stopping_criteria)
-        pad = generation_config._pad_token_tensor
-        return greedy_search(runner, input_ids, logits_processor, max_length, eos, pad)
+        self._keep_plan("greedy", input_ids, generation_config, logits_processor, stopping_criteria, model_kwargs)
+        return self._search("greedy", runner, input_ids, generation_config, logits_processor, stopping_criteria)
 
     def _beam_search(
         self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=False, **model_kwargs
@@ -386,19 +485,8 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
                 synced_gpus=synced_gpus,
                 **model_kwargs,
             )
-        max_length, eos = stopping_limits(stopping_criteria)
-        return beam_search(
-            runner,
-            input_ids,
-            logits_processor,
-            max_length,
-            eos,
-            generation_config._pad_token_tensor,
-            num_beams=generation_config.num_beams,
-            length_penalty=generation_config.length_penalty,
-            early_stopping=generation_config.early_stopping,
-            num_return_sequences=generation_config.num_return_sequences,
-        )
+        self._keep_plan("beam", input_ids, generation_config, logits_processor, stopping_criteria, model_kwargs)
+        return self._search("beam", runner, input_ids, generation_config, logits_processor, stopping_criteria)
 
     # ------------------------------------------------------------------ the decoder step
     def _cache_inputs(self, cache: EncoderDecoderCache, batch: int) -> list[np.ndarray]:

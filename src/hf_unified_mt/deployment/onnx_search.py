@@ -90,6 +90,41 @@ def unsupported_options(
     return reasons
 
 
+# `generate()` options that only choose among the prepared logits processors, stopping criteria and search settings:
+# a call with only these (and `input_ids`, `attention_mask`) repeats a call prepared before with the same values
+# (`ORTModelForSeq2SeqLM.generate`'s plans).
+PLANNED_OPTIONS = frozenset(
+    {
+        "max_new_tokens",
+        "min_new_tokens",
+        "max_length",
+        "min_length",
+        "num_beams",
+        "num_return_sequences",
+        "length_penalty",
+        "early_stopping",
+        "do_sample",
+        "no_repeat_ngram_size",
+        "repetition_penalty",
+        "use_cache",
+        "decoder_start_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+    }
+)
+
+
+def plan_key(generation_config, options: dict):
+    """What a `generate()` call with `options` prepares from, as a dictionary key, or None where the call is not one
+    a plan may repeat (another option, or a value that is not a plain scalar)."""
+    if not set(options) <= PLANNED_OPTIONS:
+        return None
+    if not all(value is None or isinstance(value, (bool, int, float, str)) for value in options.values()):
+        return None
+    return tuple(sorted(options.items())), repr(sorted(vars(generation_config).items()))
+
+
 def stopping_limits(stopping_criteria: StoppingCriteriaList) -> tuple[int, torch.Tensor | None]:
     """The maximum length (prompt included) and the </s> ids of `generate()`'s stopping criteria."""
     max_length = min(item.max_length for item in stopping_criteria if isinstance(item, MaxLengthCriteria))
@@ -210,9 +245,14 @@ def greedy_search(
         if input_ids.shape[1] >= max_length:
             return input_ids
         if eos is not None:
-            unfinished &= ~torch.isin(tokens, eos)
+            unfinished &= ~is_end(tokens, eos)
             if not bool(unfinished.any()):
                 return input_ids
+
+
+def is_end(tokens: torch.Tensor, eos: torch.Tensor) -> torch.Tensor:
+    """`torch.isin(tokens, eos)`, in a few microseconds rather than tens."""
+    return (tokens[..., None] == eos).any(dim=-1)
 
 
 def _gather(tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
@@ -269,7 +309,7 @@ def beam_search(
         top_tokens = top_indices % vocab
         top_running[:, :, cur_len] = top_tokens
         top_origins[:, :, cur_len - prompt] = from_beam + offsets
-        ends = torch.isin(top_tokens, eos) if eos is not None else torch.zeros_like(top_tokens, dtype=torch.bool)
+        ends = is_end(top_tokens, eos) if eos is not None else torch.zeros_like(top_tokens, dtype=torch.bool)
         if cur_len + 1 >= max_length:
             ends = torch.ones_like(ends)
 
