@@ -11,11 +11,11 @@ a `MarianMTModel` of the same width, depth and parameter count (`marian_config_m
 * batch `--batch-size`, beam `--beams`,
 and the median of `--repeats` interleaved rounds gives tokens/s (generated target tokens per source sentence, not per
 beam). The backends: our model in PyTorch float32 (`generate()`), PyTorch int8 (`quantize_int8`) and, where the ONNX
-backend is installed, ONNX Runtime float32 and int8 (`onnx_backends`); the MarianMT in PyTorch float32 and in
-CTranslate2 float32 and int8. Every backend runs with `--threads` threads (`torch.set_num_threads`, CTranslate2
-`intra_threads`, `inter_threads=1`). The ratio column is the median over rounds of CTranslate2 int8's time over the
-backend's (> 1 = faster than CTranslate2 int8 on the same size of model), so that slow changes of a shared machine's
-speed cancel.
+backend is installed, ONNX Runtime float32 and int8 through `generate()` and through the native search loop
+(`onnx_backends`); the MarianMT in PyTorch float32 and in CTranslate2 float32 and int8. Every backend runs with
+`--threads` threads (`torch.set_num_threads`, CTranslate2 `intra_threads`, `inter_threads=1`). The ratio column is
+the median over rounds of CTranslate2 int8's time over the backend's (> 1 = faster than CTranslate2 int8 on the same
+size of model), so that slow changes of a shared machine's speed cancel.
 
     python benchmarks/inference_vs_ctranslate2.py            # table on stdout, JSON to benchmarks/results/
     python benchmarks/inference_vs_ctranslate2.py --quick    # tiny models, 1 round: checks that everything runs
@@ -260,12 +260,23 @@ def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_toke
     return generate
 
 
+# ONNX Runtime backends: (label, int8, native search loop). `onnx-fp32` / `onnx-int8` decode through transformers'
+# `generate()` loop (`native_search=False`, what the backend did before issue 47); `onnx-native-*` through the native
+# loop of `hf_unified_mt.deployment.onnx_search`, what `ORTModelForSeq2SeqLM` now takes by default.
+ONNX_BACKENDS = (
+    ("onnx-fp32", False, False),
+    ("onnx-int8", True, False),
+    ("onnx-native-fp32", False, True),
+    ("onnx-native-int8", True, True),
+)
+
+
 def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tokens: int) -> dict[str, GenerateFn]:
-    """The ONNX Runtime backends of `model`, float32 and int8, or none, with a printed note, when the ONNX backend
+    """The ONNX Runtime backends of `model` (`ONNX_BACKENDS`), or none, with a printed note, when the ONNX backend
     (issue 33: `hf_unified_mt.deployment.onnx_export` / `onnx_runtime`) or ONNX Runtime is not installed, or when the
     export refuses the model. The one place to adapt if that backend's API changes: `export_onnx(model, tokenizer,
-    directory)` writes the graphs, `ORTModelForSeq2SeqLM.from_pretrained(directory, int8=..., num_threads=...)` loads
-    them into a model whose `generate` takes the same arguments as the PyTorch model's."""
+    directory)` writes the graphs, `ORTModelForSeq2SeqLM.from_pretrained(directory, int8=..., num_threads=...,
+    native_search=...)` loads them into a model whose `generate` takes the same arguments as the PyTorch model's."""
     try:
         from hf_unified_mt.deployment.onnx_export import export_onnx
         from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
@@ -273,9 +284,10 @@ def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tok
         export_onnx(model, directory, int8=True, verify=False)  # its tests compare the graphs with PyTorch
         return {
             label: torch_backend(
-                ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=threads), new_tokens
+                ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=threads, native_search=native),
+                new_tokens,
             )
-            for label, int8 in (("onnx-fp32", False), ("onnx-int8", True))
+            for label, int8, native in ONNX_BACKENDS
         }
     except (ImportError, NotImplementedError, ValueError) as error:
         print(f"note: ONNX Runtime backends skipped for {type(model).__name__} ({error})", file=sys.stderr)
@@ -317,7 +329,10 @@ def measure_subject(subject: dict, args, workdir: Path) -> dict:
         "pytorch-fp32": torch_backend(model, args.new_tokens),
         **({"pytorch-fp32-compiled": compiled_backend(model, args.new_tokens)} if args.compile else {}),
         "pytorch-int8": torch_backend(quantize_int8(model), args.new_tokens),
-        **onnx_backends(model, workdir / "onnx" / subject["arch"], args.threads, args.new_tokens),
+        # a folder per model: the main job's and Prime `small` are both unified_transformer
+        **onnx_backends(
+            model, workdir / "onnx" / subject["name"].replace(" ", "_").strip("()"), args.threads, args.new_tokens
+        ),
         "marian/pytorch-fp32": torch_backend(marian, args.new_tokens),
         "marian/ct2-fp32": ctranslate2_backend(converted["float32"], vocab, args.threads, args.new_tokens),
         REFERENCE: ctranslate2_backend(converted["int8"], vocab, args.threads, args.new_tokens),
@@ -382,7 +397,8 @@ def format_table(rows: list[dict], args) -> str:
     return "\n".join(lines)
 
 
-BEFORE, AFTER = "pytorch-fp32", "onnx-int8"  # what a user ran before the ONNX backend, and the fastest backend now
+BEFORE = "pytorch-fp32"  # what a user ran before the ONNX backend
+AFTERS = ("onnx-native-int8", "onnx-int8")  # the fastest backend now: the first of these a result JSON holds
 
 
 def summary_table(document: dict) -> str:
@@ -402,7 +418,7 @@ def summary_table(document: dict) -> str:
         line = f"| {row['name']} |"
         for setting in names:
             results = row["settings"][setting]
-            before, after = results[BEFORE], results[AFTER]
+            before, after = results[BEFORE], results[next(name for name in AFTERS if name in results)]
             line += (
                 f" {before['tokens_per_second']:,.0f} → {after['tokens_per_second']:,.0f}"
                 f" (CT2 int8: {results[REFERENCE]['tokens_per_second']:,.0f}) |"
@@ -683,9 +699,10 @@ def format_profile(result: dict) -> str:
 
 
 def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8: bool) -> dict:
-    """Where ONNX Runtime's `generate()` time goes at the profile setting: inside the encoder graph, inside the
-    decoder-step graph, and outside both (`generate()`'s own Python, beam bookkeeping, the cache handed between
-    steps); and, from ONNX Runtime's own profiler, the decoder graph's node time by operator type."""
+    """Where ONNX Runtime's `generate()` time goes at the profile setting (the native search loop where it takes the
+    call): inside the encoder graph, inside the decoder-step graph, and outside both (`generate()`'s own Python, beam
+    bookkeeping, the cache handed between steps); and, from ONNX Runtime's own profiler, the decoder graph's node
+    time by operator type."""
     from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
     spec = profile_spec(args)
@@ -695,16 +712,19 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
     clocks = {}
     for part, session in (("encoder", runtime.encoder.session), ("decoder", runtime.decoder_session)):
         clock = clocks[part] = dict(seconds=0.0, calls=0)
+        # `run` in transformers' generate() loop, `run_with_iobinding` in the native search loop
+        for method in ("run", "run_with_iobinding"):
+            original = getattr(session, method)
 
-        def timed_run(*arguments, _run=session.run, _clock=clock, **keywords):
-            start = time.perf_counter()
-            try:
-                return _run(*arguments, **keywords)
-            finally:
-                _clock["seconds"] += time.perf_counter() - start
-                _clock["calls"] += 1
+            def timed_run(*arguments, _run=original, _clock=clock, **keywords):
+                start = time.perf_counter()
+                try:
+                    return _run(*arguments, **keywords)
+                finally:
+                    _clock["seconds"] += time.perf_counter() - start
+                    _clock["calls"] += 1
 
-        session.run = timed_run
+            setattr(session, method, timed_run)
     generate(input_ids, attention_mask, spec["beams"])
     for clock in clocks.values():
         clock.update(seconds=0.0, calls=0)
