@@ -43,22 +43,23 @@ MAIN_JOB_SHAPE = dict(d_model=192, encoder_layers=3, decoder_layers=3, encoder_f
 # The arms translate with plain beam search (no n-gram constraint), as the main job did when the search began; the
 # constraint is chosen on validation afterwards, for the search's pick (benchmarks/main_job_decoding.py).
 PLAIN_BEAM_SEARCH = ("--generation_no_repeat_ngram_size", "0")
-# The arms train in float32, as the main job did when the search began (it now trains in bfloat16 where the CPU has
-# bf16 units, which buys more updates in its 10 minutes; the search compares recipes at equal updates).
-FLOAT32 = ("--bf16_if_native", "false")
+# The arms train in float32 on 2,500-token batches, as the main job did when the search began (it now trains in
+# bfloat16 where the CPU has bf16 units, on 3,200-token batches: benchmarks/main_job_runs.py compares those at equal
+# time; the search compares recipes at equal updates).
+AS_SEARCHED = ("--bf16_if_native", "false", "--max_tokens", "2500")
 
 
 def recipe(schedule="inverse_sqrt", learning_rate="2e-3", warmup="300", *extra, **model) -> list[str]:
     """train.py options of one arm, spelled out in full over the main job's configuration file so that an arm means
     the same whatever that file holds today: the schedule, peak learning rate and warm-up, the main job's model with
     the recipe before this search (dropout and the convolution's weight dropout 0.1) changed by `model`, and plain
-    beam search, in float32."""
+    beam search, in float32 on 2,500-token batches."""
     config = {**MAIN_JOB_SHAPE, "dropout": 0.1, "conv_weight_dropout": 0.1, **model}
     return [
         *("--lr_scheduler_type", schedule, "--learning_rate", learning_rate, "--warmup_steps", warmup),
         *("--config_overrides", json.dumps(config)),
         *PLAIN_BEAM_SEARCH,
-        *FLOAT32,
+        *AS_SEARCHED,
         *extra,
     ]
 
@@ -81,7 +82,7 @@ def marian_recipe(schedule="inverse_sqrt", learning_rate="2e-3", warmup="300", d
         *("--lr_scheduler_type", schedule, "--learning_rate", learning_rate, "--warmup_steps", warmup),
         *("--config_overrides", json.dumps(config)),
         *PLAIN_BEAM_SEARCH,
-        *FLOAT32,
+        *AS_SEARCHED,
     ]
 
 

@@ -270,8 +270,10 @@ def test_every_recipe_arm_is_a_valid_main_job_command():
     assert model_of("marian-base")["encoder_ffn_dim"] == 898  # the same-size MarianMT (4.18M parameters)
     # every arm translates with plain beam search, whatever n-gram constraint the main job's file holds today
     assert all(options[options.index("--generation_no_repeat_ngram_size") + 1] == "0" for options in arms.values())
-    # and trains in float32, as every committed arm did, whatever precision the main job's file asks for today
-    assert all(parse_arguments([str(module.MAIN_JOB), *options])[2].bf16 is False for options in arms.values())
+    # and trains in float32 on 2,500-token batches, as every committed arm did, whatever the main job's file holds today
+    for options in arms.values():
+        _, data_args, training_args = parse_arguments([str(module.MAIN_JOB), *options])
+        assert training_args.bf16 is False and data_args.max_tokens == 2500
 
 
 def test_recipe_search_counts_repeated_trigrams_in_the_longest_verses():
