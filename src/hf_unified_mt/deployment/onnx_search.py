@@ -115,6 +115,43 @@ PLANNED_OPTIONS = frozenset(
 )
 
 
+class BlockEnd:
+    """Forbids the </s> ids while a sequence (prompt included) is shorter than `min_length`: what transformers'
+    `MinLengthLogitsProcessor` and `MinNewTokensLengthLogitsProcessor` do (their `torch.where` over the vocabulary),
+    in one indexed write."""
+
+    def __init__(self, min_length: int, eos: torch.Tensor):
+        self.min_length = min_length
+        self.eos = torch.as_tensor(eos).view(-1)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.shape[-1] < self.min_length:
+            scores = scores.clone()
+            scores[:, self.eos] = -float("inf")
+        return scores
+
+
+def direct_processors(logits_processor: LogitsProcessorList) -> list:
+    """The processors as plain calls (`LogitsProcessorList.__call__` inspects every processor's signature at every
+    step, a quarter of a millisecond per step at batch 1), the minimum-length ones as `BlockEnd`."""
+    direct = []
+    for processor in logits_processor:
+        if type(processor) is MinNewTokensLengthLogitsProcessor:
+            minimum = processor.prompt_length_to_skip + processor.min_new_tokens
+            direct.append(BlockEnd(minimum, processor.eos_token_id))
+        elif type(processor) is MinLengthLogitsProcessor:
+            direct.append(BlockEnd(processor.min_length, processor.eos_token_id))
+        else:
+            direct.append(processor)
+    return direct
+
+
+def process(processors: list, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    for processor in processors:
+        scores = processor(input_ids, scores)
+    return scores
+
+
 def plan_key(generation_config, options: dict):
     """What a `generate()` call with `options` prepares from, as a dictionary key, or None where the call is not one
     a plan may repeat (another option, or a value that is not a plain scalar)."""
@@ -234,10 +271,10 @@ def greedy_search(
     """transformers' `_sample` without sampling: the argmax of the processed logits, pad after </s>, until every
     row has ended or `max_length` (prompt included) is reached. Returns the prompt and the new tokens."""
     run_prompt(runner, input_ids)
+    processors = direct_processors(logits_processor)
     unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool)
     while True:
-        logits = runner.step(input_ids[:, -1:])
-        scores = logits_processor(input_ids, logits) if logits_processor else logits
+        scores = process(processors, input_ids, runner.step(input_ids[:, -1:]))
         tokens = torch.argmax(scores, dim=-1)
         if eos is not None:
             tokens = torch.where(unfinished, tokens, pad)
@@ -293,11 +330,10 @@ def beam_search(
     origins = running_origins.clone()
     offsets = torch.arange(batch).view(-1, 1) * num_beams
     run_prompt(runner, input_ids)
+    processors = direct_processors(logits_processor)
     while True:
         flat = running[:, :, :cur_len].reshape(rows, cur_len)
-        log_probs = nn.functional.log_softmax(runner.step(flat[:, -1:]), dim=-1)
-        if logits_processor:
-            log_probs = logits_processor(flat, log_probs)
+        log_probs = process(processors, flat, nn.functional.log_softmax(runner.step(flat[:, -1:]), dim=-1))
         vocab = log_probs.shape[-1]
         log_probs = (log_probs.reshape(batch, num_beams, vocab) + running_scores[:, :, None]).view(batch, -1)
 
