@@ -344,7 +344,11 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         attention_mask = kwargs.get("attention_mask")
         if attention_mask is None:
             attention_mask = torch.ones(encoder_outputs.last_hidden_state.shape[:2], dtype=torch.long)
-        cross = self._cross_arrays(encoder_outputs.cross_key_values)
+        return self._step_runner(attention_mask, encoder_outputs.cross_key_values)
+
+    def _step_runner(self, attention_mask: torch.Tensor, cross_key_values: torch.Tensor) -> StepRunner:
+        """The decoder step graph bound to one call's source mask and cross-attention keys and values."""
+        cross = self._cross_arrays(cross_key_values)
         self._cross = None  # the runner holds them; do not keep the call's tensors on the model
         return StepRunner(
             self.decoder_session, self.layout, _numpy(attention_mask.long()), cross, self.config.max_position_embeddings
@@ -413,14 +417,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         if expand > 1:
             attention_mask = attention_mask.repeat_interleave(expand, dim=0)
             encoder_outputs.cross_key_values = encoder_outputs.cross_key_values.repeat_interleave(expand, dim=0)
-        runner = StepRunner(
-            self.decoder_session,
-            self.layout,
-            _numpy(attention_mask.long()),
-            self._cross_arrays(encoder_outputs.cross_key_values),
-            self.config.max_position_embeddings,
-        )
-        self._cross = None
+        runner = self._step_runner(attention_mask, encoder_outputs.cross_key_values)
         start = torch.full((input_ids.shape[0] * expand, 1), plan["start"], dtype=torch.long)
         return self._search(plan["search"], runner, start, config, plan["logits_processor"], plan["stopping_criteria"])
 
