@@ -27,6 +27,7 @@ import ctypes
 import json
 import os
 import platform
+import shlex
 import statistics
 import time
 from pathlib import Path
@@ -66,6 +67,12 @@ def parse_args(argv=None):
         help="train one model; decode and write the JSON; or print the docs' two tables from the JSON",
     )
     parser.add_argument("--marian-attention", default=None, help="MarianMT's attention implementation (eager, sdpa)")
+    parser.add_argument(
+        "--train-options",
+        default="",
+        help="more train.py options for both models, one string (e.g. '--torch_compile True')",
+    )
+    parser.add_argument("--skip-decoding", action="store_true", help="report training only (no decoding rounds)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/gpu_bench"))
     parser.add_argument("--output", type=Path, default=HERE / "results" / "gpu_training_and_decoding.json")
@@ -199,6 +206,7 @@ def train_one(arch: str, args, tokenizer_dir: Path | None, overrides: dict | Non
         argv += ["--tokenizer_vocab_size", str(args.vocab_size)]
     if overrides:
         argv += ["--config_overrides", json.dumps(overrides)]
+    argv += shlex.split(args.train_options)
     results = run.main(argv, callbacks=[recorder])
     return results, recorder
 
@@ -385,7 +393,7 @@ def report_phase(args) -> None:
         for name, folder in (("prime", "unified_transformer"), ("marian", "marian"))
         if (args.work_dir / folder / "model.safetensors").exists()
     }
-    decode = decoding(models, tokenizer, args)
+    decode = {} if args.skip_decoding else decoding(models, tokenizer, args)
     if len(decode) == 2:
         decode["prime_over_marian"] = (
             decode["prime"]["new_tokens_per_second"] / decode["marian"]["new_tokens_per_second"]

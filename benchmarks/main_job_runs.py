@@ -31,19 +31,23 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 MAIN_JOB = REPO / "training" / "configs" / "cpu_default.yaml"
 
-def shape(encoder_layers: int, decoder_layers: int, d_model: int) -> str:
-    """The main job's `config_overrides` with another depth and width (FFN 4 x d_model, 4 heads, no dropout)."""
-    return json.dumps(
-        dict(
-            d_model=d_model,
-            encoder_layers=encoder_layers,
-            decoder_layers=decoder_layers,
-            encoder_ffn_dim=4 * d_model,
-            decoder_ffn_dim=4 * d_model,
-            dropout=0.0,
-            conv_weight_dropout=0.0,
-        )
-    )
+
+def shape(encoder_layers: int, decoder_layers: int, d_model: int) -> list[str]:
+    """`--config_overrides`: the main job's model at another depth, width (FFN 4 x d_model, 4 heads, no dropout)."""
+    return [
+        "--config_overrides",
+        json.dumps(
+            dict(
+                d_model=d_model,
+                encoder_layers=encoder_layers,
+                decoder_layers=decoder_layers,
+                encoder_ffn_dim=4 * d_model,
+                decoder_ffn_dim=4 * d_model,
+                dropout=0.0,
+                conv_weight_dropout=0.0,
+            )
+        ),
+    ]
 
 
 # name -> (description, train.py options over the main job's configuration); the batch size is spelled out, so that a
@@ -56,10 +60,13 @@ SETTINGS = {
     "bf16-max-tokens-3200": ("the configuration: bf16, 3,200 tokens", ["--max_tokens", "3200"]),
     "bf16-max-tokens-4000": ("bf16, 4,000 tokens", ["--max_tokens", "4000"]),
     # width and depth at equal time under bf16 (3+3, d 192 was chosen when the main job trained in float32)
-    "bf16-d256": ("bf16, 3,200 tokens, 3+3 layers, d 256, FFN 1,024", ["--max_tokens", "3200", "--config_overrides", shape(3, 3, 256)]),
-    "bf16-4+4": ("bf16, 3,200 tokens, 4+4 layers, d 192", ["--max_tokens", "3200", "--config_overrides", shape(4, 4, 192)]),
-    "bf16-4+2": ("bf16, 3,200 tokens, 4+2 layers, d 192", ["--max_tokens", "3200", "--config_overrides", shape(4, 2, 192)]),
-    "bf16-d160": ("bf16, 3,200 tokens, 3+3 layers, d 160, FFN 640", ["--max_tokens", "3200", "--config_overrides", shape(3, 3, 160)]),
+    "bf16-d256": ("bf16, 3,200 tokens, 3+3 layers, d 256, FFN 1,024", ["--max_tokens", "3200", *shape(3, 3, 256)]),
+    "bf16-4+4": ("bf16, 3,200 tokens, 4+4 layers, d 192", ["--max_tokens", "3200", *shape(4, 4, 192)]),
+    "bf16-4+2": ("bf16, 3,200 tokens, 4+2 layers, d 192", ["--max_tokens", "3200", *shape(4, 2, 192)]),
+    "bf16-d160": ("bf16, 3,200 tokens, 3+3 layers, d 160, FFN 640", ["--max_tokens", "3200", *shape(3, 3, 160)]),
+    # the recipe search's near misses, again under bf16 with 3,200-token batches
+    "bf16-smoothing-0": ("bf16, 3,200 tokens, smoothing 0", ["--max_tokens", "3200", "--label_smoothing_factor", "0"]),
+    "bf16-warmup-500": ("bf16, 3,200 tokens, warm-up 500", ["--max_tokens", "3200", "--warmup_steps", "500"]),
 }  # fmt: skip
 
 
