@@ -67,6 +67,10 @@ SETTINGS = {
     # the recipe search's near misses, again under bf16 with 3,200-token batches
     "bf16-smoothing-0": ("bf16, 3,200 tokens, smoothing 0", ["--max_tokens", "3200", "--label_smoothing_factor", "0"]),
     "bf16-warmup-500": ("bf16, 3,200 tokens, warm-up 500", ["--max_tokens", "3200", "--warmup_steps", "500"]),
+    "bf16-average-0.25": (
+        "bf16, 3,200 tokens, weights averaged over the last quarter",
+        ["--max_tokens", "3200", "--average_weights_fraction", "0.25"],
+    ),
 }  # fmt: skip
 
 

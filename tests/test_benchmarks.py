@@ -168,6 +168,9 @@ def test_gpu_tables_in_the_docs_are_generated_from_the_committed_json():
     assert result["device"] and result["training"]["prime"]["timed_updates"] > 0
     assert module.training_table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
     assert module.decoding_table(result) in (ROOT / "docs" / "deployment.md").read_text()
+    larger = json.loads((ROOT / "benchmarks" / "results" / "gpu_training_and_decoding_65536.json").read_text())
+    assert larger["settings"]["max_tokens"] == "65536"
+    assert module.training_table(larger) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
 @pytest.mark.subprocess
@@ -177,6 +180,7 @@ def test_gpu_benchmark_runs_end_to_end_on_a_cpu_at_tiny_size(tmp_path):
         "--preset", "tiny", "--steps", "3", "--warmup-steps", "1", "--max-tokens", "1024", "--device", "cpu",
         "--decode-batch", "2", "--decode-batches", "1", "--new-tokens", "3", "--repeats", "1",
         "--work-dir", str(tmp_path / "work"), "--output", str(tmp_path / "result.json"),
+        "--train-options", "--logging_steps 2 --max_grad_norm 0.5",
     ]  # fmt: skip
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "HF_DATASETS_CACHE": str(tmp_path / "cache")}
     for phase in ("prime", "marian", "report", "table"):
@@ -192,6 +196,17 @@ def test_gpu_benchmark_runs_end_to_end_on_a_cpu_at_tiny_size(tmp_path):
         assert training["flop_fit_max_relative_error"] < 1e-6
         assert result["decoding"][name]["new_tokens_per_second"] > 0
     assert abs(result["training"]["prime"]["parameters"] / result["training"]["marian"]["parameters"] - 1) < 0.02
+    for folder in ("unified_transformer", "marian"):  # --train-options reached train.py for both models
+        resolved = json.loads((tmp_path / "work" / folder / "results.json").read_text())["training_arguments"]
+        assert resolved["logging_steps"] == 2 and resolved["max_grad_norm"] == 0.5
+    report_only = [*common[:-4], "--output", str(tmp_path / "training_only.json"), "--skip-decoding"]
+    completed = subprocess.run(
+        [sys.executable, str(script), "--phase", "report", *report_only],
+        capture_output=True, text=True, cwd=ROOT, env=environment, timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    training_only = json.loads((tmp_path / "training_only.json").read_text())
+    assert "prime" not in training_only["decoding"] and training_only["training"]["prime"]["timed_updates"] == 3
     assert "| Prime `tiny` |" in completed.stdout
 
 

@@ -34,6 +34,7 @@ import datasets
 import torch
 import transformers
 from huggingface_hub.errors import StrictDataclassError
+from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -186,6 +187,15 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
     max_train_minutes: float | None = field(
         default=None,
         metadata={"help": "Stop training after this many minutes of wall time (then save, evaluate and test)."},
+    )
+    average_weights_fraction: float | None = field(
+        default=None,
+        metadata={
+            "help": "Train with the uniform average of the weights after each update over the last FRACTION of "
+            "training (of --max_train_minutes' clock, else of max_steps) and end with it: the final checkpoint, "
+            "evaluation and test use the averaged weights (checkpoint averaging, Vaswani et al. 2017; "
+            "torch.optim.swa_utils.AveragedModel)."
+        },
     )
     do_train: bool = field(default=True, metadata={"help": "Train (pass --do_train False to only test a model)."})
     do_predict: bool = field(default=True, metadata={"help": "Score the test split at the end."})
@@ -395,6 +405,9 @@ def validate_arguments(
             problems.append(f"--warmup_steps must not be negative, not {training_args.warmup_steps}")
         if training_args.max_train_minutes is not None and not training_args.max_train_minutes > 0:
             problems.append(f"--max_train_minutes must be positive, not {training_args.max_train_minutes}")
+        fraction = training_args.average_weights_fraction
+        if fraction is not None and not 0 < fraction <= 1:
+            problems.append(f"--average_weights_fraction must be in (0, 1], not {fraction}")
     for option in ("train_file", "validation_file", "test_file"):
         path = getattr(data_args, option)
         if path is not None and not os.path.isfile(path):
@@ -641,6 +654,51 @@ class TimeBudgetCallback(TrainerCallback):
         return control
 
 
+class WeightAveragingCallback(TrainerCallback):
+    """Averages the weights uniformly over the last `fraction` of training, one sample after each update, and puts
+    the average into the model when training stops, before the final checkpoint and evaluation (Vaswani et al. 2017
+    average their last checkpoints; here every update of the window counts). Progress is the time budget's clock
+    when there is one, else `global_step / max_steps`. The average lives in memory only (a copy of the weights,
+    `torch.optim.swa_utils.AveragedModel`): a run resumed inside the window starts its average anew, and says so."""
+
+    def __init__(self, fraction: float, time_budget: TimeBudgetCallback | None = None):
+        self.fraction = fraction
+        self.time_budget = time_budget
+        self.averaged = None
+
+    def progress(self, state) -> float:
+        if self.time_budget is not None:
+            return self.time_budget.fraction_used()
+        return state.global_step / state.max_steps if state.max_steps > 0 else 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step > 0 and self.progress(state) > 1 - self.fraction:
+            logger.warning(
+                "Resumed at step %d, inside the weight-averaging window: the average starts anew from here",
+                state.global_step,
+            )
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        stopping = control.should_training_stop or state.global_step >= state.max_steps
+        if self.progress(state) >= 1 - self.fraction or (stopping and self.averaged is None):
+            if self.averaged is None:
+                self.averaged = AveragedModel(model, use_buffers=False)  # a copy; its first update takes the weights
+                self.first_step = state.global_step
+            self.averaged.update_parameters(model)
+        if stopping and self.averaged is not None:
+            with torch.no_grad():
+                for mine, average in zip(model.parameters(), self.averaged.module.parameters(), strict=True):
+                    mine.copy_(average)
+            logger.info(
+                "Weights averaged over %d updates (steps %d-%d)",
+                int(self.averaged.n_averaged),
+                self.first_step,
+                state.global_step,
+            )
+            self.averaged = None
+        return control
+
+
 class TimeBudgetProgressCallback(ProgressCallback):
     """The training progress bar measured against a [`TimeBudgetCallback`]: seconds of the budget used out of the
     budget, with the optimizer step as a postfix, instead of steps out of `max_steps`, which the budget ends long
@@ -796,7 +854,17 @@ def build_trainer(
             if has_validation and training_args.predict_with_generate
             else None
         ),
-        callbacks=[AutoShuffleProjectionCallback(), *(callbacks or []), *([time_budget] if time_budget else [])],
+        callbacks=[
+            AutoShuffleProjectionCallback(),
+            *(callbacks or []),
+            *([time_budget] if time_budget else []),
+            # after the time budget, which decides at the same step whether training stops
+            *(
+                [WeightAveragingCallback(training_args.average_weights_fraction, time_budget)]
+                if training_args.average_weights_fraction
+                else []
+            ),
+        ],
         max_tokens=data_args.max_tokens,
         max_sentences=data_args.max_sentences,
         time_budget=time_budget,
