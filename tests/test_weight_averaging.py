@@ -98,3 +98,36 @@ class Regression(torch.nn.Linear):
 def test_fractions_outside_zero_to_one_are_refused(tmp_path, fraction):
     with pytest.raises(run.UsageError, match="--average_weights_fraction must be in \\(0, 1\\]"):
         run.main(["--output_dir", str(tmp_path / "out"), "--average_weights_fraction", fraction, "--max_steps", "1"])
+
+
+@pytest.mark.subprocess
+def test_train_py_ends_a_time_budget_with_the_averaged_weights(tmp_path):
+    """The README's shape: a time budget ends training; the average goes in before the final checkpoint, and the
+    saved model is that checkpoint (not the last update's weights)."""
+    import json
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    root = Path(__file__).resolve().parents[1]
+    output_dir = tmp_path / "out"
+    command = [
+        sys.executable, str(root / "training" / "train.py"), "--arch", "marian", "--preset", "tiny",
+        "--max_train_samples", "200", "--tokenizer_vocab_size", "300", "--max_tokens", "1500", "--use_cpu",
+        "--report_to", "none", "--disable_tqdm", "True", "--max_steps", "100000", "--max_train_minutes", "0.03",
+        "--eval_strategy", "no", "--save_steps", "100000", "--do_predict", "False", "--num_sample_translations", "0",
+        "--average_weights_fraction", "0.5", "--output_dir", str(output_dir),
+    ]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True, cwd=root, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    found = re.search(r"Weights averaged over (\d+) updates \(steps (\d+)-(\d+)\)", completed.stdout)
+    assert found, completed.stdout[-3000:]
+    count, first, last = map(int, found.groups())
+    assert count == last - first + 1 and 1 <= first <= last
+    assert json.loads((output_dir / "trainer_state.json").read_text())["global_step"] == last
+    final = load_file(output_dir / "model.safetensors")
+    checkpoint = load_file(output_dir / f"checkpoint-{last}" / "model.safetensors")
+    assert all(torch.equal(final[name], checkpoint[name]) for name in final)
