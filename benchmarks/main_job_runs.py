@@ -123,7 +123,8 @@ def table(result: dict) -> str:
         "| setting | seed | updates in 10 minutes | validation BLEU (200 verses) | test BLEU | chrF |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for row in result["runs"]:
+    order = list(SETTINGS)
+    for row in sorted(result["runs"], key=lambda row: (order.index(row["setting"]), row["seed"])):
         lines.append(
             f"| {SETTINGS[row['setting']][0]} | {row['seed']} | {row['updates']:,} | {row['validation_bleu']:.2f} | "
             f"{row['test_bleu']:.2f} | {row['test_chrf']:.2f} |"
