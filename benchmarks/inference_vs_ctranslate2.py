@@ -61,7 +61,15 @@ MAIN_JOB_CONFIG = ROOT / "training" / "configs" / "cpu_default.yaml"
 REFERENCE = "marian/ct2-int8"  # the backend every ratio is taken against
 # `--quick`: tiny models and short sequences, one round; for the test that the script runs end to end.
 QUICK = dict(
-    preset="tiny", vocab_size=300, source_length=8, new_tokens=4, batch_size=4, beams=2, repeats=1, main_job_d_model=32
+    preset="tiny",
+    vocab_size=300,
+    source_length=8,
+    new_tokens=4,
+    batch_size=4,
+    beams=2,
+    repeats=1,
+    main_job_d_model=32,
+    throughput_batch_size=6,
 )
 
 GenerateFn = Callable[[torch.Tensor, torch.Tensor, int], object]  # (input_ids, attention_mask, num_beams) -> outputs
@@ -77,6 +85,12 @@ def parse_args(argv=None):
     parser.add_argument("--new-tokens", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=16, help="Batch of the beam-search setting")
     parser.add_argument("--beams", type=int, default=4, help="Beams of the beam-search setting")
+    parser.add_argument(
+        "--throughput-batch-size",
+        type=int,
+        default=64,
+        help="Batch of a third, throughput setting with --beams beams (0: leave it out)",
+    )
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -109,6 +123,8 @@ def parse_args(argv=None):
     for name in ("source_length", "new_tokens", "batch_size", "beams", "repeats", "threads", "profile_calls"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.throughput_batch_size < 0:
+        parser.error("--throughput-batch-size must be at least 0")
     unknown = sorted(set(args.archs) - set(hf_unified_mt.ARCHITECTURES))
     if unknown:
         parser.error(f"unknown architecture(s) {unknown}; known: {list(hf_unified_mt.ARCHITECTURES)}")
@@ -297,12 +313,71 @@ def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tok
 # ---------------------------------------------------------------------------------------------------- timing
 
 
+def int8_gemm_peak(threads: int, size: int = 1024, repeats: int = 10) -> float | None:
+    """Multiply-adds per second of ONNX Runtime's int8 matrix product (`MatMulInteger`, uint8 x int8 -> int32, the
+    kernel its dynamically quantised matmuls run) on `size`^3, `threads` threads, the best of `repeats` after two
+    warm-ups: this machine's int8 limit, against which a backend's achieved multiply-adds are read. None without
+    ONNX Runtime."""
+    try:
+        import numpy as np
+        import onnx
+        import onnxruntime
+        from onnx import TensorProto, helper
+    except ImportError:
+        return None
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])],
+        "int8_gemm",
+        [
+            helper.make_tensor_value_info("a", TensorProto.UINT8, [size, size]),
+            helper.make_tensor_value_info("b", TensorProto.INT8, [size, size]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [size, size])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = threads
+    session = onnxruntime.InferenceSession(
+        onnx.shape_inference.infer_shapes(model).SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    generator = np.random.default_rng(0)
+    feeds = dict(
+        a=generator.integers(0, 256, (size, size), dtype=np.uint8),
+        b=generator.integers(-128, 128, (size, size), dtype=np.int8),
+    )
+    for _ in range(2):
+        session.run(None, feeds)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        best = min(best, time.perf_counter() - start)
+    return size**3 / best
+
+
+def multiply_adds(model: torch.nn.Module, input_ids, attention_mask, beams: int, new_tokens: int) -> int:
+    """Multiply-adds of one `generate()` call of the PyTorch model on this workload (matrix products, counted by
+    `torch.utils.flop_counter`): the work every backend of this model does for the call (the ONNX encoder's sliding-
+    window convolution does a little less than the band matrix counted here)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        torch_backend(model, new_tokens)(input_ids, attention_mask, beams)
+    return counter.get_total_flops() // 2
+
+
 def settings_of(args) -> dict[str, dict]:
-    """The two decoding settings: batch 1 greedy, and batch `--batch-size` with `--beams` beams."""
-    return {
+    """The decoding settings: batch 1 greedy, batch `--batch-size` with `--beams` beams, and (unless 0) batch
+    `--throughput-batch-size` with `--beams` beams."""
+    settings = {
         "greedy_b1": dict(batch=1, beams=1),
         f"beam{args.beams}_b{args.batch_size}": dict(batch=args.batch_size, beams=args.beams),
     }
+    if args.throughput_batch_size:
+        settings[f"beam{args.beams}_b{args.throughput_batch_size}"] = dict(
+            batch=args.throughput_batch_size, beams=args.beams
+        )
+    return settings
 
 
 def check_lengths(name: str, output, batch: int, new_tokens: int) -> None:
@@ -320,8 +395,9 @@ def check_lengths(name: str, output, batch: int, new_tokens: int) -> None:
         raise RuntimeError(f"{name} decoded {rows} sentences of {sorted(lengths)} tokens, not {batch} of {new_tokens}")
 
 
-def measure_subject(subject: dict, args, workdir: Path) -> dict:
-    """Tokens/s of every backend for one model and its same-size MarianMT, at both settings, in interleaved rounds."""
+def measure_subject(subject: dict, args, workdir: Path, int8_peak: float | None = None) -> dict:
+    """Tokens/s of every backend for one model and its same-size MarianMT, at both settings, in interleaved rounds,
+    with the multiply-adds each achieved per second and, given `int8_peak`, their share of it."""
     model, marian = build_models(subject, args)
     vocab = marian.config.vocab_size
     converted = convert_to_ctranslate2(marian, workdir / subject["name"].replace(" ", "_").strip("()"))
@@ -362,6 +438,10 @@ def measure_subject(subject: dict, args, workdir: Path) -> dict:
                 print(
                     f"note: {subject['name']}, {setting}: compiled decoding gives other ids than eager", file=sys.stderr
                 )
+        work = {
+            "model": multiply_adds(model, input_ids, attention_mask, spec["beams"], args.new_tokens),
+            "marian": multiply_adds(marian, input_ids, attention_mask, spec["beams"], args.new_tokens),
+        }
         times = interleaved_times(calls, args.repeats)
         tokens = spec["batch"] * args.new_tokens
         row["settings"][setting] = {
@@ -369,10 +449,16 @@ def measure_subject(subject: dict, args, workdir: Path) -> dict:
                 seconds=statistics.median(seconds),
                 tokens_per_second=tokens / statistics.median(seconds),
                 vs_ct2_int8=statistics.median(r / s for r, s in zip(times[REFERENCE], seconds)),
+                multiply_adds_per_second=work["marian" if name.startswith("marian/") else "model"]
+                / statistics.median(seconds),
                 rounds=seconds,
             )
             for name, seconds in times.items()
         }
+        for result in row["settings"][setting].values():
+            if int8_peak:
+                result["share_of_int8_peak"] = result["multiply_adds_per_second"] / int8_peak
+        row["multiply_adds_per_call"] = {**row.get("multiply_adds_per_call", {}), setting: work}
         print(f"  {subject['name']}, {setting}: done", file=sys.stderr)
     return row
 
@@ -383,8 +469,8 @@ def format_table(rows: list[dict], args) -> str:
     header = "| model | backend | params |"
     rule = "|---|---|---:|"
     for setting in names:
-        header += f" {setting} tok/s | × ct2-int8 |"
-        rule += "---:|---:|"
+        header += f" {setting} tok/s | × ct2-int8 | of int8 peak |"
+        rule += "---:|---:|---:|"
     lines = [header, rule]
     for row in rows:
         for backend in row["settings"][names[0]]:
@@ -392,7 +478,9 @@ def format_table(rows: list[dict], args) -> str:
             line = f"| {row['name']} | {backend} | {params / 1e6:.2f}M |"
             for setting in names:
                 result = row["settings"][setting][backend]
+                share = result.get("share_of_int8_peak")
                 line += f" {result['tokens_per_second']:,.0f} | {result['vs_ct2_int8']:.2f} |"
+                line += f" {share:.1%} |" if share is not None else " - |"
             lines.append(line)
     return "\n".join(lines)
 
@@ -845,9 +933,12 @@ def main(argv=None):
     else:
         with tempfile.TemporaryDirectory() as scratch:
             workdir = args.workdir or Path(scratch)
+            int8_peak = int8_gemm_peak(args.threads)
+            if int8_peak:
+                print(f"int8 GEMM peak (ONNX Runtime MatMulInteger): {int8_peak / 1e9:.1f} G multiply-adds/s")
             rows = []
             for subject in subjects(args):
-                rows.append(measure_subject(subject, args, workdir))
+                rows.append(measure_subject(subject, args, workdir, int8_peak))
         table = format_table(rows, args)
         print(table)
         print(
@@ -871,6 +962,8 @@ def main(argv=None):
         output = output.with_name(output.stem + "_profile.json")
     output.parent.mkdir(parents=True, exist_ok=True)
     document = dict(settings=settings, machine=machine, machine_busy=machine_busy, rows=rows, table=table)
+    if not args.profile:
+        document["int8_gemm_peak_multiply_adds_per_second"] = int8_peak
     if results is not None:
         document["profile"] = results
     output.write_text(json.dumps(document, indent=1))

@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM
 
 import hf_unified_mt
 from mt_checks import ROOT
@@ -40,18 +42,46 @@ def test_quick_run_times_every_backend_against_ctranslate2(tmp_path):
     names = [row["name"] for row in document["rows"]]
     assert names[0].startswith("main job") and len(names) == 1 + len(hf_unified_mt.ARCHITECTURES)
     for row in document["rows"]:
-        assert set(row["settings"]) == {"greedy_b1", "beam2_b4"}
+        assert set(row["settings"]) == {"greedy_b1", "beam2_b4", "beam2_b6"}
         for setting in row["settings"].values():
             assert {"pytorch-fp32", "pytorch-int8", "marian/pytorch-fp32", "marian/ct2-fp32", "marian/ct2-int8"} <= set(
                 setting
             )
             assert setting["marian/ct2-int8"]["vs_ct2_int8"] == 1.0
             assert all(entry["tokens_per_second"] > 0 and len(entry["rounds"]) == 1 for entry in setting.values())
+            assert all(entry["multiply_adds_per_second"] > 0 for entry in setting.values())
+        work = row["multiply_adds_per_call"]
+        assert work["beam2_b4"]["model"] > work["greedy_b1"]["model"] > 0 and work["greedy_b1"]["marian"] > 0
+    peak = document["int8_gemm_peak_multiply_adds_per_second"]
+    if importlib.util.find_spec("onnxruntime") is not None:  # the limit every backend's share is read against
+        assert peak > 0
+        entry = document["rows"][0]["settings"]["greedy_b1"]["marian/ct2-int8"]
+        assert entry["share_of_int8_peak"] == pytest.approx(entry["multiply_adds_per_second"] / peak)
     machine = document["machine"]
     assert machine["cpu"] and machine["torch_threads"] == 1 and machine["versions"]["ctranslate2"]
     assert isinstance(document["machine_busy"], bool)
     assert "| main job (unified_transformer) | pytorch-fp32 |" in result.stdout
     assert document["table"] in result.stdout
+
+
+def test_int8_gemm_peak_is_measured_in_onnx_runtime():
+    pytest.importorskip("onnxruntime")
+    module = benchmark_script("inference_vs_ctranslate2")
+    peak = module.int8_gemm_peak(threads=1, size=128, repeats=2)
+    assert 1e6 < peak < 1e13  # multiply-adds per second: between a very slow core and far beyond any CPU
+
+
+def test_multiply_adds_of_a_call_grow_with_beams_and_tokens():
+    module = benchmark_script("inference_vs_ctranslate2")
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(
+        hf_unified_mt.get_config("unified_transformer", "tiny", vocab_size=99)
+    ).eval()
+    ids = torch.randint(4, 99, (2, 7))
+    mask = torch.ones_like(ids)
+    greedy, beams = (module.multiply_adds(model, ids, mask, beams, 3) for beams in (1, 2))
+    longer = module.multiply_adds(model, ids, mask, 1, 6)
+    assert 0 < greedy < beams and greedy < longer
 
 
 @pytest.mark.subprocess
@@ -200,11 +230,11 @@ def test_gpu_benchmark_runs_end_to_end_on_a_cpu_at_tiny_size(tmp_path):
         resolved = json.loads((tmp_path / "work" / folder / "results.json").read_text())["training_arguments"]
         assert resolved["logging_steps"] == 2 and resolved["max_grad_norm"] == 0.5
     report_only = [*common[:-4], "--output", str(tmp_path / "training_only.json"), "--skip-decoding"]
-    completed = subprocess.run(
+    reported = subprocess.run(
         [sys.executable, str(script), "--phase", "report", *report_only],
         capture_output=True, text=True, cwd=ROOT, env=environment, timeout=600,
     )  # fmt: skip
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert reported.returncode == 0, reported.stderr[-3000:]
     training_only = json.loads((tmp_path / "training_only.json").read_text())
     assert "prime" not in training_only["decoding"] and training_only["training"]["prime"]["timed_updates"] == 3
     assert "| Prime `tiny` |" in completed.stdout
