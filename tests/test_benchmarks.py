@@ -64,6 +64,13 @@ def test_quick_run_times_every_backend_against_ctranslate2(tmp_path):
     assert document["table"] in result.stdout
 
 
+def test_the_deployment_document_holds_the_table_against_the_int8_peak():
+    document = json.loads((ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2_limit.json").read_text())
+    assert document["int8_gemm_peak_multiply_adds_per_second"] > 0 and not document["machine_busy"]
+    assert {"greedy_b1", "beam4_b16", "beam4_b64"} == set(document["rows"][0]["settings"])
+    assert document["table"] in (ROOT / "docs" / "deployment.md").read_text()
+
+
 def test_int8_gemm_peak_is_measured_in_onnx_runtime():
     pytest.importorskip("onnxruntime")
     module = benchmark_script("inference_vs_ctranslate2")
