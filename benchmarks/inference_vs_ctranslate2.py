@@ -516,6 +516,34 @@ def summary_table(document: dict) -> str:
     return "\n".join(lines)
 
 
+def limit_table(document: dict) -> str:
+    """The README's second table: per model and setting, the share of this machine's int8 GEMM peak (measured in the
+    same run) that the fastest backend now and CTranslate2 int8 achieve in multiply-adds per second."""
+    rows = document["rows"]
+    names = list(rows[0]["settings"])
+    peak = document["int8_gemm_peak_multiply_adds_per_second"]
+    header, rule = "| model |", "|---|"
+    for setting in names:
+        label = setting.replace("greedy_b1", "batch 1 greedy").replace("_b", " batch ").replace("beam", "beam ")
+        header += f" {label}: ours / CT2 int8 |"
+        rule += "---:|"
+    lines = [
+        f"Share of the int8 GEMM peak ({peak / 1e9:.0f} G multiply-adds/s, ONNX Runtime `MatMulInteger`, measured in "
+        "the same run) that each achieves:",
+        "",
+        header,
+        rule,
+    ]
+    for row in rows:
+        line = f"| {row['name']} |"
+        for setting in names:
+            results = row["settings"][setting]
+            after = results[next(name for name in AFTERS if name in results)]
+            line += f" {after['share_of_int8_peak']:.1%} / {results[REFERENCE]['share_of_int8_peak']:.1%} |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------------- machine
 
 
@@ -922,7 +950,11 @@ def run_profile(args) -> list[dict]:
 def main(argv=None):
     args = parse_args(argv)
     if args.summary:
-        print(summary_table(json.loads(args.output.read_text())))
+        document = json.loads(args.output.read_text())
+        print(summary_table(document))
+        if document.get("int8_gemm_peak_multiply_adds_per_second"):
+            print()
+            print(limit_table(document))
         return
     torch.set_num_threads(args.threads)
     transformers_logging.disable_progress_bar()  # saving and reloading the MarianMT for the converter

@@ -131,7 +131,9 @@ def test_readme_table_is_the_committed_benchmark_result():
     module = benchmark_script("inference_vs_ctranslate2")
     document = json.loads((ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2.json").read_text())
     assert not document["machine_busy"]
-    assert module.summary_table(document) in (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert module.summary_table(document) in readme and module.limit_table(document) in readme
+    assert all("onnx-native-int8" in setting for row in document["rows"] for setting in row["settings"].values())
 
 
 @pytest.mark.subprocess
