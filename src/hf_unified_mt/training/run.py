@@ -192,9 +192,9 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
         default=None,
         metadata={
             "help": "Train with the uniform average of the weights after each update over the last FRACTION of "
-            "training (of --max_train_minutes' clock, else of max_steps) and end with it: the final checkpoint, "
-            "evaluation and test use the averaged weights (checkpoint averaging, Vaswani et al. 2017; "
-            "torch.optim.swa_utils.AveragedModel)."
+            "training (of --max_train_minutes' clock or of max_steps, whichever is further) and end with it: the "
+            "final checkpoint, evaluation and test use the averaged weights (checkpoint averaging, Vaswani et al. "
+            "2017; torch.optim.swa_utils.AveragedModel)."
         },
     )
     do_train: bool = field(default=True, metadata={"help": "Train (pass --do_train False to only test a model)."})
@@ -658,18 +658,19 @@ class WeightAveragingCallback(TrainerCallback):
     """Averages the weights uniformly over the last `fraction` of training, one sample after each update, and puts
     the average into the model when training stops, before the final checkpoint and evaluation (Vaswani et al. 2017
     average their last checkpoints; here every update of the window counts). Progress is the time budget's clock
-    when there is one, else `global_step / max_steps`. The average lives in memory only (a copy of the weights,
-    `torch.optim.swa_utils.AveragedModel`): a run resumed inside the window starts its average anew, and says so."""
+    or `global_step / max_steps`, whichever is further (so the window always ends at the update that stops
+    training). The average lives in memory only (a copy of the weights, `torch.optim.swa_utils.AveragedModel`): a
+    run resumed inside the window starts its average anew, and says so."""
 
     def __init__(self, fraction: float, time_budget: TimeBudgetCallback | None = None):
         self.fraction = fraction
         self.time_budget = time_budget
         self.averaged = None
+        self.first_step = None
 
     def progress(self, state) -> float:
-        if self.time_budget is not None:
-            return self.time_budget.fraction_used()
-        return state.global_step / state.max_steps if state.max_steps > 0 else 0.0
+        steps = state.global_step / state.max_steps if state.max_steps > 0 else 0.0
+        return max(steps, self.time_budget.fraction_used()) if self.time_budget is not None else steps
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.global_step > 0 and self.progress(state) > 1 - self.fraction:
@@ -679,13 +680,13 @@ class WeightAveragingCallback(TrainerCallback):
             )
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        stopping = control.should_training_stop or state.global_step >= state.max_steps
-        if self.progress(state) >= 1 - self.fraction or (stopping and self.averaged is None):
+        if self.progress(state) >= 1 - self.fraction:
             if self.averaged is None:
                 self.averaged = AveragedModel(model, use_buffers=False)  # a copy; its first update takes the weights
                 self.first_step = state.global_step
             self.averaged.update_parameters(model)
-        if stopping and self.averaged is not None:
+        # transformers' flow callback, always first, has decided by now whether this update ends training
+        if control.should_training_stop and self.averaged is not None:
             with torch.no_grad():
                 for mine, average in zip(model.parameters(), self.averaged.module.parameters(), strict=True):
                     mine.copy_(average)
