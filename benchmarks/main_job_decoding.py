@@ -17,6 +17,12 @@ A second round starts from the first round's pick, with the main job's own model
 
     python benchmarks/main_job_decoding.py --round 2 --runs_dir outputs/main_job_runs --arm bf16 \
         --output benchmarks/results/main_job_decoding_round2.json
+
+A third round keeps beam 4 and tries the length preference and repetition options around the second round's control,
+with the models of the main job's configuration (three seeds):
+
+    python benchmarks/main_job_decoding.py --round 3 --runs_dir outputs/main_job_runs --arm bf16-max-tokens-3200 \
+        --seeds 1 2 3 --output benchmarks/results/main_job_decoding_round3.json
 """
 
 import argparse
@@ -59,7 +65,18 @@ ROUND_2 = {
     "no_repeat_ngram_size 4, repetition_penalty 1.2": {**NO_REPEAT_4, "repetition_penalty": 1.2},
     "no_repeat_ngram_size 4, beam 6": {**NO_REPEAT_4, "num_beams": 6},
 }
-ROUNDS = {1: (OPTIONS, "beam 4"), 2: (ROUND_2, "no_repeat_ngram_size 4")}
+# the third: the recipe's beam 4 with no repeated 4-grams again (the target is stated at beam 4), now with the length
+# preference and the repetition options around it, on the models of the main job's configuration
+ROUND_3 = {
+    "no_repeat_ngram_size 4": NO_REPEAT_4,
+    "no_repeat_ngram_size 4, length_penalty 0.8": {**NO_REPEAT_4, "length_penalty": 0.8},
+    "no_repeat_ngram_size 4, length_penalty 1.2": {**NO_REPEAT_4, "length_penalty": 1.2},
+    "no_repeat_ngram_size 4, length_penalty 1.5": {**NO_REPEAT_4, "length_penalty": 1.5},
+    "no_repeat_ngram_size 4, repetition_penalty 1.2": {**NO_REPEAT_4, "repetition_penalty": 1.2},
+    "no_repeat_ngram_size 5": {"no_repeat_ngram_size": 5},
+    "no_repeat_ngram_size 5, repetition_penalty 1.2": {"no_repeat_ngram_size": 5, "repetition_penalty": 1.2},
+}
+ROUNDS = {1: (OPTIONS, "beam 4"), 2: (ROUND_2, "no_repeat_ngram_size 4"), 3: (ROUND_3, "no_repeat_ngram_size 4")}
 
 
 def parse_args(argv=None):
