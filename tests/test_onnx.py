@@ -363,6 +363,32 @@ def test_native_search_matches_pytorch_generate_token_for_token(exported, name, 
         assert ended and min(ended) < expected.shape[1] - 1, expected
 
 
+@pytest.mark.parametrize("name", ["unified-prime", "deep-aan"])
+def test_beams_share_the_cross_attention_inputs_of_their_sentence(exported, name, monkeypatch):
+    """The step graph takes the source mask and the cross-attention keys and values once per sentence, shared by the
+    sentence's consecutive rows (its beams): the native loop binds them so, and the same graph still decodes rows that
+    each bring their own copy (an export before `beams_share_cross_attention`, or transformers' loop) to the same
+    tokens."""
+    model, runtime, folder = exported(name)
+    layout = json.loads((Path(folder) / LAYOUT_FILE).read_text())
+    assert layout["beams_share_cross_attention"] is True
+    ids, mask = ragged_batch()
+    settings = dict(num_beams=4, num_return_sequences=2, max_new_tokens=12)
+    expected = model.generate(input_ids=ids, attention_mask=mask, **settings).tolist()
+    bound = []
+    original = runtime._step_runner
+    monkeypatch.setattr(runtime, "_step_runner", lambda *a: bound.append(original(*a)) or bound[-1], raising=False)
+    assert runtime.generate(input_ids=ids, attention_mask=mask, **settings).tolist() == expected
+    assert runtime.generate(ids, attention_mask=mask, **settings).tolist() == expected  # the call's plan
+    assert [runner.static[0].shape[0] for runner in bound] == [4, 4] and {r.rows for r in bound} == {16}
+    monkeypatch.setattr(runtime.layout, "beams_share_cross_attention", False)
+    bound.clear()
+    runtime._plans.clear()
+    for _ in range(2):  # prepared by generate(), then the plan
+        assert runtime.generate(ids, attention_mask=mask, **settings).tolist() == expected
+    assert [runner.static[0].shape[0] for runner in bound] == [16, 16]
+
+
 def test_native_search_falls_back_to_generate_and_says_so_once(exported, monkeypatch, caplog):
     """An option the native loop does not take (sampling) runs transformers' `generate()` loop instead, with one
     INFO line naming the option, not one per call; with `top_k=1` sampling is greedy search, so the fallback's tokens

@@ -12,12 +12,14 @@ The two graphs (`torch.onnx.export`, the `torch.export`-based exporter):
   for every decoder layer i, the cross-attention keys and values `cross.{i}.key` / `cross.{i}.value`
   `[batch, heads, source, head_dim]`: they depend on the source only, so they are projected once per sentence
   instead of once per step (what the PyTorch cache does too).
-* `decoder_step.onnx`: `decoder_input_ids` `[batch, 1]`, `encoder_attention_mask` `[batch, source]`,
+* `decoder_step.onnx`: `decoder_input_ids` `[rows, 1]`, `encoder_attention_mask` `[batch, source]`,
   `cache_positions` `[past]` (the positions already decoded, 0 .. past - 1: the step's position and its causal mask
-  are read from this length), the cross-attention keys/values, and the cache of the `StatefulDecoderCacheLayer`s
-  (`cache_mt.py`) as flat tensors `past.{i}.key` / `past.{i}.value` `[batch, heads, past, head_dim]` and
-  `past.{i}.state.{name}` (convolution windows, running sums and counts) -> `logits` `[batch, vocab]` and the cache
-  after the step, `present.{i}.*`, in the same order.
+  are read from this length), the cross-attention keys/values `[batch, heads, source, head_dim]`, and the cache of
+  the `StatefulDecoderCacheLayer`s (`cache_mt.py`) as flat tensors `past.{i}.key` / `past.{i}.value`
+  `[rows, heads, past, head_dim]` and `past.{i}.state.{name}` (convolution windows, running sums and counts) ->
+  `logits` `[rows, vocab]` and the cache after the step, `present.{i}.*`, in the same order. The rows are the
+  sentences' hypotheses, `rows / batch` consecutive ones per sentence (its beams, or 1): they share their sentence's
+  cross-attention keys and values, which are neither copied per beam nor reordered (`grouped_cross_attention`).
 
 The cache layout (which layers keep keys, which named states of which shapes) is discovered by running one PyTorch
 decoding step and written to `onnx_cache.json`; the runtime feeds empty keys and zero states at the first step,
@@ -79,6 +81,8 @@ OPSET = 18
 # The example shapes the graphs are traced with: 2, 3 and 5 are neither 0 nor 1 (which torch.export would specialise)
 # nor equal to each other (which it could take for one dimension).
 _EXAMPLE_BATCH, _EXAMPLE_SOURCE, _EXAMPLE_PAST = 2, 5, 3
+# The step graph is traced with this many rows (hypotheses) per sentence: 2 x 2 rows, again neither 0, 1, 3 nor 5.
+_EXAMPLE_BEAMS = 2
 
 
 def _example_inputs(model, batch: int, source: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,6 +145,7 @@ def discover_cache_layout(model, encoder_kwargs: dict | None = None) -> CacheLay
         cross_head_dim=head_dims.pop(),
         max_source_length=max_source_length(model),
         encoder_kwargs=encoder_kwargs,
+        beams_share_cross_attention=True,  # `export_decoder_step` traces `grouped_cross_attention`
     )
 
 
@@ -190,6 +195,42 @@ def _set_cache_length(layer: StatefulDecoderCacheLayer, length) -> None:
     layer.get_seq_length = lambda: layer.tokens_seen
 
 
+def grouped_cross_attention(attention: nn.Module):
+    """The `attend` the step export traces for a decoder layer's cross-attention (an `MTAttention`, whatever layer
+    calls it): its queries `[rows, T, d]` are the rows of `batch` sentences, `G = rows / batch` consecutive rows per
+    sentence (the beams), and its keys and values `[batch, heads, source, head_dim]` are their sentence's. The G
+    queries of a sentence are attended as one `[G, head_dim] x [head_dim, source]` product per head, instead of G
+    copies of the keys and values each read by one query: the same scaled dot-product attention (eager's arithmetic:
+    scores scaled, masked, softmax in float32), with nothing copied or reordered per beam. `attention_mask` is the
+    additive source mask `[batch, 1, 1, source]` that `ExportDecoderStep` passes."""
+
+    def attend(query, keys, values, attention_mask, **kwargs) -> tuple[torch.Tensor, None]:
+        rows, length, width = query.shape  # rows = B * G
+        sentences, heads, _, head_dim = keys.shape
+        # [B * G, T, H * d_h] -> [B, G * T, H, d_h] -> [B, H, G * T, d_h]: each sentence's queries side by side
+        query = query.reshape(sentences, -1, heads, head_dim).transpose(1, 2)
+        scores = torch.matmul(query, keys.transpose(2, 3)) * attention.scaling  # [B, H, G * T, S]
+        if attention_mask is not None:
+            scores = scores + attention_mask
+        weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+        return torch.matmul(weights, values).transpose(1, 2).reshape(rows, length, width), None
+
+    return attend
+
+
+@contextlib.contextmanager
+def _grouped_cross_attentions(model):
+    """While exporting the step, every decoder layer's cross-attention attends with `grouped_cross_attention`."""
+    attentions = _cross_attentions(model)
+    for attention in attentions:
+        attention.attend = grouped_cross_attention(attention)
+    try:
+        yield
+    finally:
+        for attention in attentions:
+            del attention.attend
+
+
 class ExportDecoderStep(nn.Module):
     """One decoding step with the cache as flat tensors (the module docstring has the names and shapes). The cache is
     rebuilt from them as the `EncoderDecoderCache` of `StatefulDecoderCacheLayer`s that the model reads in PyTorch, so
@@ -200,16 +241,17 @@ class ExportDecoderStep(nn.Module):
         self.model = model
         self.layout = layout
 
-    def build_cache(self, past_length, cross: list[torch.Tensor], cache: list[torch.Tensor]) -> EncoderDecoderCache:
+    def build_cache(
+        self, rows, past_length, cross: list[torch.Tensor], cache: list[torch.Tensor]
+    ) -> EncoderDecoderCache:
         config = self.model.config
         self_cache, cross_cache = DynamicCache(config=config), DynamicCache(config=config)
         flat = iter(cache)
-        batch = cross[0].shape[0]
         for i, (spec, layer) in enumerate(zip(self.layout.layers, self_cache.layers)):
             if spec.keys:
                 layer.keys, layer.values = next(flat), next(flat)
             else:
-                empty = cross[0].new_zeros(batch, spec.heads, 0, spec.head_dim)
+                empty = cross[0].new_zeros(rows, spec.heads, 0, spec.head_dim)
                 layer.keys, layer.values = empty, empty.clone()
             layer.is_initialized, layer.device = True, cross[0].device
             layer.states = {name: next(flat) for name in spec.states}
@@ -230,13 +272,16 @@ class ExportDecoderStep(nn.Module):
     ) -> tuple[torch.Tensor, ...]:
         num_cross = 2 * len(self.layout.layers)
         cross, past = list(flat[:num_cross]), list(flat[num_cross:])
-        cache = self.build_cache(cache_positions.shape[0], cross, past)
-        # The decoder reads the encoder output only through the cross-attention keys/values given here; its shape
-        # still sets the cross-attention mask's, so a placeholder of the right shape stands in for it.
+        cache = self.build_cache(decoder_input_ids.shape[0], cache_positions.shape[0], cross, past)
+        # The decoder reads the encoder output only through the cross-attention keys/values given here (a placeholder
+        # stands in for it), and the source mask only in the cross-attentions, which take it per sentence: additive,
+        # `[batch, 1, 1, source]` (a 4-D mask goes to the layers as it is).
         batch, source = encoder_attention_mask.shape
         placeholder = cross[0].new_zeros(batch, source, self.model.config.d_model)
+        dtype = cross[0].dtype
+        source_mask = (1.0 - encoder_attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
         outputs = self.model(
-            attention_mask=encoder_attention_mask,
+            attention_mask=source_mask,
             encoder_outputs=(placeholder,),
             decoder_input_ids=decoder_input_ids,
             cache=cache,
@@ -324,6 +369,7 @@ def _zero_cache(layout: CacheLayout, batch: int, past: int, dtype: torch.dtype) 
 
 def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> None:
     batch, source, past = _dims(model)
+    rows = torch.export.Dim("rows", min=1, max=4096 * 64)  # the sentences' hypotheses (`_EXAMPLE_BEAMS` each here)
     dtype = next(model.parameters()).dtype
     _, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
     heads, head_dim = layout.cross_heads, layout.cross_head_dim
@@ -332,30 +378,31 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
         for i in range(len(layout.layers))
         for _ in range(2)
     ]
-    cache = _zero_cache(layout, _EXAMPLE_BATCH, _EXAMPLE_PAST, dtype)
-    ids = torch.full((_EXAMPLE_BATCH, 1), model.config.decoder_start_token_id, dtype=torch.long)
+    cache = _zero_cache(layout, _EXAMPLE_BATCH * _EXAMPLE_BEAMS, _EXAMPLE_PAST, dtype)
+    ids = torch.full((_EXAMPLE_BATCH * _EXAMPLE_BEAMS, 1), model.config.decoder_start_token_id, dtype=torch.long)
     positions = torch.arange(_EXAMPLE_PAST)
     dynamic = [{0: batch, 2: source}] * len(cross)
     for spec in layout.layers:
         if spec.keys:
-            dynamic += [{0: batch, 2: past}] * 2
-        dynamic += [{0: batch}] * len(spec.states)
-    program = torch.onnx.export(
-        ExportDecoderStep(model, layout).eval(),
-        (ids, mask, positions, *cross, *cache),
-        input_names=[
-            "decoder_input_ids",
-            "encoder_attention_mask",
-            "cache_positions",
-            *layout.cross_names(),
-            *layout.cache_names("past"),
-        ],
-        output_names=["logits", *layout.cache_names("present")],
-        dynamic_shapes=({0: batch}, {0: batch, 1: source}, {0: past}, tuple(dynamic)),
-        opset_version=OPSET,
-        dynamo=True,
-        optimize=False,
-    )
+            dynamic += [{0: rows, 2: past}] * 2
+        dynamic += [{0: rows}] * len(spec.states)
+    with _grouped_cross_attentions(model):
+        program = torch.onnx.export(
+            ExportDecoderStep(model, layout).eval(),
+            (ids, mask, positions, *cross, *cache),
+            input_names=[
+                "decoder_input_ids",
+                "encoder_attention_mask",
+                "cache_positions",
+                *layout.cross_names(),
+                *layout.cache_names("past"),
+            ],
+            output_names=["logits", *layout.cache_names("present")],
+            dynamic_shapes=({0: rows}, {0: batch, 1: source}, {0: past}, tuple(dynamic)),
+            opset_version=OPSET,
+            dynamo=True,
+            optimize=False,
+        )
     _save(program, path)
 
 
@@ -445,9 +492,10 @@ def _quiet_exporter():
 
 
 def _graph_logits(folder: Path, layout: CacheLayout, ids, mask, decoder_input_ids) -> torch.Tensor:
-    """The logits `[batch, target, vocab]` the two graphs in `folder` give for `decoder_input_ids` after the source,
-    one step per position with the cache the step graph returns, run in ONNX Runtime directly: the check does not go
-    through `onnx_runtime.py`, which reads what this module writes."""
+    """The logits `[rows, target, vocab]` the two graphs in `folder` give for `decoder_input_ids` `[rows, target]`
+    after the source (`rows / batch` consecutive rows per sentence, which share its cross-attention inputs), one step
+    per position with the cache the step graph returns, run in ONNX Runtime directly: the check does not go through
+    `onnx_runtime.py`, which reads what this module writes."""
     import numpy as np
     import onnxruntime
 
@@ -459,7 +507,7 @@ def _graph_logits(folder: Path, layout: CacheLayout, ids, mask, decoder_input_id
     )
     mask = mask.long().numpy()
     cross = encoder.run(None, {"input_ids": ids.long().numpy(), "attention_mask": mask})[1:]
-    cache = [tensor.numpy() for tensor in _zero_cache(layout, ids.shape[0], 0, torch.float32)]
+    cache = [tensor.numpy() for tensor in _zero_cache(layout, decoder_input_ids.shape[0], 0, torch.float32)]
     names = [node.name for node in decoder.get_inputs()]
     logits = []
     for position in range(decoder_input_ids.shape[1]):
@@ -474,7 +522,8 @@ def _graph_logits(folder: Path, layout: CacheLayout, ids, mask, decoder_input_id
 def verify_export(model, output_dir: str | os.PathLike, steps: int = 4, atol: float = 1e-4) -> float:
     """Decodes the example batch (one row padded) for `steps` positions with the graphs in ONNX Runtime and with the
     PyTorch model, feeding both the same tokens, and raises a `ValueError` when the logits differ by more than
-    `atol` (times the largest logit, if above 1). Returns the largest difference."""
+    `atol` (times the largest logit, if above 1). The graphs decode each sentence once, and then as three rows (three
+    hypotheses sharing its cross-attention inputs, each fed other tokens). Returns the largest difference."""
     output_dir = Path(output_dir)
     layout = CacheLayout.from_json(json.loads((output_dir / LAYOUT_FILE).read_text()))
     ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
@@ -487,6 +536,17 @@ def verify_export(model, output_dir: str | os.PathLike, steps: int = 4, atol: fl
     ).logits
     got = _graph_logits(output_dir, layout, ids, mask, decoder_input_ids)
     difference = float((expected - got).abs().max())
+    if layout.beams_share_cross_attention:
+        beams = 3
+        beam_ids = torch.cat([start.repeat_interleave(beams, 0), targets.repeat_interleave(beams, 0).roll(1, 0)], 1)
+        beam_expected = model(
+            input_ids=ids.repeat_interleave(beams, 0),
+            attention_mask=mask.repeat_interleave(beams, 0),
+            decoder_input_ids=beam_ids,
+            **layout.encoder_kwargs,
+        ).logits
+        beam_got = _graph_logits(output_dir, layout, ids, mask, beam_ids)
+        difference = max(difference, float((beam_expected - beam_got).abs().max()))
     if not difference <= atol * max(1.0, float(expected.abs().max())):
         raise ValueError(
             f"The exported graphs do not reproduce the PyTorch model: logits differ by up to {difference:.3g}; "

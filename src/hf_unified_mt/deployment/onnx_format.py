@@ -62,6 +62,9 @@ class CacheLayout:
     cross_head_dim: int
     max_source_length: int
     encoder_kwargs: dict = dataclasses.field(default_factory=dict)
+    # True: the step graph takes the cross-attention keys/values and the source mask once per sentence, and its rows
+    # (the sentences' beams, consecutive) share them; False (exports before this field): once per row
+    beams_share_cross_attention: bool = False
     format: int = LAYOUT_FORMAT
 
     def cross_names(self) -> list[str]:

@@ -15,7 +15,8 @@ use, an `EncoderDecoderCache` of `StatefulDecoderCacheLayer`s (`cache_mt.py`), h
 returns; so greedy search, beam search (`reorder_cache`), batch expansion and every other decoding mode of
 `generate()` handle it exactly as they do for the PyTorch model. The cross-attention keys and values come from the
 encoder graph once per sentence, inside the encoder output (`ORTEncoderOutput.cross_key_values`), which `generate()`
-expands with the beams like the rest of it.
+expands with the beams like the rest of it (the step graph takes either; the native loops below bind one copy per
+sentence, which its beams share).
 
 Greedy and beam search do not go through that per-step machinery: once `generate()` has prepared a call, the model's
 `_sample` and `_beam_search` run the native loops of `onnx_search.py` (the step graph over bound ONNX Runtime
@@ -344,14 +345,26 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         attention_mask = kwargs.get("attention_mask")
         if attention_mask is None:
             attention_mask = torch.ones(encoder_outputs.last_hidden_state.shape[:2], dtype=torch.long)
-        return self._step_runner(attention_mask, encoder_outputs.cross_key_values)
+        cross_key_values = encoder_outputs.cross_key_values
+        expand = max(generation_config.num_beams, generation_config.num_return_sequences)
+        if self.layout.beams_share_cross_attention and expand > 1:
+            # generate() repeated each sentence's encoder output for its beams (`repeat_interleave`): one copy each
+            attention_mask, cross_key_values = attention_mask[::expand], cross_key_values[::expand]
+        return self._step_runner(attention_mask, cross_key_values, expand)
 
-    def _step_runner(self, attention_mask: torch.Tensor, cross_key_values: torch.Tensor) -> StepRunner:
-        """The decoder step graph bound to one call's source mask and cross-attention keys and values."""
+    def _step_runner(self, attention_mask: torch.Tensor, cross_key_values: torch.Tensor, expand: int) -> StepRunner:
+        """The decoder step graph bound to one call's source mask and cross-attention keys and values, given once
+        per sentence where the graph shares them among its `expand` beams, else once per row."""
         cross = self._cross_arrays(cross_key_values)
         self._cross = None  # the runner holds them; do not keep the call's tensors on the model
+        shared = expand if self.layout.beams_share_cross_attention else 1
         return StepRunner(
-            self.decoder_session, self.layout, _numpy(attention_mask.long()), cross, self.config.max_position_embeddings
+            self.decoder_session,
+            self.layout,
+            _numpy(attention_mask.long()),
+            cross,
+            self.config.max_position_embeddings,
+            rows_per_sentence=shared,
         )
 
     # generate()'s own keyword arguments, which a plan never repeats
@@ -408,16 +421,17 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         )
 
     def _run_plan(self, plan: dict, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """A planned call: the encoder graph, its output repeated for the beams, then the native loop."""
+        """A planned call: the encoder graph (its output repeated for the beams where the step graph takes it per
+        row), then the native loop."""
         config = plan["generation_config"]
         encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
         if attention_mask is None:
             attention_mask = torch.ones(input_ids.shape, dtype=torch.long)
         expand = max(config.num_beams, config.num_return_sequences)
-        if expand > 1:
+        if expand > 1 and not self.layout.beams_share_cross_attention:
             attention_mask = attention_mask.repeat_interleave(expand, dim=0)
             encoder_outputs.cross_key_values = encoder_outputs.cross_key_values.repeat_interleave(expand, dim=0)
-        runner = self._step_runner(attention_mask, encoder_outputs.cross_key_values)
+        runner = self._step_runner(attention_mask, encoder_outputs.cross_key_values, expand)
         start = torch.full((input_ids.shape[0] * expand, 1), plan["start"], dtype=torch.long)
         return self._search(plan["search"], runner, start, config, plan["logits_processor"], plan["stopping_criteria"])
 

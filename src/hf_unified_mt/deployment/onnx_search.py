@@ -12,12 +12,12 @@ take (`unsupported_options`), and transformers' own loop otherwise. The loops re
 padding after </s>), so their tokens are `generate()`'s.
 
 What the loop keeps per call, instead of per step: the encoder attention mask and the cross-attention keys and
-values (computed once per sentence by the encoder graph) are bound once; the logits are written into one
-preallocated buffer; each step's states are written into arrays allocated for them and bound as the next step's
-inputs without a copy; beam search reorders them with one gather along the rows (`np.take`), skipped when no beam
-moved. Why not ONNX Runtime's `com.microsoft.BeamSearch` operator (docs/deployment.md): its hypotheses are scored
-with the length penalty on a length that counts the decoder start token, where transformers counts generated tokens
-only, so its beams would differ from `generate()`'s.
+values (computed once per sentence by the encoder graph, and shared by its beams) are bound once; the logits are
+written into one preallocated buffer; each step's states are written into arrays allocated for them and bound as the
+next step's inputs without a copy; beam search reorders them with one gather along the rows (`np.take`), skipped
+when no beam moved. Why not ONNX Runtime's `com.microsoft.BeamSearch` operator (docs/deployment.md): its hypotheses
+are scored with the length penalty on a length that counts the decoder start token, where transformers counts
+generated tokens only, so its beams would differ from `generate()`'s.
 """
 
 from __future__ import annotations
@@ -181,14 +181,18 @@ class StepRunner:
         attention_mask: np.ndarray,
         cross: list[np.ndarray],
         max_positions: int,
+        rows_per_sentence: int = 1,
     ):
+        """`attention_mask` and `cross` hold one row per sentence, each shared by its `rows_per_sentence` consecutive
+        rows (its beams) where the graph takes them so (`CacheLayout.beams_share_cross_attention`), else one per
+        row (`rows_per_sentence` 1)."""
         self.session = session
         self.max_positions = max_positions
         names = [node.name for node in session.get_inputs()]
         self.token_name, mask_name, self.positions_name = names[:3]
         self.past_names = names[3 + len(cross) :]
         self.logits_name, *self.present_names = [node.name for node in session.get_outputs()]
-        self.rows = attention_mask.shape[0]
+        self.rows = attention_mask.shape[0] * rows_per_sentence
         self.binding = session.io_binding()
         self.static = [np.ascontiguousarray(attention_mask, dtype=np.int64), *cross]  # kept alive while bound
         for name, array in zip([mask_name, *names[3 : 3 + len(cross)]], self.static):
