@@ -125,6 +125,41 @@ def benchmark_script(name):
     return module
 
 
+def test_onnx_graphs_ab_times_two_exports_side_by_side(tmp_path, capsys):
+    """`onnx_graphs_ab.py` decodes with two export folders in one process, alternating within every round, and
+    reports tokens/s, the after/before speed-up and whether both decoded the same tokens."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from conftest import make_tokenizer, tiny_config
+    from hf_unified_mt.deployment.onnx_export import export_onnx
+
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(tiny_config("unified_transformer", "tiny")).eval()
+    export_onnx(model, tmp_path / "export", make_tokenizer())
+    module = benchmark_script("onnx_graphs_ab")
+    output = tmp_path / "ab.json"
+    result = module.main(
+        [
+            str(tmp_path / "export"),
+            str(tmp_path / "export"),
+            "--float32",
+            "--threads",
+            "1",
+            "--rounds",
+            "1",
+            "--new-tokens",
+            "3",
+            "--output",
+            str(output),
+        ]
+    )
+    assert json.loads(output.read_text()) == result
+    assert set(result["settings"]) == {"greedy_b1", "beam4_b16", "beam4_b64"}
+    for row in result["settings"].values():
+        assert row["same_tokens"] and row["speedup"] > 0 and len(row["rounds"]["after"]) == 1
+    assert "after/before" in capsys.readouterr().out
+
+
 def test_readme_table_is_the_committed_benchmark_result():
     """The README's deployment table is `--summary` of the committed JSON (regenerate: `python
     benchmarks/inference_vs_ctranslate2.py --summary`), so the numbers it shows are the ones measured."""
@@ -355,6 +390,10 @@ def test_the_benchmarks_document_holds_the_decoding_table_of_the_committed_json(
     options, control = module.ROUNDS[2]
     assert second["test"]["control"] == control and set(second["validation"]) <= set(options)
     assert module.table(second) in (ROOT / "docs" / "benchmarks.md").read_text()
+    third = json.loads((ROOT / "benchmarks" / "results" / "main_job_decoding_round3.json").read_text())
+    options, control = module.ROUNDS[3]
+    assert third["test"]["control"] == control and set(third["validation"]) <= set(options)
+    assert module.table(third) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
 def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json():

@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""Two ONNX exports of the same model side by side: how much faster does a change to the graphs decode?
+
+Loads both export folders with `ORTModelForSeq2SeqLM` (int8 by default, the native search loop) in one process and
+times `generate()` on the same random sources (30 tokens, exactly 20 new tokens) at batch 1 greedy, batch 16 with
+beam 4 and batch 64 with beam 4, the two exports alternating within every round, median of `--rounds` rounds. Also
+checks that both decode the same tokens. A graph change is measured this way because ratios between separate runs
+of the full benchmark move by more than such a change (docs/deployment.md, "How reproducible").
+
+    # the export before the change, from a worktree of the commit before it; the one after, from this checkout
+    python -m hf_unified_mt.deployment.onnx_export outputs/default /tmp/before --int8   # (in the old worktree)
+    python -m hf_unified_mt.deployment.onnx_export outputs/default /tmp/after --int8
+    python benchmarks/onnx_graphs_ab.py /tmp/before /tmp/after --output benchmarks/results/onnx_graphs_ab.json
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
+
+
+SETTINGS = {"greedy_b1": (1, 1, 20), "beam4_b16": (16, 4, 5), "beam4_b64": (64, 4, 2)}  # batch, beams, calls
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("before", type=Path, help="Export folder before the change")
+    parser.add_argument("after", type=Path, help="Export folder after the change")
+    parser.add_argument("--float32", action="store_true", help="Float32 graphs instead of int8")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--source-length", type=int, default=30)
+    parser.add_argument("--new-tokens", type=int, default=20)
+    parser.add_argument("--output", type=Path, help="Write the result as JSON")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    load_before = os.getloadavg()[0]
+    models = {
+        name: ORTModelForSeq2SeqLM.from_pretrained(folder, int8=not args.float32, num_threads=args.threads)
+        for name, folder in (("before", args.before), ("after", args.after))
+    }
+    vocab = models["after"].config.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    result = dict(before=str(args.before), after=str(args.after), int8=not args.float32, settings={})
+    for setting, (batch, beams, calls) in SETTINGS.items():
+        ids = torch.randint(4, vocab - 1, (batch, args.source_length), generator=generator)
+        ids[:, -1] = models["after"].config.eos_token_id
+        options = dict(
+            attention_mask=torch.ones_like(ids),
+            num_beams=beams,
+            max_new_tokens=args.new_tokens,
+            min_new_tokens=args.new_tokens,
+            no_repeat_ngram_size=0,
+        )
+        outputs = {name: model.generate(ids, **options) for name, model in models.items()}  # prepares the plans
+        seconds = {name: [] for name in models}
+        for _ in range(args.rounds):
+            for name, model in models.items():
+                start = time.perf_counter()
+                for _ in range(calls):
+                    model.generate(ids, **options)
+                seconds[name].append((time.perf_counter() - start) / calls)
+        tokens = batch * args.new_tokens
+        result["settings"][setting] = dict(
+            tokens_per_second={name: tokens / statistics.median(values) for name, values in seconds.items()},
+            speedup=statistics.median(b / a for b, a in zip(seconds["before"], seconds["after"])),
+            same_tokens=torch.equal(outputs["before"], outputs["after"]),
+            rounds=seconds,
+        )
+        row = result["settings"][setting]
+        print(
+            f"{setting}: before {row['tokens_per_second']['before']:,.0f} tok/s, after "
+            f"{row['tokens_per_second']['after']:,.0f} tok/s, after/before {row['speedup']:.3f}, "
+            f"same tokens: {row['same_tokens']}",
+            flush=True,
+        )
+    result["machine"] = dict(
+        processor=platform.processor() or platform.machine(),
+        cpus=os.cpu_count(),
+        threads=args.threads,
+        load_average_before=load_before,
+    )
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
