@@ -71,6 +71,37 @@ def test_the_deployment_document_holds_the_table_against_the_int8_peak():
     assert document["table"] in (ROOT / "docs" / "deployment.md").read_text()
 
 
+def test_ours_and_ctranslate2_are_compared_each_on_its_faster_thread_count():
+    """With `--threads` above 1 our fastest backend and CTranslate2 int8 also run on one thread; the README compares
+    each on the thread count on which it was faster (medians), by the median per-round ratio, and marks one-thread
+    figures."""
+    module = benchmark_script("inference_vs_ctranslate2")
+    times = {
+        "onnx-native-int8": [2.0, 2.0, 2.2],
+        "onnx-native-int8-1thread": [3.0, 3.0, 3.0],
+        "marian/ct2-int8": [4.0, 4.4, 4.0],
+        "marian/ct2-int8-1thread": [1.0, 1.1, 1.0],
+    }
+    best = module.best_against_best(times, tokens=20)
+    assert best["ours"] == "onnx-native-int8" and best["ct2"] == "marian/ct2-int8-1thread"
+    assert best["vs_ct2_int8"] == pytest.approx(0.5) and best["ct2_tokens_per_second"] == pytest.approx(20.0)
+    assert module.best_against_best({"marian/ct2-int8": [1.0]}, tokens=20) is None
+
+    def result(seconds):
+        return dict(tokens_per_second=20 / seconds, vs_ct2_int8=4.0 / seconds, share_of_int8_peak=0.01 / seconds)
+
+    settings = {name: result(values[0]) for name, values in times.items()}
+    settings["pytorch-fp32"] = result(8.0)
+    document = dict(
+        settings=dict(threads=2),
+        rows=[dict(name="m", settings={"greedy_b1": settings}, best_against_best={"greedy_b1": best})],
+        int8_gemm_peak_multiply_adds_per_second=1e9,
+    )
+    table = module.summary_table(document)
+    assert "| m | 2 → 10 (CT2 int8: 20¹) | 0.50 → **0.50** |" in table and "¹ on one thread" in table
+    assert "| 0.5% / 1.0% |" in module.limit_table(document)
+
+
 def test_int8_gemm_peak_is_measured_in_onnx_runtime():
     pytest.importorskip("onnxruntime")
     module = benchmark_script("inference_vs_ctranslate2")
