@@ -63,6 +63,8 @@ REFERENCE = "marian/ct2-int8"  # the backend every ratio is taken against
 # on the 2-core machine of the README, CTranslate2 int8 decodes up to 10x faster on one thread than on two at batch 1,
 # so a comparison at two threads only would measure its threading, not its decoding (docs/deployment.md).
 ONE_THREAD = "-1thread"
+BEFORE = "pytorch-fp32"  # what a user ran before the ONNX backend
+AFTERS = ("onnx-native-int8", "onnx-int8")  # the fastest backend now: the first of these a result JSON holds
 # `--quick`: tiny models and short sequences, one round; for the test that the script runs end to end.
 QUICK = dict(
     preset="tiny",
@@ -399,13 +401,18 @@ def check_lengths(name: str, output, batch: int, new_tokens: int) -> None:
         raise RuntimeError(f"{name} decoded {rows} sentences of {sorted(lengths)} tokens, not {batch} of {new_tokens}")
 
 
+def fastest_backend(names) -> str | None:
+    """Our fastest backend now: the first of `AFTERS` among `names` (backends measured, or a setting's results)."""
+    return next((name for name in AFTERS if name in names), None)
+
+
 def one_thread_backends(
     ct2_int8: Path, vocab: int, backends: dict, new_tokens: int, onnx_folder: Path
 ) -> dict[str, GenerateFn]:
     """CTranslate2 int8 and our fastest backend (the first of `AFTERS` measured, exported in `onnx_folder`) again,
     on one thread."""
     found = {REFERENCE + ONE_THREAD: ctranslate2_backend(ct2_int8, vocab, 1, new_tokens)}
-    ours = next((name for name in AFTERS if name in backends), None)
+    ours = fastest_backend(backends)
     if ours is not None:
         from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
@@ -419,7 +426,7 @@ def best_against_best(times: dict[str, list[float]], tokens: int) -> dict | None
     """Our fastest int8 backend against CTranslate2 int8, each on the thread count (`--threads` or one) on which it
     was faster (median seconds), and the median over rounds of CTranslate2's time over ours: what a user who tunes
     both for this machine gets. None when either side was not measured."""
-    ours = next((name for name in AFTERS if name in times), None)
+    ours = fastest_backend(times)
     if ours is None or REFERENCE not in times:
         return None
 
@@ -531,31 +538,20 @@ def format_table(rows: list[dict], args) -> str:
     return "\n".join(lines)
 
 
-BEFORE = "pytorch-fp32"  # what a user ran before the ONNX backend
-AFTERS = ("onnx-native-int8", "onnx-int8")  # the fastest backend now: the first of these a result JSON holds
-
-
 def setting_label(setting: str) -> str:
     """`greedy_b1` -> `batch 1 greedy`, `beam4_b16` -> `beam 4 batch 16`."""
     return setting.replace("greedy_b1", "batch 1 greedy").replace("_b", " batch ").replace("beam", "beam ")
 
 
-def fastest_backend(results: dict) -> dict:
-    """The result of the fastest backend now: the first of `AFTERS` that a setting's results hold."""
-    return results[next(name for name in AFTERS if name in results)]
-
-
-def compared(row: dict, setting: str) -> tuple[dict, dict, float, bool]:
-    """(our result, CTranslate2 int8's result, CTranslate2's time over ours, whether either ran on one thread) that
-    the README's tables compare: each side on its faster thread count where the run measured both
-    (`best_against_best`), else our fastest backend and CTranslate2 int8 on `--threads` (JSONs before that)."""
-    results = row["settings"][setting]
+def compared(row: dict, setting: str) -> tuple[str, str, float]:
+    """(our backend, CTranslate2's, CTranslate2's time over ours) that the README's tables compare: each side on its
+    faster thread count where the run measured both (`best_against_best`), else our fastest backend and
+    CTranslate2 int8 on `--threads` (JSONs before that)."""
     best = row.get("best_against_best", {}).get(setting)
     if best is None:
-        ours = fastest_backend(results)
-        return ours, results[REFERENCE], ours["vs_ct2_int8"], False
-    one_thread = best["ours"].endswith(ONE_THREAD) or best["ct2"].endswith(ONE_THREAD)
-    return results[best["ours"]], results[best["ct2"]], best["vs_ct2_int8"], one_thread
+        ours = fastest_backend(row["settings"][setting])
+        return ours, REFERENCE, row["settings"][setting][ours]["vs_ct2_int8"]
+    return best["ours"], best["ct2"], best["vs_ct2_int8"]
 
 
 def summary_table(document: dict) -> str:
@@ -576,17 +572,15 @@ def summary_table(document: dict) -> str:
         line = f"| {row['name']} |"
         for setting in names:
             results = row["settings"][setting]
+            ours, theirs, ratio = compared(row, setting)
             before = results[BEFORE]
-            ours, theirs, ratio, _ = compared(row, setting)
             # before's ratio to the same CTranslate2 configuration as after's, per round
-            before_ratio = statistics.median(r / s for r, s in zip(theirs["rounds"], before["rounds"]))
-            best = row.get("best_against_best", {}).get(setting) or {}
-            mark_ours = "¹" if best.get("ours", "").endswith(ONE_THREAD) else ""
-            mark_theirs = "¹" if best.get("ct2", "").endswith(ONE_THREAD) else ""
+            before_ratio = statistics.median(r / s for r, s in zip(results[theirs]["rounds"], before["rounds"]))
+            mark_ours, mark_theirs = ("¹" if name.endswith(ONE_THREAD) else "" for name in (ours, theirs))
             marked = marked or bool(mark_ours or mark_theirs)
             line += (
-                f" {before['tokens_per_second']:,.0f} → {ours['tokens_per_second']:,.0f}{mark_ours}"
-                f" (CT2 int8: {theirs['tokens_per_second']:,.0f}{mark_theirs}) |"
+                f" {before['tokens_per_second']:,.0f} → {results[ours]['tokens_per_second']:,.0f}{mark_ours}"
+                f" (CT2 int8: {results[theirs]['tokens_per_second']:,.0f}{mark_theirs}) |"
                 f" {before_ratio:.2f} → **{ratio:.2f}** |"
             )
         lines.append(line)
@@ -619,8 +613,9 @@ def limit_table(document: dict) -> str:
     for row in rows:
         line = f"| {row['name']} |"
         for setting in names:
-            ours, reference, _, _ = compared(row, setting)
-            line += f" {ours['share_of_int8_peak']:.1%} / {reference['share_of_int8_peak']:.1%} |"
+            results = row["settings"][setting]
+            ours, theirs, _ = compared(row, setting)
+            line += f" {results[ours]['share_of_int8_peak']:.1%} / {results[theirs]['share_of_int8_peak']:.1%} |"
         lines.append(line)
     return "\n".join(lines)
 

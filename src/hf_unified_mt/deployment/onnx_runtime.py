@@ -347,24 +347,25 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             attention_mask = torch.ones(encoder_outputs.last_hidden_state.shape[:2], dtype=torch.long)
         cross_key_values = encoder_outputs.cross_key_values
         expand = max(generation_config.num_beams, generation_config.num_return_sequences)
-        if self.layout.beams_share_cross_attention and expand > 1:
-            # generate() repeated each sentence's encoder output for its beams (`repeat_interleave`): one copy each
-            attention_mask, cross_key_values = attention_mask[::expand], cross_key_values[::expand]
-        return self._step_runner(attention_mask, cross_key_values, expand)
+        if not self.layout.beams_share_cross_attention:
+            return self._step_runner(attention_mask, cross_key_values)
+        # generate() repeated each sentence's encoder output for its beams (`repeat_interleave`): one copy each
+        return self._step_runner(attention_mask[::expand], cross_key_values[::expand], expand)
 
-    def _step_runner(self, attention_mask: torch.Tensor, cross_key_values: torch.Tensor, expand: int) -> StepRunner:
-        """The decoder step graph bound to one call's source mask and cross-attention keys and values, given once
-        per sentence where the graph shares them among its `expand` beams, else once per row."""
+    def _step_runner(
+        self, attention_mask: torch.Tensor, cross_key_values: torch.Tensor, rows_per_sentence: int = 1
+    ) -> StepRunner:
+        """The decoder step graph bound to one call's source mask and cross-attention keys and values, each row of
+        which `rows_per_sentence` consecutive rows (a sentence's beams) share."""
         cross = self._cross_arrays(cross_key_values)
         self._cross = None  # the runner holds them; do not keep the call's tensors on the model
-        shared = expand if self.layout.beams_share_cross_attention else 1
         return StepRunner(
             self.decoder_session,
             self.layout,
             _numpy(attention_mask.long()),
             cross,
             self.config.max_position_embeddings,
-            rows_per_sentence=shared,
+            rows_per_sentence=rows_per_sentence,
         )
 
     # generate()'s own keyword arguments, which a plan never repeats
@@ -428,10 +429,11 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         if attention_mask is None:
             attention_mask = torch.ones(input_ids.shape, dtype=torch.long)
         expand = max(config.num_beams, config.num_return_sequences)
-        if expand > 1 and not self.layout.beams_share_cross_attention:
-            attention_mask = attention_mask.repeat_interleave(expand, dim=0)
-            encoder_outputs.cross_key_values = encoder_outputs.cross_key_values.repeat_interleave(expand, dim=0)
-        runner = self._step_runner(attention_mask, encoder_outputs.cross_key_values, expand)
+        if self.layout.beams_share_cross_attention:
+            runner = self._step_runner(attention_mask, encoder_outputs.cross_key_values, expand)
+        else:
+            cross = encoder_outputs.cross_key_values
+            runner = self._step_runner(*(x.repeat_interleave(expand, dim=0) for x in (attention_mask, cross)))
         start = torch.full((input_ids.shape[0] * expand, 1), plan["start"], dtype=torch.long)
         return self._search(plan["search"], runner, start, config, plan["logits_processor"], plan["stopping_criteria"])
 
