@@ -544,7 +544,7 @@ def setting_label(setting: str) -> str:
 
 
 def compared(row: dict, setting: str) -> tuple[str, str, float]:
-    """(our backend, CTranslate2's, CTranslate2's time over ours) that the README's tables compare: each side on its
+    """(our backend, CTranslate2's, CTranslate2's time over ours) that the deployment tables compare: each side on its
     faster thread count where the run measured both (`best_against_best`), else our fastest backend and
     CTranslate2 int8 on `--threads` (JSONs before that)."""
     best = row.get("best_against_best", {}).get(setting)
@@ -555,7 +555,7 @@ def compared(row: dict, setting: str) -> tuple[str, str, float]:
 
 
 def summary_table(document: dict) -> str:
-    """The README's table from a result JSON: per model and setting, tokens/s of PyTorch float32 `generate()`
+    """The deployment table from a result JSON: per model and setting, tokens/s of PyTorch float32 `generate()`
     (before: the only backend) and of our fastest int8 backend (after), each with its ratio to CTranslate2 int8
     running the same-size MarianMT (the configuration `compared` picks), all from the same run; ¹ marks a figure
     measured on one thread."""
@@ -593,7 +593,7 @@ def summary_table(document: dict) -> str:
 
 
 def limit_table(document: dict) -> str:
-    """The README's second table: per model and setting, the share of this machine's int8 GEMM peak (measured in the
+    """The second deployment table: per model and setting, the share of this machine's int8 GEMM peak (measured in the
     same run) that our fastest backend and CTranslate2 int8 achieve in multiply-adds per second (the configurations
     `compared` picks)."""
     rows = document["rows"]

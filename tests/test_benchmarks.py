@@ -196,12 +196,13 @@ def test_onnx_graphs_ab_times_two_exports_side_by_side(tmp_path, capsys):
 
 
 def test_readme_table_is_the_committed_benchmark_result():
-    """The README's deployment table is `--summary` of the committed JSON (regenerate: `python
-    benchmarks/inference_vs_ctranslate2.py --summary`), so the numbers it shows are the ones measured."""
+    """The deployment tables (docs/deployment.md, summarised in the README) are `--summary` of the committed JSON
+    (regenerate: `python benchmarks/inference_vs_ctranslate2.py --summary`), so the numbers they show are the ones
+    measured."""
     module = benchmark_script("inference_vs_ctranslate2")
     document = json.loads((ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2.json").read_text())
     assert not document["machine_busy"]
-    assert module.summary_table(document) in (ROOT / "README.md").read_text()
+    assert module.summary_table(document) in (ROOT / "docs" / "deployment.md").read_text()
     assert module.limit_table(document) in (ROOT / "docs" / "deployment.md").read_text()
     assert all("onnx-native-int8" in setting for row in document["rows"] for setting in row["settings"].values())
 
