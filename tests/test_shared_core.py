@@ -4,14 +4,17 @@ blocks the other architectures reuse), the stateful cache layer, and positions."
 import pytest
 import torch
 from huggingface_hub.dataclasses import strict
+from torch.nn.functional import cross_entropy as nn_cross_entropy
 from transformers import AutoModelForSeq2SeqLM, DynamicCache, EncoderDecoderCache
 
 import hf_unified_mt
 from conftest import random_batch
+from hf_unified_mt import modeling_mt_common
 from hf_unified_mt.cache_mt import StatefulDecoderCacheLayer
 from hf_unified_mt.configuration_mt_common import MTConfig
 from hf_unified_mt.modeling_mt_common import (
     CACHE_FIELD,
+    BlockwiseCrossEntropy,
     MTDecoder,
     MTDecoderLayer,
     MTEncoder,
@@ -149,6 +152,38 @@ def test_loss_is_label_smoothed_token_mean_and_exact_under_accumulation():
     assert torch.allclose(total, out.loss, atol=1e-5)
     with pytest.raises(ValueError, match="label_smoothing"):
         PlainTransformerConfig(label_smoothing=1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_blockwise_cross_entropy_is_torchs_cross_entropy_of_float_logits(dtype, smoothing, monkeypatch):
+    """Loss and gradient as `cross_entropy(logits.float(), ..., reduction="sum")`, across several blocks (a partial
+    last one), with ignored rows, in the logits' own dtype for the gradient."""
+    monkeypatch.setattr(modeling_mt_common, "CROSS_ENTROPY_BLOCK_ELEMENTS", 3 * 50)  # blocks of 3 rows
+    generator = torch.Generator().manual_seed(0)
+    logits = (3 * torch.randn(10, 50, generator=generator)).to(dtype).requires_grad_()
+    labels = torch.randint(0, 50, (10,), generator=generator)
+    labels[[0, 4, 9]] = -100
+    compute = torch.promote_types(dtype, torch.float32)
+    expected = nn_cross_entropy(
+        logits.to(compute), labels, ignore_index=-100, reduction="sum", label_smoothing=smoothing
+    )
+    (expected_grad,) = torch.autograd.grad(2.5 * expected, logits)
+    loss = BlockwiseCrossEntropy.apply(logits, labels, smoothing)
+    (grad,) = torch.autograd.grad(2.5 * loss, logits)
+    assert loss.dtype == compute and grad.dtype == dtype
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(grad, expected_grad, atol=8e-3 if dtype == torch.bfloat16 else 1e-5, rtol=0)
+    assert grad[[0, 4, 9]].eq(0).all()
+    everything_ignored = BlockwiseCrossEntropy.apply(logits, torch.full((10,), -100), smoothing)
+    assert everything_ignored.item() == 0.0
+
+
+def test_blockwise_cross_entropy_passes_gradcheck():
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 7, dtype=torch.float64, generator=generator, requires_grad=True)
+    labels = torch.tensor([1, -100, 6, 0, 3])
+    assert torch.autograd.gradcheck(lambda x: BlockwiseCrossEntropy.apply(x, labels, 0.1), (logits,))
 
 
 def test_an_over_long_source_is_told_to_shorten_the_input_not_to_generate_fewer_tokens():

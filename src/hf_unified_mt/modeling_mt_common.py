@@ -112,14 +112,71 @@ def translation_cross_entropy(
     batches up), else by this batch's target tokens. transformers' own loss functions have no label smoothing, hence
     this one."""
     labels = labels.to(logits.device)
-    summed = nn.functional.cross_entropy(
-        logits.float().flatten(0, -2),
-        labels.flatten(),
-        ignore_index=-100,
-        reduction="sum",
-        label_smoothing=float(label_smoothing),
-    )
+    if logits.device.type == "cpu" and not is_torchdynamo_compiling():
+        summed = BlockwiseCrossEntropy.apply(logits.flatten(0, -2), labels.flatten(), float(label_smoothing))
+    else:  # the device's fused kernels, or the compiler's fusion of the composed operators
+        summed = nn.functional.cross_entropy(
+            logits.float().flatten(0, -2),
+            labels.flatten(),
+            ignore_index=-100,
+            reduction="sum",
+            label_smoothing=float(label_smoothing),
+        )
     return summed / loss_denominator(labels, num_items_in_batch)
+
+
+CROSS_ENTROPY_BLOCK_ELEMENTS = 1 << 19  # logits per block of `BlockwiseCrossEntropy`: 2 MiB of float32
+
+
+class BlockwiseCrossEntropy(torch.autograd.Function):
+    """`cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=ε)`, computed in
+    blocks of rows that stay in the CPU's cache. Per row, with z the logits, y the label and V the vocabulary:
+
+        loss = logsumexp(z) - (1 - ε)·z_y - ε·mean(z)        d loss / dz = softmax(z) - (1 - ε)·onehot(y) - ε/V
+
+    (the smoothed target puts 1 - ε + ε/V on y and ε/V elsewhere). Only the rows' logsumexp is kept for the backward,
+    which recomputes the softmax block by block and writes the gradient in the logits' own dtype. On a CPU this avoids
+    what the composed operators cost on a training step's [tokens, V] logits: a float32 copy of them, the log-softmax
+    kept for the backward, a zero-filled gradient of the same size, and a cast of it back to bfloat16 (under bf16
+    autocast about 3-4x the time of this, `benchmarks/training_efficiency.py --profile`). The arithmetic is float32 (or
+    the logits' dtype if wider), as in the composed form."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+        rows, vocab = logits.shape
+        compute = torch.promote_types(logits.dtype, torch.float32)
+        keep = labels != -100
+        targets = labels.masked_fill(~keep, 0)
+        block = max(1, CROSS_ENTROPY_BLOCK_ELEMENTS // max(vocab, 1))
+        logsumexp = torch.empty(rows, dtype=compute, device=logits.device)
+        losses = torch.empty(rows, dtype=compute, device=logits.device)
+        for start in range(0, rows, block):
+            z = logits[start : start + block].to(compute)
+            lse = torch.logsumexp(z, dim=-1)
+            loss = lse - (1.0 - label_smoothing) * z.gather(1, targets[start : start + block, None]).squeeze(1)
+            if label_smoothing:
+                loss -= label_smoothing * z.mean(dim=-1)
+            logsumexp[start : start + block], losses[start : start + block] = lse, loss
+        ctx.save_for_backward(logits, targets, keep, logsumexp)
+        ctx.label_smoothing, ctx.block = label_smoothing, block
+        return losses.masked_fill(~keep, 0.0).sum()
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        logits, targets, keep, logsumexp = ctx.saved_tensors
+        smoothing, block = ctx.label_smoothing, ctx.block
+        grad = torch.empty_like(logits)
+        scale = keep.to(logsumexp.dtype) * grad_output.to(logsumexp.dtype)
+        for start in range(0, logits.shape[0], block):
+            rows = slice(start, start + block)
+            probabilities = logits[rows].to(logsumexp.dtype, copy=True).sub_(logsumexp[rows, None]).exp_()
+            if smoothing:
+                probabilities.sub_(smoothing / logits.shape[1])
+            probabilities.scatter_add_(
+                1, targets[rows, None], probabilities.new_full((probabilities.shape[0], 1), smoothing - 1.0)
+            )
+            grad[rows] = probabilities.mul_(scale[rows, None])
+        return grad, None, None
 
 
 def loss_denominator(labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None) -> torch.Tensor:
