@@ -78,8 +78,10 @@ def trained_model(variant: str) -> MultiPassTransformerForConditionalGeneration:
     if variant not in _TRAINED:
         model = tiny_model(**VARIANTS[variant]).train()
         source, target = toy_task()
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-        for _ in range(80):
+        # lr 1e-2 trained the hard variant at the edge of stability: a rounding-level change of the loss's arithmetic
+        # (blockwise cross-entropy) ended it at loss 0.11 instead of 0.006; at 5e-3 both end at 0.011
+        optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+        for _ in range(120):
             loss = model(input_ids=source, labels=target).loss
             optimizer.zero_grad()
             loss.backward()

@@ -98,6 +98,37 @@ def test_fused_projections_match_unfused_and_are_explicit():
     assert all(layer._fused is None for layer in model.model.encoder.layers)
 
 
+def test_training_without_dropout_stacks_the_projections_with_the_same_loss_and_gradients(monkeypatch):
+    """Without dropout between them, a training forward computes the layer's projections as two stacked products of
+    the live weights: the loss and every gradient, accumulated over micro-batches, are those of the projections one
+    by one; with dropout it does not stack."""
+    model = tiny_model().train()
+    ids, mask = random_batch(model.config.vocab_size, pad_last=3)
+    labels = torch.roll(ids, 1, dims=1).masked_fill(mask == 0, -100)
+    layers = [*model.model.encoder.layers, *model.model.decoder.layers]
+    assert all(layer.projections_for_forward() is not None for layer in layers)
+
+    def loss_and_gradients():
+        """The loss, and the gradients accumulated over two backward passes of micro-batches padded differently."""
+        model.zero_grad(set_to_none=True)
+        for rows in (slice(0, 2), slice(2, None)):
+            loss = model(input_ids=ids[rows], attention_mask=mask[rows], labels=labels[rows]).loss
+            loss.backward()
+        return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    stacked_loss, stacked = loss_and_gradients()
+    monkeypatch.setattr(type(layers[0]), "projections_for_forward", lambda layer: None)
+    single_loss, single = loss_and_gradients()
+    monkeypatch.undo()
+    torch.testing.assert_close(stacked_loss, single_loss)
+    assert stacked.keys() == single.keys()
+    for name, gradient in single.items():
+        torch.testing.assert_close(stacked[name], gradient, atol=1e-6, rtol=1e-4, msg=name)
+    assert layers[0]._fused is None  # nothing kept
+    assert tiny_model(dropout=0.1).train().model.encoder.layers[0].projections_for_forward() is None
+    assert tiny_model(input_dropout=0.1).train().model.encoder.layers[0].projections_for_forward() is None
+
+
 @pytest.mark.parametrize("optimizer", ["fused", "foreach"])
 def test_generate_fuses_from_the_current_weights_after_optimizer_steps(optimizer):
     """`generate()` fuses for its own call from the current weights (also after a fused optimizer's steps, which do
