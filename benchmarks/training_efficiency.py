@@ -15,6 +15,13 @@ counter); achieved FLOP/s over the peak of the step's precision says how far eac
     python benchmarks/training_efficiency.py                  # table on stdout, JSON to benchmarks/results/
     python benchmarks/training_efficiency.py --table          # the table of docs/benchmarks.md from the JSON
     python benchmarks/training_efficiency.py --profile        # where the main job's step spends its time, by operator
+    python benchmarks/training_efficiency.py --changes        # the step with each of its speed-ups undone, side by side
+
+`--changes` times the main job's training step (bf16, eager attention, lengths padded to 8: what the main job runs)
+on a run's batch shapes with each speed-up of the step undone and redone, side by side in interleaved rounds: the
+loss's cross-entropy composed from PyTorch's operators on a float32 copy of the logits (as before) or in blocks of
+rows (`BlockwiseCrossEntropy`), and the Prime layers' projections one by one or stacked. JSON to
+`benchmarks/results/training_step_changes.json`.
 
 `--profile` runs the main job's model on batches of a run's shapes (token-budget batches, lengths that are not
 multiples of 8) in float32, under bf16 autocast, and under bf16 with the lengths padded to 8 and to 16, and sorts
@@ -27,11 +34,13 @@ Run it on an otherwise idle machine: the ratios are side by side, the seconds ar
 """
 
 import argparse
+import contextlib
 import copy
 import json
 import platform
 import statistics
 import time
+import types
 from pathlib import Path
 
 import torch
@@ -59,6 +68,8 @@ def parse_args(argv=None):
     parser.add_argument("--table", action="store_true", help="print the docs table of the committed JSON and stop")
     parser.add_argument("--profile", action="store_true", help="profile the main job's step by operator instead")
     parser.add_argument("--profile-steps", type=int, default=12, help="batches (shapes) per profiled pass")
+    parser.add_argument("--changes", action="store_true", help="time the step with each of its speed-ups undone")
+    parser.add_argument("--changes-output", type=Path, default=HERE / "results" / "training_step_changes.json")
     parser.add_argument("--profile-output", type=Path, default=HERE / "results" / "training_step_profile.json")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "training_efficiency.json")
     return parser.parse_args(argv)
@@ -377,6 +388,109 @@ def profile_table(result: dict) -> str:
 LABELS = {"main_job": "main job (Prime 3+3, d 192)", "small": "Prime `small` (4+4, d 256)", "tiny": "Prime `tiny`"}
 
 
+def composed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+    """The loss as it was computed before `BlockwiseCrossEntropy`: PyTorch's operators on a float32 copy."""
+    return torch.nn.functional.cross_entropy(
+        logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=label_smoothing
+    )
+
+
+@contextlib.contextmanager
+def step_variant(blockwise_loss: bool, stacked_projections: bool):
+    """The training step with its speed-ups on or off (benchmark only: patches the two places that choose them)."""
+    from hf_unified_mt import modeling_mt_common
+    from hf_unified_mt.modeling_unified_transformer import UnifiedTransformerPrimeLayer
+
+    cross_entropy = modeling_mt_common.BlockwiseCrossEntropy
+    projections = UnifiedTransformerPrimeLayer.projections_for_forward
+    try:
+        if not blockwise_loss:
+            modeling_mt_common.BlockwiseCrossEntropy = types.SimpleNamespace(apply=composed_cross_entropy)
+        if not stacked_projections:
+            UnifiedTransformerPrimeLayer.projections_for_forward = lambda layer: (
+                layer._fused if not layer.training else None
+            )
+        yield
+    finally:
+        modeling_mt_common.BlockwiseCrossEntropy = cross_entropy
+        UnifiedTransformerPrimeLayer.projections_for_forward = projections
+
+
+STEP_VARIANTS = {  # name -> (blockwise loss, stacked projections)
+    "before: composed cross-entropy, projections one by one": (False, False),
+    "blockwise cross-entropy": (True, False),
+    "blockwise cross-entropy, stacked projections (today)": (True, True),
+}
+
+
+def step_changes(args) -> dict:
+    """Seconds per step of the main job's model (bf16 autocast, eager attention, lengths padded to 8, label smoothing
+    0.1, the Trainer's fused AdamW) on `--profile-steps` batches of a run's shapes, per variant of `STEP_VARIANTS`, in
+    interleaved rounds; FLOP/s against the bf16 GEMM peak measured in the same run."""
+    torch.set_num_threads(args.threads)
+    peak = gemm_peak(torch.bfloat16, args.gemm_size)
+    torch.manual_seed(0)
+    config = prime_config(args.models[0])
+    config.label_smoothing = yaml.safe_load(MAIN_JOB.read_text()).get("label_smoothing_factor", 0.1)
+    model = AutoModelForSeq2SeqLM.from_config(config)
+    model.set_attn_implementation("eager")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    model.train()
+    batches = profile_batches(model.config.vocab_size, args, 8, args.profile_steps)
+    flops = statistics.mean(step_flops(model, batch) for batch in batches)
+
+    def run(variant: tuple[bool, bool]):
+        def call():
+            with step_variant(*variant):
+                train_on(model, optimizer, batches, bf16=True)
+
+        return call
+
+    times = interleaved_times({name: run(variant) for name, variant in STEP_VARIANTS.items()}, args.repeats)
+    before = statistics.median(times[next(iter(STEP_VARIANTS))]) / len(batches)
+    variants = {}
+    for name, values in times.items():
+        seconds = statistics.median(values) / len(batches)
+        variants[name] = {
+            "seconds_per_step": seconds,
+            "rounds": [value / len(batches) for value in values],
+            "speedup_over_before": before / seconds,
+            "gflops_per_second": flops / seconds / 1e9,
+            "share_of_bf16_peak": flops / seconds / peak,
+        }
+    return {
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "torch": torch.__version__,
+            "threads": args.threads,
+        },
+        "model": args.models[0],
+        "batches": len(batches),
+        "padded_tokens_per_step": statistics.mean(b["input_ids"].numel() + b["labels"].numel() for b in batches),
+        "flops_per_step": flops,
+        "gemm_peak_gflops": {"bfloat16": peak / 1e9},
+        "variants": variants,
+    }
+
+
+def changes_table(result: dict) -> str:
+    lines = [
+        f"The main job's bf16 training step on {result['batches']} batches of a run's shapes (about "
+        f"{result['padded_tokens_per_step']:.0f} padded tokens each), each variant in the same interleaved rounds; "
+        f"bf16 GEMM peak {result['gemm_peak_gflops']['bfloat16']:.0f} GFLOP/s; {result['machine']['threads']} threads, "
+        f"torch {result['machine']['torch']}.",
+        "",
+        "| training step | s/step | speed-up | GFLOP/s (share of the bf16 peak) |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, row in result["variants"].items():
+        lines.append(
+            f"| {name} | {row['seconds_per_step']:.3f} | {row['speedup_over_before']:.2f}x | "
+            f"{row['gflops_per_second']:.0f} ({row['share_of_bf16_peak']:.0%}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def table(result: dict) -> str:
     peaks = result["gemm_peak_gflops"]
     lines = [
@@ -423,6 +537,14 @@ def main(argv=None):
         print(table(json.loads(args.output.read_text())), end="")
         if args.profile_output.exists():
             print("\n" + profile_table(json.loads(args.profile_output.read_text())), end="")
+        if args.changes_output.exists():
+            print("\n" + changes_table(json.loads(args.changes_output.read_text())), end="")
+        return
+    if args.changes:
+        result = step_changes(args)
+        args.changes_output.parent.mkdir(parents=True, exist_ok=True)
+        args.changes_output.write_text(json.dumps(result, indent=2) + "\n")
+        print(changes_table(result), end="")
         return
     if args.profile:
         result = profile_steps(args)

@@ -371,6 +371,23 @@ def test_training_step_profile_sorts_every_operator_into_the_work_it_does(tmp_pa
     assert "| casts and copies |" in capsys.readouterr().out
 
 
+def test_training_step_changes_time_each_speed_up_undone_and_restore_the_step(tmp_path, capsys):
+    module = benchmark_script("training_efficiency")
+    from hf_unified_mt import modeling_mt_common
+    from hf_unified_mt.modeling_unified_transformer import UnifiedTransformerPrimeLayer
+
+    before = (modeling_mt_common.BlockwiseCrossEntropy, UnifiedTransformerPrimeLayer.projections_for_forward)
+    output = tmp_path / "changes.json"
+    module.main(["--changes", "--models", "tiny", "--threads", "1", "--max-tokens", "96", "--profile-steps", "2"]
+                + ["--repeats", "1", "--gemm-size", "64", "--changes-output", str(output)])  # fmt: skip
+    result = json.loads(output.read_text())
+    assert list(result["variants"]) == list(module.STEP_VARIANTS)
+    for row in result["variants"].values():
+        assert row["seconds_per_step"] > 0 and 0 < row["share_of_bf16_peak"]
+    assert (modeling_mt_common.BlockwiseCrossEntropy, UnifiedTransformerPrimeLayer.projections_for_forward) == before
+    assert "| blockwise cross-entropy |" in capsys.readouterr().out
+
+
 def test_training_efficiency_table_in_the_docs_is_generated_from_the_committed_json():
     module = benchmark_script("training_efficiency")
     result = json.loads((ROOT / "benchmarks" / "results" / "training_efficiency.json").read_text())
