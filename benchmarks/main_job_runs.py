@@ -9,6 +9,7 @@ with, as train.py resolved them; its test translations are kept gzipped beside t
 
     python benchmarks/main_job_runs.py --settings bf16 --seeds 1 2     # train (resumable: finished runs are kept)
     python benchmarks/main_job_runs.py --compare float32 bf16           # paired bootstrap on the test verses
+    python benchmarks/main_job_runs.py --loss_curves float32 bf16       # training loss at equal updates, per seed
     python benchmarks/main_job_runs.py --table                          # the docs table of the committed JSON
 """
 
@@ -86,6 +87,8 @@ def parse_args(argv=None):
     parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "main_job_runs")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "main_job_runs.json")
     parser.add_argument("--compare", nargs=2, metavar=("CONTROL", "SETTING"), choices=list(SETTINGS))
+    parser.add_argument("--loss_curves", nargs=2, metavar=("CONTROL", "SETTING"), choices=list(SETTINGS))
+    parser.add_argument("--curve_updates", type=int, nargs="+", default=[250, 500, 1000, 1500, 2000])
     parser.add_argument("--bootstrap_samples", type=int, default=1000)
     parser.add_argument("--table", action="store_true", help="Print the docs table of --output and exit")
     parser.add_argument("--train_options", nargs=argparse.REMAINDER, default=[], help="More train.py options (tests)")
@@ -123,6 +126,47 @@ def run_one(setting: str, seed: int, args) -> dict:
     )
 
 
+def training_losses(folder: Path, updates: list[int]) -> dict[str, float]:
+    """The training loss a run logged at each of `updates` (the Trainer logs the mean over each logging interval)."""
+    logged = {
+        entry["step"]: entry["loss"]
+        for entry in json.loads((folder / "trainer_state.json").read_text())["log_history"]
+        if "loss" in entry
+    }
+    missing = [update for update in updates if update not in logged]
+    if missing:
+        raise ValueError(f"{folder} logged no training loss at updates {missing} (its logging_steps must divide them)")
+    return {str(update): round(logged[update], 4) for update in updates}
+
+
+def loss_curves(result: dict, args) -> dict:
+    """The training loss of both settings' runs (every seed of each in `result`) at equal updates: what a change that
+    should only make the step faster must leave alone (bf16 changes rounding: compare curves, not bits)."""
+    control, setting = args.loss_curves
+    curves = {}
+    for name in (control, setting):
+        seeds = sorted(row["seed"] for row in result["runs"] if row["setting"] == name)
+        if not seeds:
+            raise ValueError(f"no runs of {name!r} in {args.output}")
+        curves[name] = {
+            str(seed): training_losses(args.output_dir / f"{name}-seed{seed}", args.curve_updates) for seed in seeds
+        }
+    return dict(control=control, setting=setting, updates=args.curve_updates, losses=curves)
+
+
+def loss_curve_table(row: dict) -> str:
+    updates = row["updates"]
+    lines = [
+        "| training loss at update | " + " | ".join(f"{update:,}" for update in updates) + " |",
+        "|---|" + "---:|" * len(updates),
+    ]
+    for name in (row["control"], row["setting"]):
+        for seed, losses in row["losses"][name].items():
+            values = " | ".join(f"{losses[str(update)]:.3f}" for update in updates)
+            lines.append(f"| {SETTINGS[name][0]}, seed {seed} | {values} |")
+    return "\n".join(lines)
+
+
 def table(result: dict) -> str:
     lines = [
         "| setting | seed | updates in 10 minutes | validation BLEU (200 verses) | test BLEU | chrF |",
@@ -135,6 +179,8 @@ def table(result: dict) -> str:
             f"{row['test_bleu']:.2f} | {row['test_chrf']:.2f} |"
         )
     lines += [comparison_line(row, key="setting") for row in result.get("comparisons", [])]
+    for row in result.get("loss_curves", []):
+        lines += ["", loss_curve_table(row)]
     return "\n".join(lines)
 
 
@@ -144,7 +190,14 @@ def main(argv=None) -> dict:
     if args.table:
         print(table(result))
         return result
-    if args.compare:
+    if args.loss_curves:
+        row = loss_curves(result, args)
+        result["loss_curves"] = [
+            other
+            for other in result.get("loss_curves", [])
+            if (other["control"], other["setting"]) != tuple(args.loss_curves)
+        ] + [row]
+    elif args.compare:
         row = compare(result, args.output, *args.compare, args.bootstrap_samples, key="setting")
         result["comparisons"] = [
             other for other in result.get("comparisons", []) if (other["control"], other["setting"]) != args.compare

@@ -457,6 +457,31 @@ def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json()
     assert module.table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
+def test_main_job_runs_record_the_training_loss_of_two_settings_at_equal_updates(tmp_path):
+    module = benchmark_script("main_job_runs")
+    for setting, offset in (("bf16", 0.0), ("bf16-max-tokens-3200", 0.5)):
+        for seed in (1, 2):
+            folder = tmp_path / "runs" / f"{setting}-seed{seed}"
+            folder.mkdir(parents=True)
+            history = [{"step": step, "loss": 9.0 - step / 100 + offset + seed} for step in range(25, 601, 25)]
+            history.append({"step": 600, "eval_loss": 1.0})
+            (folder / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    output = tmp_path / "runs.json"
+    scores = dict(updates=600, validation_bleu=1.0, test_bleu=1.0, test_chrf=1.0)
+    runs = [dict(setting=s, seed=n, **scores) for s in ("bf16", "bf16-max-tokens-3200") for n in (1, 2)]
+    output.write_text(json.dumps({"runs": runs}))
+    options = ["--output_dir", str(tmp_path / "runs"), "--output", str(output), "--curve_updates", "250", "500"]
+    module.main(["--loss_curves", "bf16", "bf16-max-tokens-3200", *options])
+    [row] = json.loads(output.read_text())["loss_curves"]
+    assert row["losses"]["bf16"]["2"] == {"250": 8.5, "500": 6.0}
+    assert row["losses"]["bf16-max-tokens-3200"]["1"] == {"250": 8.0, "500": 5.5}
+    assert "| the configuration: bf16, 3,200 tokens, seed 2 | 9.000 | 6.500 |" in module.table(
+        json.loads(output.read_text())
+    )
+    with pytest.raises(ValueError, match="no training loss at updates \\[700\\]"):
+        module.main(["--loss_curves", "bf16", "bf16-max-tokens-3200", *options[:-2], "700"])
+
+
 @pytest.mark.subprocess
 def test_main_job_runs_train_the_readme_command_per_setting_and_compare(tmp_path):
     """`benchmarks/main_job_runs.py` on a tiny slice: the main job's own configuration with each setting's options,
