@@ -135,6 +135,26 @@ def test_translate_py_checks_paths_and_encoding_before_loading_the_model(saved_m
         translate_script.main([str(saved_model), "--input", str(latin1)])
 
 
+def test_translate_and_score_run_on_the_threads_asked_for(saved_model, tmp_path):
+    """`--threads N` sets PyTorch's CPU threads (which ONNX Runtime sessions created afterwards also take); fewer than
+    one is refused before anything is loaded."""
+    translate_script, score_script = load_script("translate"), load_script("score")
+    source = tmp_path / "in.es"
+    source.write_text("hola\n", encoding="utf-8")
+    with pytest.raises(translate_script.UsageError, match="--threads must be at least 1, not 0"):
+        translate_script.main([str(saved_model), "--input", str(source), "--threads", "0"])
+    with pytest.raises(score_script.UsageError, match="--threads must be at least 1, not 0"):
+        score_script.main([str(saved_model), "--threads", "0"])
+    threads = torch.get_num_threads()
+    try:
+        translate_script.main([str(saved_model), "--input", str(source), "--output", str(tmp_path / "out.en")]
+                              + ["--threads", "1", "--no_progress"])  # fmt: skip
+        assert torch.get_num_threads() == 1
+        assert (tmp_path / "out.en").read_text(encoding="utf-8").count("\n") == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_translate_py_reads_other_encodings(saved_model, tmp_path):
     translate_script = load_script("translate")
     latin1 = tmp_path / "latin1.es"

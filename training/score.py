@@ -29,7 +29,14 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-from hf_unified_mt.deployment.inference import model_length_limit, quantize_int8, split_lines, translate
+from hf_unified_mt.deployment.inference import (
+    add_threads_argument,
+    model_length_limit,
+    quantize_int8,
+    split_lines,
+    translate,
+    use_threads,
+)
 from hf_unified_mt.deployment.onnx_backend import load_onnx_model
 from hf_unified_mt.deployment.onnx_export import add_int8_mode_argument, int8_option
 from hf_unified_mt.deployment.onnx_runtime import onnx_backend_problem, torch_backend_problem
@@ -81,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--int8_mode).",
     )
     add_int8_mode_argument(gen)
+    add_threads_argument(gen)
     out = parser.add_argument_group("output")
     out.add_argument("--output_dir", default=None, help="Where to write results (default: the model directory).")
     out.add_argument(
@@ -119,6 +127,7 @@ def check_arguments(args) -> None:
         ("max_new_tokens", 1),
         ("max_source_length", 2),
         ("max_samples", 1),
+        ("threads", 1),
     ):
         value = getattr(args, name)
         if value is not None and value < least:
@@ -242,6 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s - %(name)s - %(message)s")
     check_arguments(args)
     name, sources, references = read_pairs(args)
+    use_threads(args.threads)
 
     try:
         if args.backend == "onnx":

@@ -27,7 +27,14 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-from hf_unified_mt.deployment.inference import model_length_limit, quantize_int8, split_lines, translate
+from hf_unified_mt.deployment.inference import (
+    add_threads_argument,
+    model_length_limit,
+    quantize_int8,
+    split_lines,
+    translate,
+    use_threads,
+)
 from hf_unified_mt.deployment.onnx_backend import load_onnx_model
 from hf_unified_mt.deployment.onnx_export import add_int8_mode_argument, int8_option
 from hf_unified_mt.deployment.onnx_runtime import onnx_backend_problem, torch_backend_problem
@@ -69,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--int8_mode).",
     )
     add_int8_mode_argument(parser)
+    add_threads_argument(parser)
     parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
     parser.add_argument("--no_progress", action="store_true", help="Hide the progress bar.")
     return parser
@@ -103,6 +111,7 @@ def check_arguments(args) -> None:
         ("max_tokens", 1),
         ("max_new_tokens", 1),
         ("max_source_length", 2),
+        ("threads", 1),
     ):
         value = getattr(args, name)
         if value is not None and value < least:
@@ -181,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s - %(name)s - %(message)s")
     check_arguments(args)
     lines = read_input(args)
+    use_threads(args.threads)
     try:
         if args.backend == "onnx":
             int8 = int8_option(args.int8, args.int8_mode, args.backend)

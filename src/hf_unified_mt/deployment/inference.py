@@ -33,6 +33,23 @@ GENERATION_KEYS_TO_KEEP = (
 )
 
 
+def add_threads_argument(parser) -> None:
+    """`--threads` of translate.py and score.py (applied with `use_threads`)."""
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads of PyTorch and of ONNX Runtime's sessions (default: PyTorch's, one per core). On small "
+        "machines one thread can decode small batches faster than two: see docs/deployment.md.",
+    )
+
+
+def use_threads(threads: int | None) -> None:
+    """Run PyTorch's CPU work, and the ONNX Runtime sessions created afterwards, on `threads` threads (None: as is)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+
 def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
     """Dynamic int8 quantisation for CPU inference, for every architecture of the package (and MarianMT): each
     `nn.Linear` keeps its weights in int8 and quantises its input on the fly (PyTorch's `quantize_dynamic`);
