@@ -395,6 +395,13 @@ def test_training_efficiency_table_in_the_docs_is_generated_from_the_committed_j
     assert module.table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
+def test_training_step_changes_table_in_the_docs_is_generated_from_the_committed_json():
+    module = benchmark_script("training_efficiency")
+    result = json.loads((ROOT / "benchmarks" / "results" / "training_step_changes.json").read_text())
+    assert list(result["variants"]) == list(module.STEP_VARIANTS)
+    assert module.changes_table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
+
+
 def test_every_recipe_arm_is_a_valid_main_job_command():
     """Each arm of the recipe search passes train.py's own option checks over the main job's configuration (a
     refused option, such as `normalize_before=True` for Prime layers, fails here instead of after an hour)."""
