@@ -137,9 +137,9 @@ class BlockwiseCrossEntropy(torch.autograd.Function):
     (the smoothed target puts 1 - ε + ε/V on y and ε/V elsewhere). Only the rows' logsumexp is kept for the backward,
     which recomputes the softmax block by block and writes the gradient in the logits' own dtype. On a CPU this avoids
     what the composed operators cost on a training step's [tokens, V] logits: a float32 copy of them, the log-softmax
-    kept for the backward, a zero-filled gradient of the same size, and a cast of it back to bfloat16 (under bf16
-    autocast about 3-4x the time of this, `benchmarks/training_efficiency.py --profile`). The arithmetic is float32 (or
-    the logits' dtype if wider), as in the composed form."""
+    kept for the backward, a zero-filled gradient of the same size, and a cast of it back to bfloat16 (the README main
+    job's bf16 step is 1.14x as fast with this, `benchmarks/training_efficiency.py --changes`). The arithmetic is
+    float32 (or the logits' dtype if wider), as in the composed form."""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
