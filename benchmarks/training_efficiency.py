@@ -187,6 +187,15 @@ def shape_cost(args, name: str = "main_job", steps: int = 24) -> dict:
     return result
 
 
+def machine(args) -> dict:
+    """What a result was measured on: the processor, torch's version and the threads of the run."""
+    return {
+        "processor": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "threads": args.threads,
+    }
+
+
 def measure(args) -> dict:
     torch.set_num_threads(args.threads)
     peaks = {
@@ -217,12 +226,7 @@ def measure(args) -> dict:
     new_shapes = shape_cost(args, args.models[0])
     return {
         "new_shapes": {"model": args.models[0], **new_shapes},
-        "machine": {
-            "processor": platform.processor() or platform.machine(),
-            "cpu_count": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "threads": args.threads,
-        },
+        "machine": {**machine(args), "cpu_count": torch.get_num_threads()},
         "settings": {"max_tokens": args.max_tokens, "length": args.length, "repeats": args.repeats},
         "gemm_peak_gflops": {precision: value / 1e9 for precision, value in peaks.items()},
         "models": rows,
@@ -342,11 +346,7 @@ def profile_steps(args) -> dict:
             ),
         }
     return {
-        "machine": {
-            "processor": platform.processor() or platform.machine(),
-            "torch": torch.__version__,
-            "threads": args.threads,
-        },
+        "machine": machine(args),
         "model": args.models[0],
         "gemm_peak_gflops": {precision: value / 1e9 for precision, value in peaks.items()},
         "settings": result,
@@ -459,11 +459,7 @@ def step_changes(args) -> dict:
             "share_of_bf16_peak": flops / seconds / peak,
         }
     return {
-        "machine": {
-            "processor": platform.processor() or platform.machine(),
-            "torch": torch.__version__,
-            "threads": args.threads,
-        },
+        "machine": machine(args),
         "model": args.models[0],
         "batches": len(batches),
         "padded_tokens_per_step": statistics.mean(b["input_ids"].numel() + b["labels"].numel() for b in batches),
@@ -541,21 +537,15 @@ def main(argv=None):
             print("\n" + changes_table(json.loads(args.changes_output.read_text())), end="")
         return
     if args.changes:
-        result = step_changes(args)
-        args.changes_output.parent.mkdir(parents=True, exist_ok=True)
-        args.changes_output.write_text(json.dumps(result, indent=2) + "\n")
-        print(changes_table(result), end="")
-        return
-    if args.profile:
-        result = profile_steps(args)
-        args.profile_output.parent.mkdir(parents=True, exist_ok=True)
-        args.profile_output.write_text(json.dumps(result, indent=2) + "\n")
-        print(profile_table(result), end="")
-        return
-    result = measure(args)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(table(result), end="")
+        run, output, render = step_changes, args.changes_output, changes_table
+    elif args.profile:
+        run, output, render = profile_steps, args.profile_output, profile_table
+    else:
+        run, output, render = measure, args.output, table
+    result = run(args)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    print(render(result), end="")
 
 
 if __name__ == "__main__":
