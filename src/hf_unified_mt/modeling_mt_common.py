@@ -130,16 +130,18 @@ CROSS_ENTROPY_BLOCK_ELEMENTS = 1 << 19  # logits per block of `BlockwiseCrossEnt
 
 class BlockwiseCrossEntropy(torch.autograd.Function):
     """`cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=ε)`, computed in
-    blocks of rows that stay in the CPU's cache. Per row, with z the logits, y the label and V the vocabulary:
+    blocks of rows that stay in the CPU's cache. Per row, with z the logits, y the label, V the vocabulary and
+    log p = log_softmax(z):
 
-        loss = logsumexp(z) - (1 - ε)·z_y - ε·mean(z)        d loss / dz = softmax(z) - (1 - ε)·onehot(y) - ε/V
+        loss = -(1 - ε)·log p_y - ε·mean(log p)        d loss / dz = softmax(z) - (1 - ε)·onehot(y) - ε/V
 
-    (the smoothed target puts 1 - ε + ε/V on y and ε/V elsewhere). Only the rows' logsumexp is kept for the backward,
-    which recomputes the softmax block by block and writes the gradient in the logits' own dtype. On a CPU this avoids
-    what the composed operators cost on a training step's [tokens, V] logits: a float32 copy of them, the log-softmax
-    kept for the backward, a zero-filled gradient of the same size, and a cast of it back to bfloat16 (the README main
-    job's bf16 step is 1.14x as fast with this, `benchmarks/training_efficiency.py --changes`). The arithmetic is
-    float32 (or the logits' dtype if wider), as in the composed form."""
+    (the smoothed target puts 1 - ε + ε/V on y and ε/V elsewhere). Nothing of the size of the logits is kept for the
+    backward, which recomputes the softmax block by block and writes the gradient in the logits' own dtype. On a CPU
+    this avoids what the composed operators cost on a training step's [tokens, V] logits: a float32 copy of them, the
+    log-softmax kept for the backward, a zero-filled gradient of the same size, and a cast of it back to bfloat16 (the
+    README main job's bf16 step is 1.14x as fast with this, `benchmarks/training_efficiency.py --changes`). The
+    arithmetic is float32 (or the logits' dtype if wider), as in the composed form; PyTorch's fused (log-)softmax
+    kernels read the logits in their own dtype."""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
@@ -148,28 +150,28 @@ class BlockwiseCrossEntropy(torch.autograd.Function):
         keep = labels != -100
         targets = labels.masked_fill(~keep, 0)
         block = max(1, CROSS_ENTROPY_BLOCK_ELEMENTS // max(vocab, 1))
-        logsumexp = torch.empty(rows, dtype=compute, device=logits.device)
         losses = torch.empty(rows, dtype=compute, device=logits.device)
         for start in range(0, rows, block):
-            z = logits[start : start + block].to(compute)
-            lse = torch.logsumexp(z, dim=-1)
-            loss = lse - (1.0 - label_smoothing) * z.gather(1, targets[start : start + block, None]).squeeze(1)
+            log_probabilities = torch.log_softmax(logits[start : start + block], dim=-1, dtype=compute)
+            loss = (
+                log_probabilities.gather(1, targets[start : start + block, None]).squeeze(1).mul_(label_smoothing - 1)
+            )
             if label_smoothing:
-                loss -= label_smoothing * z.mean(dim=-1)
-            logsumexp[start : start + block], losses[start : start + block] = lse, loss
-        ctx.save_for_backward(logits, targets, keep, logsumexp)
-        ctx.label_smoothing, ctx.block = label_smoothing, block
+                loss -= label_smoothing * log_probabilities.mean(dim=-1)
+            losses[start : start + block] = loss
+        ctx.save_for_backward(logits, targets, keep)
+        ctx.label_smoothing, ctx.block, ctx.compute = label_smoothing, block, compute
         return losses.masked_fill(~keep, 0.0).sum()
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
-        logits, targets, keep, logsumexp = ctx.saved_tensors
-        smoothing, block = ctx.label_smoothing, ctx.block
+        logits, targets, keep = ctx.saved_tensors
+        smoothing, block, compute = ctx.label_smoothing, ctx.block, ctx.compute
         grad = torch.empty_like(logits)
-        scale = keep.to(logsumexp.dtype) * grad_output.to(logsumexp.dtype)
+        scale = keep.to(compute) * grad_output.to(compute)
         for start in range(0, logits.shape[0], block):
             rows = slice(start, start + block)
-            probabilities = logits[rows].to(logsumexp.dtype, copy=True).sub_(logsumexp[rows, None]).exp_()
+            probabilities = torch.softmax(logits[rows], dim=-1, dtype=compute)
             if smoothing:
                 probabilities.sub_(smoothing / logits.shape[1])
             probabilities.scatter_add_(
