@@ -322,7 +322,7 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         copies of `fuse_projections` in an inference forward; in training, when no dropout sits between the stacked
         matrices (the branches' `dropout` and the attention input's `input_dropout` at 0), the stack of the live
         weights, rebuilt at each forward: the same products, one wide matrix product in and one out instead of one per
-        projection (fewer, larger products: the README main job's bf16 CPU training step is 1.03-1.04x as fast,
+        projection (fewer, larger products: the README main job's bf16 CPU training step is about 1.03x as fast,
         `benchmarks/training_efficiency.py --changes`)."""
         if self._fused is not None and not self.training and not torch.is_grad_enabled():
             return self._fused
