@@ -388,13 +388,6 @@ def profile_table(result: dict) -> str:
 LABELS = {"main_job": "main job (Prime 3+3, d 192)", "small": "Prime `small` (4+4, d 256)", "tiny": "Prime `tiny`"}
 
 
-def composed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
-    """The loss as it was computed before `BlockwiseCrossEntropy`: PyTorch's operators on a float32 copy."""
-    return torch.nn.functional.cross_entropy(
-        logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=label_smoothing
-    )
-
-
 @contextlib.contextmanager
 def step_variant(blockwise_loss: bool, stacked_projections: bool):
     """The training step with its speed-ups on or off (benchmark only: patches the two places that choose them)."""
@@ -405,7 +398,9 @@ def step_variant(blockwise_loss: bool, stacked_projections: bool):
     projections = UnifiedTransformerPrimeLayer.projections_for_forward
     try:
         if not blockwise_loss:
-            modeling_mt_common.BlockwiseCrossEntropy = types.SimpleNamespace(apply=composed_cross_entropy)
+            modeling_mt_common.BlockwiseCrossEntropy = types.SimpleNamespace(
+                apply=modeling_mt_common.composed_cross_entropy
+            )
         if not stacked_projections:
             UnifiedTransformerPrimeLayer.projections_for_forward = lambda layer: (
                 layer._fused if not layer.training else None

@@ -112,17 +112,19 @@ def translation_cross_entropy(
     batches up), else by this batch's target tokens. transformers' own loss functions have no label smoothing, hence
     this one."""
     labels = labels.to(logits.device)
-    if logits.device.type == "cpu" and not is_torchdynamo_compiling():
-        summed = BlockwiseCrossEntropy.apply(logits.flatten(0, -2), labels.flatten(), float(label_smoothing))
-    else:  # the device's fused kernels, or the compiler's fusion of the composed operators
-        summed = nn.functional.cross_entropy(
-            logits.float().flatten(0, -2),
-            labels.flatten(),
-            ignore_index=-100,
-            reduction="sum",
-            label_smoothing=float(label_smoothing),
-        )
+    # the CPU's blocks, or the device's fused kernels / the compiler's fusion of the composed operators
+    blockwise = logits.device.type == "cpu" and not is_torchdynamo_compiling()
+    summed_cross_entropy = BlockwiseCrossEntropy.apply if blockwise else composed_cross_entropy
+    summed = summed_cross_entropy(logits.flatten(0, -2), labels.flatten(), float(label_smoothing))
     return summed / loss_denominator(labels, num_items_in_batch)
+
+
+def composed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+    """The summed (label-smoothed) cross-entropy of `logits` [N, V] against `labels` [N] (-100 ignored), composed from
+    PyTorch's operators on a float32 copy of the logits."""
+    return nn.functional.cross_entropy(
+        logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=label_smoothing
+    )
 
 
 CROSS_ENTROPY_BLOCK_ELEMENTS = 1 << 19  # logits per block of `BlockwiseCrossEntropy`: 2 MiB of float32
