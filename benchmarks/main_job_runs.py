@@ -90,6 +90,10 @@ SETTINGS = {
     "bf16-3200-vocab-8000": (
         "bf16, 3,200 tokens, faster step, BPE 8,000", ["--max_tokens", "3200", "--tokenizer_vocab_size", "8000"]
     ),
+    # on the faster step: a unigram subword model (Kudo 2018) of the same 4,000 tokens instead of BPE
+    "bf16-3200-unigram": (
+        "bf16, 3,200 tokens, faster step, unigram 4,000", ["--max_tokens", "3200", "--tokenizer_type", "unigram"]
+    ),
 }  # fmt: skip
 
 
