@@ -10,7 +10,12 @@ with, as train.py resolved them; its test translations are kept gzipped beside t
     python benchmarks/main_job_runs.py --settings bf16 --seeds 1 2     # train (resumable: finished runs are kept)
     python benchmarks/main_job_runs.py --compare float32 bf16           # paired bootstrap on the test verses
     python benchmarks/main_job_runs.py --loss_curves float32 bf16       # training loss at equal updates, per seed
+    python benchmarks/main_job_runs.py --full_validation --settings bf16 --seeds 1 2   # all 928 validation verses
     python benchmarks/main_job_runs.py --table                          # the docs table of the committed JSON
+
+A run evaluates itself on the first 200 validation verses (the main job's `max_eval_samples`: all from Judges);
+`--full_validation` scores its saved model on all 928 (five books) with `training/score.py`, the model's own
+generation configuration (beam 4, no repeated 4-grams), into a JSON of its own: the larger set to choose by.
 """
 
 import argparse
@@ -108,6 +113,12 @@ def parse_args(argv=None):
     parser.add_argument("--curve_updates", type=int, nargs="+", default=[250, 500, 1000, 1500, 2000])
     parser.add_argument("--bootstrap_samples", type=int, default=1000)
     parser.add_argument("--table", action="store_true", help="Print the docs table of --output and exit")
+    parser.add_argument(
+        "--full_validation", action="store_true", help="Score the runs of --settings/--seeds on all validation verses"
+    )
+    parser.add_argument(
+        "--full_validation_output", type=Path, default=HERE / "results" / "main_job_full_validation.json"
+    )
     parser.add_argument("--train_options", nargs=argparse.REMAINDER, default=[], help="More train.py options (tests)")
     return parser.parse_args(argv)
 
@@ -141,6 +152,40 @@ def run_one(setting: str, seed: int, args) -> dict:
         signature=results["test"]["bleu_signature"],
         code=code_version(),
     )
+
+
+def full_validation(args) -> dict:
+    """Each finished run of `--settings` x `--seeds` scored on every validation verse (`training/score.py`, as a user
+    scores a model; resumable: runs already scored are kept)."""
+    path = args.full_validation_output
+    scores = json.loads(path.read_text()) if path.exists() else dict(split="validation", runs=[])
+    for setting in args.settings:
+        for seed in args.seeds:
+            if any((row["setting"], row["seed"]) == (setting, seed) for row in scores["runs"]):
+                continue
+            folder = args.output_dir / f"{setting}-seed{seed}"
+            if not (folder / "model.safetensors").exists():
+                raise FileNotFoundError(f"no trained model of {setting} seed {seed} in {folder}: train it first")
+            command = [sys.executable, str(REPO / "training" / "score.py"), str(folder), "--split", "validation"]
+            command += ["--output_dir", str(folder / "full_validation"), "--no_progress"]
+            print(f"[{setting} seed {seed}] scoring every validation verse", flush=True)
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            scored = json.loads((folder / "full_validation" / "eval_validation.json").read_text())
+            lines = (folder / "full_validation" / "hypotheses_validation.txt").read_text(encoding="utf-8")
+            scores["runs"].append(
+                dict(
+                    setting=setting,
+                    seed=seed,
+                    verses=lines.count("\n"),
+                    num_beams=scored["num_beams"],
+                    bleu=round(scored["bleu"], 2),
+                    chrf=round(scored["chrf"], 2),
+                    signature=scored["bleu_signature"],
+                    code=code_version(),
+                )
+            )
+            path.write_text(json.dumps(scores, indent=1, ensure_ascii=False) + "\n")
+    return scores
 
 
 def training_losses(folder: Path, updates: list[int]) -> dict[str, float]:
@@ -184,16 +229,20 @@ def loss_curve_table(row: dict) -> str:
     return "\n".join(lines)
 
 
-def table(result: dict) -> str:
+def table(result: dict, full: dict | None = None) -> str:
+    """The docs table; `full` (the --full_validation JSON) adds each scored run's BLEU on every validation verse."""
+    full_bleu = {(row["setting"], row["seed"]): row["bleu"] for row in (full or {}).get("runs", [])}
     lines = [
-        "| setting | seed | updates in 10 minutes | validation BLEU (200 verses) | test BLEU | chrF |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| setting | seed | updates in 10 minutes | validation BLEU (200 verses) | validation BLEU (all 928) "
+        "| test BLEU | chrF |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     order = list(SETTINGS)
     for row in sorted(result["runs"], key=lambda row: (order.index(row["setting"]), row["seed"])):
+        scored = full_bleu.get((row["setting"], row["seed"]))
         lines.append(
             f"| {SETTINGS[row['setting']][0]} | {row['seed']} | {row['updates']:,} | {row['validation_bleu']:.2f} | "
-            f"{row['test_bleu']:.2f} | {row['test_chrf']:.2f} |"
+            f"{'' if scored is None else f'{scored:.2f}'} | {row['test_bleu']:.2f} | {row['test_chrf']:.2f} |"
         )
     lines += [comparison_line(row, key="setting") for row in result.get("comparisons", [])]
     for row in result.get("loss_curves", []):
@@ -204,8 +253,14 @@ def table(result: dict) -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     result = json.loads(args.output.read_text()) if args.output.exists() else None
+    full = json.loads(args.full_validation_output.read_text()) if args.full_validation_output.exists() else None
     if args.table:
-        print(table(result))
+        print(table(result, full))
+        return result
+    if args.full_validation:
+        full = full_validation(args)
+        if result is not None:
+            print(table(result, full))
         return result
     if args.loss_curves:
         row = loss_curves(result, args)
@@ -235,7 +290,7 @@ def main(argv=None) -> dict:
                 ] + [row]
                 args.output.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     args.output.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-    print(table(result))
+    print(table(result, full))
     return result
 
 

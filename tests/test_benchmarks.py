@@ -9,6 +9,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -145,6 +146,33 @@ def test_profile_breaks_down_decoding_time(tmp_path):
         assert sum(entry["top_operator_share_of_node_time"].values()) <= 1.0 + 1e-9
         assert "MatMul" in "".join(entry["top_operator_share_of_node_time"])
     assert "generate() outside model" in result.stdout
+
+
+@pytest.mark.subprocess
+def test_step_floor_sets_the_runtime_fixed_cost_beside_ctranslate2(tmp_path):
+    """`benchmarks/onnx_step_floor.py --quick`: both backends timed, the step graph's runs and nodes counted, and
+    the fixed cost derived from ONNX Runtime's run and node costs as its table says."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnxruntime")
+    output = tmp_path / "floor.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "onnx_step_floor.py"), "--quick", "--output", str(output)]
+    result = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT, timeout=600)
+    floor = json.loads(output.read_text())
+    assert set(floor["seconds_per_token"]) == {"onnx-native-int8", "marian/ct2-int8"}
+    assert floor["decoder_step_runs_per_call"] == floor["new_tokens"]  # one step graph run per greedy token
+    assert floor["decoder_step_nodes"] == sum(floor["decoder_step_operators"].values()) > 0
+    assert 0 < floor["decoder_step_share_of_call"] < 1 and floor["onnxruntime_run_seconds"] > 0
+    expected = floor["onnxruntime_run_seconds"] + floor["decoder_step_nodes"] * floor["onnxruntime_node_seconds"]
+    assert floor["fixed_cost_floor_seconds_per_token"] == pytest.approx(expected)
+    assert floor["target_seconds_per_token"] == pytest.approx(floor["seconds_per_token"]["marian/ct2-int8"] / 2)
+    assert "| ONNX Runtime int8, native loop: a whole token |" in result.stdout
+
+
+def test_the_deployment_document_holds_the_step_floor_of_the_committed_json():
+    module = benchmark_script("onnx_step_floor")
+    floor = json.loads((ROOT / "benchmarks" / "results" / "onnx_step_floor.json").read_text())
+    assert floor["threads"] == 1 and not floor["machine_busy"]
+    assert module.table(floor) in (ROOT / "docs" / "deployment.md").read_text()
 
 
 def benchmark_script(name):
@@ -461,7 +489,46 @@ def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json()
     document = json.loads((ROOT / "benchmarks" / "results" / "main_job_runs.json").read_text())
     assert {(row["setting"], row["seed"]) for row in document["runs"]} >= {("float32", 1), ("float32", 2), ("bf16", 1)}
     assert all(row["bf16"] == row["setting"].startswith("bf16") for row in document["runs"])
-    assert module.table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
+    full = json.loads((ROOT / "benchmarks" / "results" / "main_job_full_validation.json").read_text())
+    assert {(row["setting"], row["seed"]) for row in full["runs"]} <= {
+        (row["setting"], row["seed"]) for row in document["runs"]
+    }
+    assert all(row["verses"] == 928 for row in full["runs"])
+    assert module.table(document, full) in (ROOT / "docs" / "benchmarks.md").read_text()
+
+
+def test_main_job_runs_score_each_run_on_every_validation_verse_once(tmp_path, monkeypatch):
+    """`--full_validation` scores a run's saved model with training/score.py on the validation split, records it in
+    its own JSON, skips runs already scored, and refuses a run that has no model."""
+    module = benchmark_script("main_job_runs")
+    calls = []
+
+    def score(command, check, stdout):
+        calls.append(command)
+        folder = Path(command[command.index("--output_dir") + 1])
+        folder.mkdir(parents=True)
+        scores = dict(num_beams=4, bleu=30.123, chrf=50.0, bleu_signature="nrefs:1")
+        (folder / "eval_validation.json").write_text(json.dumps(scores))
+        (folder / "hypotheses_validation.txt").write_text("a\nb\nc\n")
+
+    monkeypatch.setattr(module.subprocess, "run", score)
+    for seed in (1, 2):
+        (tmp_path / "runs" / f"bf16-seed{seed}").mkdir(parents=True)
+        (tmp_path / "runs" / f"bf16-seed{seed}" / "model.safetensors").write_bytes(b"")
+    output = tmp_path / "full.json"
+    options = ["--output_dir", str(tmp_path / "runs"), "--full_validation_output", str(output)]
+    runs = dict(runs=[dict(setting="bf16", seed=1, updates=9, validation_bleu=1.0, test_bleu=2.0, test_chrf=3.0)])
+    (tmp_path / "runs.json").write_text(json.dumps(runs))
+    options += ["--output", str(tmp_path / "runs.json")]
+    module.main(["--full_validation", "--settings", "bf16", "--seeds", "1", "2", *options])
+    assert [command[command.index("--split") + 1] for command in calls] == ["validation", "validation"]
+    scored = json.loads(output.read_text())["runs"]
+    assert [(row["seed"], row["bleu"], row["verses"]) for row in scored] == [(1, 30.12, 3), (2, 30.12, 3)]
+    assert "| 9 | 1.00 | 30.12 | 2.00 | 3.00 |" in module.table(runs, json.loads(output.read_text()))
+    module.main(["--full_validation", "--settings", "bf16", "--seeds", "1", *options])
+    assert len(calls) == 2
+    with pytest.raises(FileNotFoundError, match="no trained model of bf16 seed 3"):
+        module.main(["--full_validation", "--settings", "bf16", "--seeds", "3", *options])
 
 
 def test_main_job_runs_record_the_training_loss_of_two_settings_at_equal_updates(tmp_path):
