@@ -114,6 +114,12 @@ def parse_args(argv=None):
         action="store_true",
         help="Print the README's before/after table from the JSON at --output (no measuring)",
     )
+    parser.add_argument(
+        "--profile-summary",
+        nargs="+",
+        metavar="[LABEL=]JSON",
+        help="Print the ONNX Runtime int8 breakdown of these --profile JSONs side by side (no measuring)",
+    )
     parser.add_argument("--profile-arch", default="unified_transformer", choices=list(hf_unified_mt.ARCHITECTURES))
     parser.add_argument("--profile-setting", choices=["greedy", "beam"], default="greedy")
     parser.add_argument("--profile-calls", type=int, default=5, help="Profiled generate() calls per model")
@@ -984,6 +990,28 @@ def format_onnx_profile(result: dict) -> str:
     return "\n".join(lines)
 
 
+def profile_summary(documents: list[tuple[str, dict]]) -> str:
+    """ONNX Runtime int8's breakdown of one `generate()` call in each `--profile` JSON, side by side: one column per
+    document, headed by its label (`LABEL=PATH` on the command line, e.g. the commit or loop it was measured with) and
+    its setting."""
+    entries, columns = [], []
+    for label, document in documents:
+        [entry] = [e for e in document["profile"] if e["model"].endswith("ONNX Runtime int8")]
+        setting = "batch 1 greedy" if entry["setting"] == "greedy" else "batch {batch}, beam {beams}".format(**entry)
+        entries.append(entry)
+        columns.append(f"{setting}, {label}" if label else setting)
+    rows = [
+        ("tokens/s (profiled call)", lambda e: f"{e['tokens_per_second']:,.0f}"),
+        ("encoder graph", lambda e: f"{e['share_encoder_graph']:.0%}"),
+        ("decoder-step graph", lambda e: f"{e['share_decoder_graph']:.0%}"),
+        ("outside the graphs (Python: search, beams, cache hand-over)", lambda e: f"{e['share_outside_graphs']:.0%}"),
+        ("decoder-step node time per step", lambda e: f"{e['decoder_node_seconds_per_step'] * 1e3:.2f} ms"),
+    ]
+    lines = ["| ONNX Runtime int8, one call | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    lines += [f"| {label} | " + " | ".join(value(e) for e in entries) + " |" for label, value in rows]
+    return "\n".join(lines)
+
+
 def run_profile(args) -> list[dict]:
     """`--profile`: the breakdown for `--profile-arch` (its `--preset`) in PyTorch float32 and int8, for its
     same-size MarianMT, and (where the onnx extra is installed) in ONNX Runtime float32 and int8, in one run
@@ -1025,6 +1053,10 @@ def run_profile(args) -> list[dict]:
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.profile_summary:
+        labelled = (str(path).split("=", 1) if "=" in str(path) else ("", str(path)) for path in args.profile_summary)
+        print(profile_summary([(label, json.loads(Path(path).read_text())) for label, path in labelled]))
+        return
     if args.summary:
         document = json.loads(args.output.read_text())
         print(summary_table(document))

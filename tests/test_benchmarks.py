@@ -175,6 +175,19 @@ def test_the_deployment_document_holds_the_step_floor_of_the_committed_json():
     assert module.table(floor) in (ROOT / "docs" / "deployment.md").read_text()
 
 
+def test_the_deployment_document_holds_the_profiles_before_and_after_the_native_loop():
+    module = benchmark_script("inference_vs_ctranslate2")
+    results = ROOT / "benchmarks" / "results"
+    documents = [
+        (label, json.loads((results / f"inference_vs_ctranslate2_profile{kind}_{setting}.json").read_text()))
+        for setting in ("greedy", "beam")
+        for label, kind in (("generate() loop", ""), ("native loop", "_native"))
+    ]
+    table = module.profile_summary(documents)
+    assert table.splitlines()[0].endswith("| batch 16, beam 4, native loop |")
+    assert table in (ROOT / "docs" / "deployment.md").read_text()
+
+
 def benchmark_script(name):
     """A `benchmarks/` script as a module, under a name of its own, with its folder on the path while it loads (the
     scripts import their siblings, such as `ablation_study`)."""
@@ -497,13 +510,37 @@ def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json()
     assert module.table(document, full) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
+def test_main_job_runs_compare_again_replaces_the_comparison(tmp_path, monkeypatch):
+    """A second `--compare` of the same two settings replaces the first row instead of adding another."""
+    module = benchmark_script("main_job_runs")
+    deltas = iter([0.5, 0.7])
+
+    def compare(result, output, control, setting, samples, key):
+        return dict(control=control, setting=setting, delta=next(deltas))
+
+    monkeypatch.setattr(module, "compare", compare)
+    output = tmp_path / "runs.json"
+    output.write_text(json.dumps({"runs": [], "comparisons": [dict(control="float32", setting="bf16", delta=0.1)]}))
+    monkeypatch.setattr(module, "table", lambda result, full=None: "")
+    for _ in range(2):
+        module.main(["--compare", "bf16", "bf16-max-tokens-3200", "--output", str(output)])
+    rows = json.loads(output.read_text())["comparisons"]
+    assert [(row["control"], row["setting"], row["delta"]) for row in rows] == [
+        ("float32", "bf16", 0.1),
+        ("bf16", "bf16-max-tokens-3200", 0.7),
+    ]
+
+
 def test_main_job_runs_score_each_run_on_every_validation_verse_once(tmp_path, monkeypatch):
     """`--full_validation` scores a run's saved model with training/score.py on the validation split, records it in
     its own JSON, skips runs already scored, and refuses a run that has no model."""
     module = benchmark_script("main_job_runs")
     calls = []
+    run = subprocess.run
 
-    def score(command, check, stdout):
+    def score(command, **options):
+        if not str(command[1]).endswith("score.py"):  # git, for the code version the rows record
+            return run(command, **options)
         calls.append(command)
         folder = Path(command[command.index("--output_dir") + 1])
         folder.mkdir(parents=True)
