@@ -896,6 +896,23 @@ def format_profile(result: dict) -> str:
     return "\n".join(lines)
 
 
+def clock_calls(session, method: str, clock: dict) -> dict:
+    """Wraps `session.<method>` (an ONNX Runtime session's `run` or `run_with_iobinding`) so that every call adds its
+    seconds and one call to `clock` (`seconds`, `calls`); returns `clock`."""
+    original = getattr(session, method)
+
+    def timed(*arguments, **keywords):
+        start = time.perf_counter()
+        try:
+            return original(*arguments, **keywords)
+        finally:
+            clock["seconds"] += time.perf_counter() - start
+            clock["calls"] += 1
+
+    setattr(session, method, timed)
+    return clock
+
+
 def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8: bool) -> dict:
     """Where ONNX Runtime's `generate()` time goes at the profile setting (the native search loop where it takes the
     call): inside the encoder graph, inside the decoder-step graph, and outside both (`generate()`'s own Python, beam
@@ -912,17 +929,7 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
         clock = clocks[part] = dict(seconds=0.0, calls=0)
         # `run` in transformers' generate() loop, `run_with_iobinding` in the native search loop
         for method in ("run", "run_with_iobinding"):
-            original = getattr(session, method)
-
-            def timed_run(*arguments, _run=original, _clock=clock, **keywords):
-                start = time.perf_counter()
-                try:
-                    return _run(*arguments, **keywords)
-                finally:
-                    _clock["seconds"] += time.perf_counter() - start
-                    _clock["calls"] += 1
-
-            setattr(session, method, timed_run)
+            clock_calls(session, method, clock)
     generate(input_ids, attention_mask, spec["beams"])
     for clock in clocks.values():
         clock.update(seconds=0.0, calls=0)

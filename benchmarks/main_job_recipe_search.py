@@ -216,11 +216,16 @@ def repeats_trigram(text: str) -> bool:
     return len(trigrams) != len(set(trigrams))
 
 
+def longest(sources: list[str], share: float = 0.25) -> list[int]:
+    """The indices of the longest `share` of the sources, in words (at least one)."""
+    return sorted(range(len(sources)), key=lambda i: -len(sources[i].split()))[: max(1, round(share * len(sources)))]
+
+
 def repetition_share(translations: list[str], sources: list[str], share: float = 0.25) -> float:
     """The share of the translations of the longest `share` of the sources (in words) that repeat a word trigram:
     the "Mahlah, Mahlah, Mahali" failure of long held-out verses."""
-    longest = sorted(range(len(sources)), key=lambda i: -len(sources[i].split()))[: max(1, round(share * len(sources)))]
-    return sum(repeats_trigram(translations[i]) for i in longest) / len(longest)
+    indices = longest(sources, share)
+    return sum(repeats_trigram(translations[i]) for i in indices) / len(indices)
 
 
 def longest_quarter_bleu(translations: list[str], references: list[str], sources: list[str]) -> float:
@@ -228,9 +233,8 @@ def longest_quarter_bleu(translations: list[str], references: list[str], sources
     long held-out verses what it gains elsewhere."""
     import sacrebleu
 
-    longest = sorted(range(len(sources)), key=lambda i: -len(sources[i].split()))[: max(1, round(len(sources) / 4))]
-    hypotheses = [translations[i] for i in longest]
-    return sacrebleu.corpus_bleu(hypotheses, [[references[i] for i in longest]]).score
+    indices = longest(sources)
+    return sacrebleu.corpus_bleu([translations[i] for i in indices], [[references[i] for i in indices]]).score
 
 
 def compare(result: dict, output: Path, control: str, arm: str, samples: int, key: str = "arm") -> dict:

@@ -126,36 +126,22 @@ def measure(args) -> dict:
         ct2 = harness.ctranslate2_backend(converted["int8"], vocab, args.threads, new_tokens)
         nodes = optimized_node_count(runtime.decoder_session._model_path, args.threads)
 
-        step, encoder = dict(seconds=0.0, runs=0), dict(seconds=0.0, runs=0)
-        for session, method, clock in (
-            (runtime.decoder_session, "run_with_iobinding", step),
-            (runtime.encoder.session, "run", encoder),
-        ):
-            original = getattr(session, method)
-
-            def timed(*arguments, _run=original, _clock=clock, **keywords):
-                start = time.perf_counter()
-                try:
-                    return _run(*arguments, **keywords)
-                finally:
-                    _clock["seconds"] += time.perf_counter() - start
-                    _clock["runs"] += 1
-
-            setattr(session, method, timed)
+        step = harness.clock_calls(runtime.decoder_session, "run_with_iobinding", dict(seconds=0.0, calls=0))
+        encoder = harness.clock_calls(runtime.encoder.session, "run", dict(seconds=0.0, calls=0))
         seconds = {"onnx-native-int8": [], "marian/ct2-int8": []}
         step_seconds, encoder_seconds = [], []
         for backend in (ours, ct2):  # warm-up (the native loop's plan, CTranslate2's token strings)
             backend(input_ids, attention_mask, 1)
         for _ in range(args.rounds):
-            step.update(seconds=0.0, runs=0)
-            encoder.update(seconds=0.0, runs=0)
+            step.update(seconds=0.0, calls=0)
+            encoder.update(seconds=0.0, calls=0)
             start = time.perf_counter()
             for _ in range(args.calls):
                 ours(input_ids, attention_mask, 1)
             seconds["onnx-native-int8"].append((time.perf_counter() - start) / args.calls)
-            step_seconds.append(step["seconds"] / step["runs"])
+            step_seconds.append(step["seconds"] / step["calls"])
             encoder_seconds.append(encoder["seconds"] / args.calls)
-            steps_per_call = step["runs"] / args.calls
+            steps_per_call = step["calls"] / args.calls
             start = time.perf_counter()
             for _ in range(args.calls):
                 ct2(input_ids, attention_mask, 1)
@@ -171,6 +157,7 @@ def measure(args) -> dict:
     return dict(
         model=subject["name"],
         d_model=width,
+        vocab_size=model.config.vocab_size,
         threads=args.threads,
         rounds=args.rounds,
         calls_per_round=args.calls,
