@@ -1061,7 +1061,7 @@ def run_profile(args) -> list[dict]:
 def main(argv=None):
     args = parse_args(argv)
     if args.profile_summary:
-        labelled = (str(path).split("=", 1) if "=" in str(path) else ("", str(path)) for path in args.profile_summary)
+        labelled = (item.split("=", 1) if "=" in item else ("", item) for item in args.profile_summary)
         print(profile_summary([(label, json.loads(Path(path).read_text())) for label, path in labelled]))
         return
     if args.summary:

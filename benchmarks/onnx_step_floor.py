@@ -113,7 +113,6 @@ def measure(args) -> dict:
     harness_args = harness.parse_args(["--threads", str(args.threads), *(["--quick"] if args.quick else [])])
     [subject] = [s for s in harness.subjects(harness_args) if s["name"].startswith("main job")]
     model, marian = harness.build_models(subject, harness_args)
-    vocab = subject["vocab_size"] or harness_args.vocab_size
     new_tokens = harness_args.new_tokens
     input_ids, attention_mask = harness.source_batch(harness_args, 1, model.config.vocab_size)
     load_before = os.getloadavg()[0]
@@ -123,7 +122,7 @@ def measure(args) -> dict:
         runtime = ORTModelForSeq2SeqLM.from_pretrained(scratch / "onnx", int8=True, num_threads=args.threads)
         ours = harness.torch_backend(runtime, new_tokens)
         converted = harness.convert_to_ctranslate2(marian, scratch)
-        ct2 = harness.ctranslate2_backend(converted["int8"], vocab, args.threads, new_tokens)
+        ct2 = harness.ctranslate2_backend(converted["int8"], marian.config.vocab_size, args.threads, new_tokens)
         nodes = optimized_node_count(runtime.decoder_session._model_path, args.threads)
 
         step = harness.clock_calls(runtime.decoder_session, "run_with_iobinding", dict(seconds=0.0, calls=0))
