@@ -39,6 +39,13 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--source-length", type=int, default=30)
     parser.add_argument("--new-tokens", type=int, default=20)
+    for side in ("before", "after"):
+        parser.add_argument(
+            f"--{side}-native-loop",
+            action="store_true",
+            help=f"Decode {side!r} with the native loop over the step graph (`search_graphs=False`) instead of the "
+            "search graphs; with the same folder on both sides, measures the search graphs themselves",
+        )
     parser.add_argument("--output", type=Path, help="Write the result as JSON")
     return parser.parse_args(argv)
 
@@ -47,12 +54,23 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     load_before = os.getloadavg()[0]
     models = {
-        name: ORTModelForSeq2SeqLM.from_pretrained(folder, int8=not args.float32, num_threads=args.threads)
+        name: ORTModelForSeq2SeqLM.from_pretrained(
+            folder,
+            int8=not args.float32,
+            num_threads=args.threads,
+            search_graphs=not getattr(args, f"{name}_native_loop"),
+        )
         for name, folder in (("before", args.before), ("after", args.after))
     }
     vocab = models["after"].config.vocab_size
     generator = torch.Generator().manual_seed(0)
-    result = dict(before=str(args.before), after=str(args.after), int8=not args.float32, settings={})
+    result = dict(
+        before=str(args.before),
+        after=str(args.after),
+        decoding={name: "native loop" if getattr(args, f"{name}_native_loop") else "search graphs" for name in models},
+        int8=not args.float32,
+        settings={},
+    )
     for setting, (batch, beams, calls) in SETTINGS.items():
         ids = torch.randint(4, vocab - 1, (batch, args.source_length), generator=generator)
         ids[:, -1] = models["after"].config.eos_token_id

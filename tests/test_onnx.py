@@ -310,7 +310,18 @@ NATIVE_DECODING = {
         early_stopping=True,
     ),
     "beam-no-repeat-ngram": dict(num_beams=4, max_new_tokens=10, no_repeat_ngram_size=2, repetition_penalty=1.3),
+    "greedy-no-repeat-ngram": dict(num_beams=1, max_new_tokens=14, no_repeat_ngram_size=2, min_new_tokens=3),
+    "beam-no-repeat-ngram-never": dict(
+        num_beams=4,
+        num_return_sequences=2,
+        max_new_tokens=11,
+        no_repeat_ngram_size=3,
+        early_stopping="never",
+        length_penalty=1.2,
+    ),
 }
+# The decodings the search graphs take (`onnx_search_graph.graph_call`); a repetition penalty takes the native loop.
+GRAPH_DECODINGS = {name for name, settings in NATIVE_DECODING.items() if "repetition_penalty" not in settings}
 
 
 def ragged_batch():
@@ -340,24 +351,37 @@ def refused_generate(*args, **kwargs):
     raise AssertionError("a call with the options of one before was prepared by generate() again")
 
 
+def count_search_graph_runs(runtime, monkeypatch) -> list:
+    """The calls that ran as one search graph (`SearchGraphs.run`), one entry each."""
+    runs, original = [], runtime._search_graphs.run
+    monkeypatch.setattr(runtime._search_graphs, "run", lambda *a, **k: runs.append(1) or original(*a, **k))
+    return runs
+
+
+@pytest.mark.parametrize("route", ["search-graph", "native-loop"])
 @pytest.mark.parametrize("decoding", NATIVE_DECODING)
 @pytest.mark.parametrize("name", NAMES)
-def test_native_search_matches_pytorch_generate_token_for_token(exported, name, decoding, monkeypatch):
-    """The native loop (greedy and beam search over bound ONNX Runtime buffers) gives the PyTorch model's
-    `generate()` tokens on a batch of four sources of different lengths, with every option it takes: beams, returned
-    sequences, length penalty, minimum and maximum new tokens, early stopping, no-repeat n-grams, repetition penalty;
-    sentences that end early are padded as `generate()` pads them."""
+def test_native_search_matches_pytorch_generate_token_for_token(exported, name, decoding, route, monkeypatch):
+    """The native search, as one search graph (greedy and beam search inside an ONNX `Loop` around the step graph)
+    and as the loop over bound ONNX Runtime buffers (`search_graphs=False`, and every call the graphs do not take),
+    gives the PyTorch model's `generate()` tokens on a batch of four sources of different lengths, with every option
+    it takes: beams, returned sequences, length penalty, minimum and maximum new tokens, early stopping, no-repeat
+    n-grams, repetition penalty; sentences that end early are padded as `generate()` pads them."""
     model, runtime, _ = exported(name)
     ids, mask = ragged_batch()
     settings = NATIVE_DECODING[decoding]
     expected = model.generate(input_ids=ids, attention_mask=mask, **settings)
     refuse_per_step_runs(runtime, monkeypatch)
+    monkeypatch.setattr(runtime, "search_graphs", route == "search-graph")
+    graph_runs = count_search_graph_runs(runtime, monkeypatch)
     got = runtime.generate(input_ids=ids, attention_mask=mask, **settings)
     assert got.tolist() == expected.tolist()
+    assert len(graph_runs) == (route == "search-graph" and decoding in GRAPH_DECODINGS)
     assert len(set(expected[:, 1:].flatten().tolist())) >= 3, "the model decodes too few distinct tokens to compare"
     # the same options again: the call's plan, without generate()'s preparation
     monkeypatch.setattr(GenerationMixin, "generate", refused_generate)
     assert runtime.generate(ids, attention_mask=mask, **settings).tolist() == expected.tolist()
+    assert len(graph_runs) == 2 * (route == "search-graph" and decoding in GRAPH_DECODINGS)
     if decoding == "greedy":  # some sentences end before others, and are padded after their </s>
         ended = [row.index(2) for row in expected.tolist() if 2 in row]
         assert ended and min(ended) < expected.shape[1] - 1, expected
@@ -422,3 +446,43 @@ def test_native_search_falls_back_to_generate_and_says_so_once(exported, monkeyp
     finally:
         runtime.native_search = True
     assert len([record for record in caplog.records if "generate()" in record.getMessage()]) == 1
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_search_graph_no_repeat_ngram_bans_what_transformers_bans(size):
+    """The search graphs' no-repeat n-gram ban (`onnx_search_graph.no_repeat_ngram`) sets the same scores to -inf as
+    transformers' `NoRepeatNGramLogitsProcessor`, on rows of a 5-token vocabulary (so that n-grams repeat) of every
+    length from 1 to 12, shorter than the n-gram included."""
+    from onnx import TensorProto, helper
+    from transformers.generation.logits_process import NoRepeatNGramLogitsProcessor
+
+    from hf_unified_mt.deployment.onnx_search_graph import GraphWriter, no_repeat_ngram
+
+    g = GraphWriter()
+    banned = no_repeat_ngram(g, "scores", "sequences", g.op("Reshape", "length", g.const([])), size)
+    g.op("Identity", banned, outputs=["banned"])
+    graph = helper.make_graph(
+        g.nodes,
+        "ban",
+        [
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("sequences", TensorProto.INT64, None),
+            helper.make_tensor_value_info("length", TensorProto.INT64, [1]),
+        ],
+        [helper.make_tensor_value_info("banned", TensorProto.FLOAT, None)],
+    )
+    import onnxruntime
+
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    generator = torch.Generator().manual_seed(size)
+    processor = NoRepeatNGramLogitsProcessor(size)
+    banned_any = 0
+    for length in range(1, 13):
+        sequences = torch.randint(0, 5, (6, length), generator=generator)
+        scores = torch.randn(6, 7, generator=generator)
+        expected = processor(sequences, scores.clone())
+        got = session.run(None, dict(scores=scores.numpy(), sequences=sequences.numpy(), length=np.array([length])))
+        assert torch.equal(torch.from_numpy(got[0]), expected), (size, length)
+        banned_any += int(torch.isinf(expected).sum())
+    assert banned_any > 0

@@ -40,6 +40,8 @@ def load_onnx_model(
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=trust_remote_code)
     logger.info("Exporting %s to ONNX for this run (export_onnx keeps an export for reuse)", path)
-    with tempfile.TemporaryDirectory() as folder:
-        export_onnx(model, folder, tokenizer, source=path)
-        return ORTModelForSeq2SeqLM.from_pretrained(folder, int8=int8, num_threads=num_threads), tokenizer
+    folder = tempfile.TemporaryDirectory()  # kept with the model, whose search graphs are built from its step graph
+    export_onnx(model, folder.name, tokenizer, source=path)
+    runtime = ORTModelForSeq2SeqLM.from_pretrained(folder.name, int8=int8, num_threads=num_threads)
+    runtime._scratch = folder
+    return runtime, tokenizer

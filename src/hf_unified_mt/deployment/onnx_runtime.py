@@ -73,6 +73,7 @@ from .onnx_format import (
     weights_files,
 )
 from .onnx_search import StepRunner, beam_search, greedy_search, plan_key, stopping_limits, unsupported_options
+from .onnx_search_graph import SearchGraphs, graph_call
 
 
 logger = logging.getLogger(__name__)
@@ -87,17 +88,18 @@ class ORTEncoderOutput(BaseModelOutput):
     cross_key_values: torch.FloatTensor | None = None
 
 
-def _session(path: Path, num_threads: int | None):
-    """A CPU session on `num_threads` threads (default: PyTorch's thread count), whose idle threads sleep rather than
-    spin: on a machine shared with other work, spinning threads took the cores from it (translating 40 verses with
-    beam 4 on 2 busy cores: 6.7 s with spinning, 3.2 s without)."""
+def _session(graph: Path | bytes, num_threads: int | None):
+    """A CPU session of the graph in a file (or serialised) on `num_threads` threads (default: PyTorch's thread count),
+    whose idle threads sleep rather than spin: on a machine shared with other work, spinning threads took the cores
+    from it (translating 40 verses with beam 4 on 2 busy cores: 6.7 s with spinning, 3.2 s without)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = num_threads or torch.get_num_threads()
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    source = graph if isinstance(graph, bytes) else str(graph)
+    return onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
 def check_export(path: str | os.PathLike, int8: bool | str = False) -> dict:
@@ -257,9 +259,22 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         layout: CacheLayout,
         generation_config=None,
         native_search: bool = True,
+        search_graphs: bool = True,
+        decoder_file: Path | None = None,
     ):
+        """`decoder_file`: the step graph's file, which the search graphs are built from (default: the one
+        `decoder_session` was loaded from)."""
         super().__init__(config)
         self.native_search = native_search
+        self.search_graphs = search_graphs
+        step_file = decoder_file or getattr(decoder_session, "_model_path", None)
+        threads = decoder_session.get_session_options().intra_op_num_threads
+        self._search_graphs = SearchGraphs(
+            step_file,
+            len(layout.cross_names()),
+            lambda graph: _session(graph, threads),
+            config.vocab_size,
+        )
         self._fallbacks_said = set()
         self._plans = {}  # plan key (`onnx_search.plan_key`) -> a prepared call the native loop took
         self._planning = None  # the key of the call generate() is preparing
@@ -278,6 +293,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         int8: bool | str = False,
         num_threads: int | None = None,
         native_search: bool = True,
+        search_graphs: bool = True,
         **kwargs,
     ) -> ORTModelForSeq2SeqLM:
         """Loads a folder written by `export_onnx`, after checking it against its manifest (`check_export`: a
@@ -285,7 +301,8 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         "dynamic") runs ONNX Runtime's dynamic int8 quantisation of the graphs (`*.int8.onnx`), whose output depends
         on the batch; `int8="per_row"` its weight-only int8 (`*.int8.per_row.onnx`, `MatMulNBits`), whose output does
         not. Each mode reads only its own graphs, quantised next to the float ones on first use and recorded in the
-        manifest."""
+        manifest. `native_search=False` decodes through transformers' loops only; `search_graphs=False` runs greedy
+        and beam search in the native loop of `onnx_search.py` rather than as one graph (`onnx_search_graph.py`)."""
         if kwargs:
             raise TypeError(f"ORTModelForSeq2SeqLM.from_pretrained() got unexpected arguments {sorted(kwargs)}")
         mode = int8_mode(int8)
@@ -299,15 +316,30 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         if (path / "generation_config.json").is_file():
             generation_config = GenerationConfig.from_pretrained(path)
         files = [path / ENCODER_FILE, path / DECODER_FILE]
-        with tempfile.TemporaryDirectory() as scratch:
-            if mode:  # quantised next to the graphs, or in a scratch folder when that one is read-only
-                if os.access(path, os.W_OK):
-                    files = add_int8_graphs(path, mode=mode)
-                else:
-                    present = [path / int8_file_name(file.name, mode) for file in files]
-                    files = present if all(f.is_file() for f in present) else add_int8_graphs(path, scratch, mode)
-            encoder, decoder = (_session(file, num_threads) for file in files)  # the sessions hold the graphs
-        return cls(config, encoder, decoder, layout, generation_config, native_search=native_search)
+        scratch = None
+        if mode:  # quantised next to the graphs, or in a scratch folder when that one is read-only
+            if os.access(path, os.W_OK):
+                files = add_int8_graphs(path, mode=mode)
+            else:
+                present = [path / int8_file_name(file.name, mode) for file in files]
+                if all(f.is_file() for f in present):
+                    files = present
+                else:  # kept with the model: the search graphs are built from its step graph when first used
+                    scratch = tempfile.TemporaryDirectory()
+                    files = add_int8_graphs(path, scratch.name, mode)
+        encoder, decoder = (_session(file, num_threads) for file in files)
+        model = cls(
+            config,
+            encoder,
+            decoder,
+            layout,
+            generation_config,
+            native_search=native_search,
+            search_graphs=search_graphs,
+            decoder_file=files[1],
+        )
+        model._scratch = scratch
+        return model
 
     @property
     def device(self) -> torch.device:
@@ -440,6 +472,19 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
     def _search(self, search, runner, input_ids, generation_config, logits_processor, stopping_criteria):
         max_length, eos = stopping_limits(stopping_criteria)
         pad = generation_config._pad_token_tensor
+        call = None
+        if self.search_graphs:
+            positions = self.config.max_position_embeddings
+            call = graph_call(search, input_ids, logits_processor, max_length, eos, pad, generation_config, positions)
+        if call is not None and self._search_graphs.takes(call):  # the whole search in one ONNX Runtime run
+            return self._search_graphs.run(
+                call,
+                runner,
+                input_ids,
+                num_beams=generation_config.num_beams,
+                length_penalty=generation_config.length_penalty,
+                num_return_sequences=generation_config.num_return_sequences,
+            )
         if search == "greedy":
             return greedy_search(runner, input_ids, logits_processor, max_length, eos, pad)
         return beam_search(
