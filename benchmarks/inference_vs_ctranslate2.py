@@ -64,7 +64,8 @@ REFERENCE = "marian/ct2-int8"  # the backend every ratio is taken against
 # so a comparison at two threads only would measure its threading, not its decoding (docs/deployment.md).
 ONE_THREAD = "-1thread"
 BEFORE = "pytorch-fp32"  # what a user ran before the ONNX backend
-AFTERS = ("onnx-native-int8", "onnx-int8")  # the fastest backend now: the first of these a result JSON holds
+# the fastest backend now: the first of these a result JSON holds (results before the search graphs hold no graph rows)
+AFTERS = ("onnx-graph-int8", "onnx-native-int8", "onnx-int8")
 # `--quick`: tiny models and short sequences, one round; for the test that the script runs end to end.
 QUICK = dict(
     preset="tiny",
@@ -123,6 +124,11 @@ def parse_args(argv=None):
     parser.add_argument("--profile-arch", default="unified_transformer", choices=list(hf_unified_mt.ARCHITECTURES))
     parser.add_argument("--profile-setting", choices=["greedy", "beam"], default="greedy")
     parser.add_argument("--profile-calls", type=int, default=5, help="Profiled generate() calls per model")
+    parser.add_argument(
+        "--profile-native-loop",
+        action="store_true",
+        help="Profile ONNX Runtime's native loop over the step graph (`search_graphs=False`), not the search graphs",
+    )
     parser.add_argument("--workdir", type=Path, help="Keep the saved and converted MarianMT models here")
     parser.add_argument(
         "--output", type=Path, default=ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2.json"
@@ -288,15 +294,17 @@ def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_toke
     return generate
 
 
-# ONNX Runtime backends: (label, int8, native search loop). `onnx-fp32` / `onnx-int8` decode through transformers'
-# `generate()` loop (`native_search=False`, what the backend did before issue 47); `onnx-native-*` through the native
-# loop of `hf_unified_mt.deployment.onnx_search`, what `ORTModelForSeq2SeqLM` now takes by default.
-ONNX_BACKENDS = (
-    ("onnx-fp32", False, False),
-    ("onnx-int8", True, False),
-    ("onnx-native-fp32", False, True),
-    ("onnx-native-int8", True, True),
-)
+# ONNX Runtime backends: label -> (int8, `from_pretrained` options). `onnx-fp32` / `onnx-int8` decode through
+# transformers' `generate()` loop (`native_search=False`, what the backend did before issue 47); `onnx-native-int8`
+# through the native loop over the step graph in Python (`hf_unified_mt.deployment.onnx_search`, the default before the
+# search graphs); `onnx-graph-*` as one search graph (`onnx_search_graph`), what `ORTModelForSeq2SeqLM` now takes.
+ONNX_BACKENDS = {
+    "onnx-fp32": (False, dict(native_search=False)),
+    "onnx-int8": (True, dict(native_search=False)),
+    "onnx-native-int8": (True, dict(search_graphs=False)),
+    "onnx-graph-fp32": (False, {}),
+    "onnx-graph-int8": (True, {}),
+}
 
 
 def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tokens: int) -> dict[str, GenerateFn]:
@@ -304,7 +312,8 @@ def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tok
     (issue 33: `hf_unified_mt.deployment.onnx_export` / `onnx_runtime`) or ONNX Runtime is not installed, or when the
     export refuses the model. The one place to adapt if that backend's API changes: `export_onnx(model, tokenizer,
     directory)` writes the graphs, `ORTModelForSeq2SeqLM.from_pretrained(directory, int8=..., num_threads=...,
-    native_search=...)` loads them into a model whose `generate` takes the same arguments as the PyTorch model's."""
+    native_search=..., search_graphs=...)` loads them into a model whose `generate` takes the same arguments as the
+    PyTorch model's."""
     try:
         from hf_unified_mt.deployment.onnx_export import export_onnx
         from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
@@ -312,10 +321,10 @@ def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tok
         export_onnx(model, directory, int8=True, verify=False)  # its tests compare the graphs with PyTorch
         return {
             label: torch_backend(
-                ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=threads, native_search=native),
+                ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=threads, **options),
                 new_tokens,
             )
-            for label, int8, native in ONNX_BACKENDS
+            for label, (int8, options) in ONNX_BACKENDS.items()
         }
     except (ImportError, NotImplementedError, ValueError) as error:
         print(f"note: ONNX Runtime backends skipped for {type(model).__name__} ({error})", file=sys.stderr)
@@ -422,8 +431,8 @@ def one_thread_backends(
     if ours is not None:
         from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
-        native = ours.startswith("onnx-native")
-        model = ORTModelForSeq2SeqLM.from_pretrained(onnx_folder, int8=True, num_threads=1, native_search=native)
+        int8, options = ONNX_BACKENDS[ours]
+        model = ORTModelForSeq2SeqLM.from_pretrained(onnx_folder, int8=int8, num_threads=1, **options)
         found[ours + ONE_THREAD] = torch_backend(model, new_tokens)
     return found
 
@@ -914,15 +923,19 @@ def clock_calls(session, method: str, clock: dict) -> dict:
 
 
 def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8: bool) -> dict:
-    """Where ONNX Runtime's `generate()` time goes at the profile setting (the native search loop where it takes the
-    call): inside the encoder graph, inside the decoder-step graph, and outside both (`generate()`'s own Python, beam
-    bookkeeping, the cache handed between steps); and, from ONNX Runtime's own profiler, the decoder graph's node
-    time by operator type."""
+    """Where ONNX Runtime's `generate()` time goes at the profile setting (the search graph where it takes the call,
+    or with `--profile-native-loop` the native loop over the step graph): inside the encoder graph, inside the
+    decoder's graph (the step graph's runs, or the search graph's one run), and outside both (`generate()`'s own
+    Python, beam bookkeeping, the cache handed between steps); and, from ONNX Runtime's own profiler, the decoder
+    graph's node time by operator type (the search graph's: the nodes inside its `Loop`)."""
     from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
     spec = profile_spec(args)
     input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
-    runtime = ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=args.threads)
+    search_graphs = not args.profile_native_loop
+    runtime = ORTModelForSeq2SeqLM.from_pretrained(
+        directory, int8=int8, num_threads=args.threads, search_graphs=search_graphs
+    )
     generate = torch_backend(runtime, args.new_tokens)
     clocks = {}
     for part, session in (("encoder", runtime.encoder.session), ("decoder", runtime.decoder_session)):
@@ -930,7 +943,10 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
         # `run` in transformers' generate() loop, `run_with_iobinding` in the native search loop
         for method in ("run", "run_with_iobinding"):
             clock_calls(session, method, clock)
-    generate(input_ids, attention_mask, spec["beams"])
+    generate(input_ids, attention_mask, spec["beams"])  # also builds the search graph the call takes
+    graphs = [session for _, session in runtime._search_graphs.sessions.values()]
+    for session in graphs:
+        clock_calls(session, "run", clocks["decoder"])
     for clock in clocks.values():
         clock.update(seconds=0.0, calls=0)
     start = time.perf_counter()
@@ -941,29 +957,39 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
     decoder = clocks["decoder"]["seconds"] / args.profile_calls
     steps = clocks["decoder"]["calls"] / args.profile_calls
 
-    # ONNX Runtime's profiler on a session of its own over the same decoder graph
+    # ONNX Runtime's profiler on a session of its own over the same decoder graph (or search graph)
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = args.threads, 1
     options.enable_profiling = True
     options.profile_file_prefix = str(directory / "ort_profile")
-    profiled = onnxruntime.InferenceSession(
-        runtime.decoder_session._model_path, options, providers=["CPUExecutionProvider"]
-    )
-    runtime.decoder_session = profiled
+    profiled = []
+
+    def profiled_session(graph):
+        profiled.append(onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"]))
+        return profiled[-1]
+
+    if graphs:
+        runtime._search_graphs.session = profiled_session
+        runtime._search_graphs.sessions.clear()
+    else:
+        runtime.decoder_session = profiled_session(runtime.decoder_session._model_path)
     for _ in range(args.profile_calls):
         generate(input_ids, attention_mask, spec["beams"])
-    events = json.loads(Path(profiled.end_profiling()).read_text())
     node_time: dict[str, float] = {}
     node_calls: dict[str, int] = {}
-    for event in events:
-        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
-            op = event["args"]["op_name"]
-            node_time[op] = node_time.get(op, 0.0) + event["dur"] / 1e6
-            node_calls[op] = node_calls.get(op, 0) + 1
+    for session in profiled:
+        for event in json.loads(Path(session.end_profiling()).read_text()):
+            if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+                op = event["args"]["op_name"]
+                if op == "Loop":  # the search graph's loop: its time is its nodes'
+                    continue
+                node_time[op] = node_time.get(op, 0.0) + event["dur"] / 1e6
+                node_calls[op] = node_calls.get(op, 0) + 1
     total_node = sum(node_time.values())
-    profiled_steps = steps * args.profile_calls
+    # a search graph runs one step per generated token (the benchmark's calls generate exactly `--new-tokens`)
+    profiled_steps = (args.new_tokens if graphs else steps) * args.profile_calls
     top = sorted(node_time, key=node_time.get, reverse=True)[:10]
     return dict(
         model=name,
@@ -976,6 +1002,7 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
         share_decoder_graph=decoder / wall,
         share_outside_graphs=(wall - encoder - decoder) / wall,
         decoder_steps=steps,
+        search_graph=bool(graphs),
         decoder_node_seconds_per_step=total_node / max(profiled_steps, 1),
         top_operator_share_of_node_time={op: node_time[op] / total_node for op in top},
         top_operator_calls_per_step={op: node_calls[op] / max(profiled_steps, 1) for op in top},
@@ -987,7 +1014,8 @@ def format_onnx_profile(result: dict) -> str:
     lines = [
         profile_title(result),
         f"  encoder graph             {result['share_encoder_graph']:6.1%}",
-        f"  decoder step graph        {result['share_decoder_graph']:6.1%}  ({result['decoder_steps']:.0f} runs, "
+        f"  decoder's graph           {result['share_decoder_graph']:6.1%}  ({result['decoder_steps']:.0f} runs "
+        f"of the {'search' if result.get('search_graph') else 'step'} graph, "
         f"{result['decoder_node_seconds_per_step'] * 1e3:.2f} ms of node time per step)",
         f"  outside the graphs        {result['share_outside_graphs']:6.1%}  (generate(), beams, cache hand-over)",
         "  decoder graph node time by operator (share; calls per step):",
@@ -1010,9 +1038,15 @@ def profile_summary(documents: list[tuple[str, dict]]) -> str:
     rows = [
         ("tokens/s (profiled call)", lambda e: f"{e['tokens_per_second']:,.0f}"),
         ("encoder graph", lambda e: f"{e['share_encoder_graph']:.0%}"),
-        ("decoder-step graph", lambda e: f"{e['share_decoder_graph']:.0%}"),
+        (
+            "decoder's graph (step graph runs, or the search graph's one run)",
+            lambda e: f"{e['share_decoder_graph']:.0%}",
+        ),
         ("outside the graphs (Python: search, beams, cache hand-over)", lambda e: f"{e['share_outside_graphs']:.0%}"),
-        ("decoder-step node time per step", lambda e: f"{e['decoder_node_seconds_per_step'] * 1e3:.2f} ms"),
+        (
+            "decoder node time per step (search graph: its loop's nodes)",
+            lambda e: f"{e['decoder_node_seconds_per_step'] * 1e3:.2f} ms",
+        ),
     ]
     lines = ["| ONNX Runtime int8, one call | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
     lines += [f"| {label} | " + " | ".join(value(e) for e in entries) + " |" for label, value in rows]

@@ -4,9 +4,9 @@
 cost per graph run and per graph node, against CTranslate2's whole token.
 
 For the README main job's model (random weights, as `inference_vs_ctranslate2.py`: 30-token sources, exactly 20 new
-tokens, greedy, batch 1) in ONNX Runtime int8 with the native search loop, and its same-size MarianMT in CTranslate2
-int8, on `--threads` threads (1 by default: both backends' faster setting at batch 1 on the 2-core machine of the
-docs), in one process:
+tokens, greedy, batch 1) in ONNX Runtime int8 with the native search loop in Python (`search_graphs=False`) and as
+one search graph (the default), and its same-size MarianMT in CTranslate2 int8, on `--threads` threads (1 by
+default: both backends' faster setting at batch 1 on the 2-core machine of the docs), in one process:
 
 * seconds per generated token of each backend (median of `--rounds` interleaved rounds);
 * inside ours: the decoder-step graph's share of the call, timed around `run_with_iobinding`, and the nodes that
@@ -119,17 +119,23 @@ def measure(args) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         export_onnx(model, scratch / "onnx", int8=True, verify=False)
-        runtime = ORTModelForSeq2SeqLM.from_pretrained(scratch / "onnx", int8=True, num_threads=args.threads)
+        # the native loop over the step graph, whose step this splits; and the search graph, the default now
+        runtime = ORTModelForSeq2SeqLM.from_pretrained(
+            scratch / "onnx", int8=True, num_threads=args.threads, search_graphs=False
+        )
         ours = harness.torch_backend(runtime, new_tokens)
+        graph = harness.torch_backend(
+            ORTModelForSeq2SeqLM.from_pretrained(scratch / "onnx", int8=True, num_threads=args.threads), new_tokens
+        )
         converted = harness.convert_to_ctranslate2(marian, scratch)
         ct2 = harness.ctranslate2_backend(converted["int8"], marian.config.vocab_size, args.threads, new_tokens)
         nodes = optimized_node_count(runtime.decoder_session._model_path, args.threads)
 
         step = harness.clock_calls(runtime.decoder_session, "run_with_iobinding", dict(seconds=0.0, calls=0))
         encoder = harness.clock_calls(runtime.encoder.session, "run", dict(seconds=0.0, calls=0))
-        seconds = {"onnx-native-int8": [], "marian/ct2-int8": []}
+        seconds = {"onnx-native-int8": [], "onnx-graph-int8": [], "marian/ct2-int8": []}
         step_seconds, encoder_seconds = [], []
-        for backend in (ours, ct2):  # warm-up (the native loop's plan, CTranslate2's token strings)
+        for backend in (ours, graph, ct2):  # warm-up (the plans, the search graph, CTranslate2's token strings)
             backend(input_ids, attention_mask, 1)
         for _ in range(args.rounds):
             step.update(seconds=0.0, calls=0)
@@ -141,6 +147,10 @@ def measure(args) -> dict:
             step_seconds.append(step["seconds"] / step["calls"])
             encoder_seconds.append(encoder["seconds"] / args.calls)
             steps_per_call = step["calls"] / args.calls
+            start = time.perf_counter()
+            for _ in range(args.calls):
+                graph(input_ids, attention_mask, 1)
+            seconds["onnx-graph-int8"].append((time.perf_counter() - start) / args.calls)
             start = time.perf_counter()
             for _ in range(args.calls):
                 ct2(input_ids, attention_mask, 1)
@@ -185,12 +195,14 @@ def measure(args) -> dict:
 def table(result: dict) -> str:
     us = 1e6
     ours, ct2 = result["seconds_per_token"]["onnx-native-int8"], result["seconds_per_token"]["marian/ct2-int8"]
+    graph = result["seconds_per_token"].get("onnx-graph-int8")  # measured since the search graphs
     step = result["decoder_step_seconds_per_run"] * result["decoder_step_runs_per_call"] / result["new_tokens"]
     encoder = result["encoder_seconds_per_call"] / result["new_tokens"]
     rows = [
         ("CTranslate2 int8, MarianMT of the same size: a whole token", ct2 * us),
         ("issue 47's batch-1 target (2x CTranslate2 int8): a whole token", result["target_seconds_per_token"] * us),
-        ("ONNX Runtime int8, native loop: a whole token", ours * us),
+        *([("ONNX Runtime int8, search graph (the default): a whole token", graph * us)] if graph is not None else []),
+        ("ONNX Runtime int8, native loop in Python: a whole token", ours * us),
         ("of which the decoder-step graph's run", step * us),
         ("of which the encoder graph's run (one per call, shared by its tokens)", encoder * us),
         ("of which outside both graphs (the search loop in Python)", (ours - step - encoder) * us),

@@ -142,7 +142,8 @@ def test_profile_breaks_down_decoding_time(tmp_path):
         assert entry["operator_calls_per_token"] > 0 and entry["min_bytes_read_per_step"]["parameter_bytes"] > 0
     for entry in profile[3:]:
         shares = entry["share_encoder_graph"] + entry["share_decoder_graph"] + entry["share_outside_graphs"]
-        assert shares == pytest.approx(1.0) and entry["decoder_steps"] == 4  # --quick: 4 new tokens, greedy
+        assert shares == pytest.approx(1.0) and entry["search_graph"]
+        assert entry["decoder_steps"] == 1  # the search graph's one run per call (--quick: 4 new tokens, greedy)
         assert sum(entry["top_operator_share_of_node_time"].values()) <= 1.0 + 1e-9
         assert "MatMul" in "".join(entry["top_operator_share_of_node_time"])
     assert "generate() outside model" in result.stdout
@@ -158,14 +159,15 @@ def test_step_floor_sets_the_runtime_fixed_cost_beside_ctranslate2(tmp_path):
     command = [sys.executable, str(ROOT / "benchmarks" / "onnx_step_floor.py"), "--quick", "--output", str(output)]
     result = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT, timeout=600)
     floor = json.loads(output.read_text())
-    assert set(floor["seconds_per_token"]) == {"onnx-native-int8", "marian/ct2-int8"}
+    assert set(floor["seconds_per_token"]) == {"onnx-native-int8", "onnx-graph-int8", "marian/ct2-int8"}
     assert floor["decoder_step_runs_per_call"] == floor["new_tokens"]  # one step graph run per greedy token
     assert floor["decoder_step_nodes"] == sum(floor["decoder_step_operators"].values()) > 0
     assert 0 < floor["decoder_step_share_of_call"] < 1 and floor["onnxruntime_run_seconds"] > 0
     expected = floor["onnxruntime_run_seconds"] + floor["decoder_step_nodes"] * floor["onnxruntime_node_seconds"]
     assert floor["fixed_cost_floor_seconds_per_token"] == pytest.approx(expected)
     assert floor["target_seconds_per_token"] == pytest.approx(floor["seconds_per_token"]["marian/ct2-int8"] / 2)
-    assert "| ONNX Runtime int8, native loop: a whole token |" in result.stdout
+    assert "| ONNX Runtime int8, native loop in Python: a whole token |" in result.stdout
+    assert "| ONNX Runtime int8, search graph (the default): a whole token |" in result.stdout
 
 
 def test_the_deployment_document_holds_the_step_floor_of_the_committed_json():
