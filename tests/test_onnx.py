@@ -486,3 +486,34 @@ def test_search_graph_no_repeat_ngram_bans_what_transformers_bans(size):
         assert torch.equal(torch.from_numpy(got[0]), expected), (size, length)
         banned_any += int(torch.isinf(expected).sum())
     assert banned_any > 0
+
+
+def test_search_graphs_are_built_from_a_step_graph_that_stays_readable(exported, tmp_path, monkeypatch):
+    """The search graphs are built from the step graph's file when a call first needs one: int8 graphs quantised
+    into a scratch folder (the export folder read-only) stay there while the model lives, and a model whose step
+    graph file has gone decodes with the native loop instead, to the same tokens."""
+    import shutil
+
+    import hf_unified_mt.deployment.onnx_runtime as onnx_runtime
+
+    model, _, folder = exported("unified-prime")
+    ids, mask = ragged_batch()
+    settings = dict(num_beams=1, max_new_tokens=10)
+    copy_folder = tmp_path / "export"
+    shutil.copytree(folder, copy_folder)
+    monkeypatch.setattr(onnx_runtime.os, "access", lambda *a, **k: False)  # the folder is read-only
+    runtime = ORTModelForSeq2SeqLM.from_pretrained(copy_folder, int8=True, num_threads=1)
+    monkeypatch.undo()
+    assert not list(copy_folder.glob("*.int8.onnx")) and Path(runtime._search_graphs.step_file).is_file()
+    graph_runs = count_search_graph_runs(runtime, monkeypatch)
+    int8_tokens = runtime.generate(input_ids=ids, attention_mask=mask, **settings)
+    assert len(graph_runs) == 1
+    loop = ORTModelForSeq2SeqLM.from_pretrained(copy_folder, int8=True, num_threads=1, search_graphs=False)
+    assert loop.generate(input_ids=ids, attention_mask=mask, **settings).tolist() == int8_tokens.tolist()
+
+    runtime = ORTModelForSeq2SeqLM.from_pretrained(copy_folder, num_threads=1)
+    (copy_folder / DECODER_FILE).unlink()  # the session holds the graph; the search graphs cannot be built now
+    graph_runs = count_search_graph_runs(runtime, monkeypatch)
+    expected = model.generate(input_ids=ids, attention_mask=mask, **settings)
+    assert runtime.generate(input_ids=ids, attention_mask=mask, **settings).tolist() == expected.tolist()
+    assert graph_runs == []
