@@ -32,8 +32,8 @@ SETTINGS = {"greedy_b1": (1, 1, 20), "beam4_b16": (16, 4, 5), "beam4_b64": (64, 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("before", type=Path, help="Export folder before the change")
-    parser.add_argument("after", type=Path, help="Export folder after the change")
+    parser.add_argument("before", type=Path, nargs="?", help="Export folder before the change")
+    parser.add_argument("after", type=Path, nargs="?", help="Export folder after the change")
     parser.add_argument("--float32", action="store_true", help="Float32 graphs instead of int8")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=7)
@@ -47,11 +47,44 @@ def parse_args(argv=None):
             "search graphs; with the same folder on both sides, measures the search graphs themselves",
         )
     parser.add_argument("--output", type=Path, help="Write the result as JSON")
-    return parser.parse_args(argv)
+    parser.add_argument("--table", type=Path, nargs="+", help="Print the docs table of these result JSONs and exit")
+    args = parser.parse_args(argv)
+    if not args.table and (args.before is None or args.after is None):
+        parser.error("give the export folders before and after the change (or --table JSON ...)")
+    return args
+
+
+def table(documents: list[dict]) -> str:
+    """One row per setting of each result: tokens/s before and after (medians), the median after/before ratio over
+    rounds, in how many rounds after was faster, and whether both decoded the same tokens."""
+
+    def side(document, name):
+        return document.get("decoding", {}).get(name, "")
+
+    lines = [
+        "| setting | threads | before | after | before, tok/s | after, tok/s | after/before | rounds faster "
+        "| same tokens |",
+        "|---|---:|---|---|---:|---:|---:|---:|---|",
+    ]
+    for document in documents:
+        for setting, row in document["settings"].items():
+            rounds = row["rounds"]
+            faster = sum(after < before for before, after in zip(rounds["before"], rounds["after"]))
+            lines.append(
+                f"| {setting} | {document['machine']['threads']} | {side(document, 'before')} | "
+                f"{side(document, 'after')} | {row['tokens_per_second']['before']:,.0f} | "
+                f"{row['tokens_per_second']['after']:,.0f} | {row['speedup']:.2f} | "
+                f"{faster} of {len(rounds['after'])} | {'yes' if row['same_tokens'] else 'no'} |"
+            )
+    return "\n".join(lines)
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.table:
+        documents = [json.loads(path.read_text()) for path in args.table]
+        print(table(documents))
+        return documents
     load_before = os.getloadavg()[0]
     models = {
         name: ORTModelForSeq2SeqLM.from_pretrained(

@@ -183,11 +183,29 @@ def test_the_deployment_document_holds_the_profiles_before_and_after_the_native_
     documents = [
         (label, json.loads((results / f"inference_vs_ctranslate2_profile{kind}_{setting}.json").read_text()))
         for setting in ("greedy", "beam")
-        for label, kind in (("generate() loop", ""), ("native loop", "_native"))
+        for label, kind in (("generate() loop", ""), ("native loop", "_native"), ("search graph", "_graph"))
     ]
     table = module.profile_summary(documents)
-    assert table.splitlines()[0].endswith("| batch 16, beam 4, native loop |")
+    assert table.splitlines()[0].endswith("| batch 16, beam 4, search graph |")
     assert table in (ROOT / "docs" / "deployment.md").read_text()
+    searched = [document["profile"][-1].get("search_graph", False) for _, document in documents]  # ONNX Runtime int8
+    assert searched == [False, False, True] * 2
+
+
+def test_the_deployment_document_holds_the_search_graphs_side_by_side_with_the_native_loop():
+    """The docs table of the search graphs against the native loop is `onnx_graphs_ab.py --table` of the committed
+    JSONs, which measured the same export on both sides and decoded the same tokens."""
+    module = benchmark_script("onnx_graphs_ab")
+    results = ROOT / "benchmarks" / "results"
+    documents = [
+        json.loads((results / name).read_text())
+        for name in ("onnx_search_graphs_ab.json", "onnx_search_graphs_ab_1thread.json")
+    ]
+    for document in documents:
+        assert document["before"] == document["after"]
+        assert document["decoding"] == {"before": "native loop", "after": "search graphs"}
+        assert all(row["same_tokens"] for row in document["settings"].values())
+    assert module.table(documents) in (ROOT / "docs" / "deployment.md").read_text()
 
 
 def benchmark_script(name):

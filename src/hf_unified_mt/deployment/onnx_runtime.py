@@ -26,6 +26,11 @@ forced, suppressed and bad tokens), and transformers' loops otherwise (sampling,
 in `return_dict_in_generate`, custom logits processors or stopping criteria), saying so once per model and reason
 (`logging.INFO`). `native_search=False` (`from_pretrained` or the attribute) always takes transformers' loops.
 
+Where the options allow (greedy or beam search with minimum lengths, no-repeat n-grams, length penalty, early stopping,
+returned sequences), the native search does not even loop in Python: the whole search runs as one ONNX Runtime run of
+a search graph (`onnx_search_graph.py`: an ONNX `Loop` around the step graph), built from the step graph's file on
+first use, with the same tokens. `search_graphs=False` keeps the loop in Python.
+
 `generate()`'s preparation of a call (copying and validating the generation config, inspecting signatures, building
 processors) took a third of a 20-token call at batch 1. So a call the native loop took is kept as a plan (its
 prepared generation config, logits processors and stopping criteria) under its options and the model's generation
