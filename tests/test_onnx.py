@@ -501,6 +501,8 @@ def test_search_graphs_are_built_from_a_step_graph_that_stays_readable(exported,
     settings = dict(num_beams=1, max_new_tokens=10)
     copy_folder = tmp_path / "export"
     shutil.copytree(folder, copy_folder)
+    for quantized in copy_folder.glob("*.int8*.onnx"):  # left by other tests: quantised at load, as a first use is
+        quantized.unlink()
     monkeypatch.setattr(onnx_runtime.os, "access", lambda *a, **k: False)  # the folder is read-only
     runtime = ORTModelForSeq2SeqLM.from_pretrained(copy_folder, int8=True, num_threads=1)
     monkeypatch.undo()

@@ -46,6 +46,8 @@ from transformers.generation.logits_process import (
 # The search's own names in the graphs (the step graph's names never start so).
 PREFIX = "search."
 INT64_MAX = np.iinfo(np.int64).max
+# ONNX element types (`onnx.TensorProto.INT64`, `.FLOAT`, `.BOOL`), for `Cast` and the graphs' inputs and outputs
+INT64, FLOAT, BOOL = 7, 1, 9
 
 
 class GraphWriter:
@@ -80,16 +82,18 @@ class GraphWriter:
 
     def any(self, condition: str, axis: int | None = None, keepdims: int = 0) -> str:
         """`condition.any(axis)` of a boolean tensor (over every axis when `axis` is None)."""
-        counts = self.op("Cast", condition, to=7)  # int64
+        counts = self.op("Cast", condition, to=INT64)
         axes = [] if axis is None else [self.const([axis])]
-        return self.op("Cast", self.op("ReduceMax", counts, *axes, keepdims=keepdims), to=9)  # bool
+        return self.op("Cast", self.op("ReduceMax", counts, *axes, keepdims=keepdims), to=BOOL)
 
     def all(self, condition: str, axis: int | None = None, keepdims: int = 0) -> str:
         return self.op("Not", self.any(self.op("Not", condition), axis, keepdims))
 
     def penalty(self, scores: str, condition: str) -> str:
         """`scores + condition.to(float32) * -1e9`, transformers' way of setting candidates aside."""
-        return self.op("Add", scores, self.op("Mul", self.op("Cast", condition, to=1), self.const(-1.0e9, np.float32)))
+        return self.op(
+            "Add", scores, self.op("Mul", self.op("Cast", condition, to=FLOAT), self.const(-1.0e9, np.float32))
+        )
 
 
 def block_end(g: GraphWriter, scores: str, length: str) -> str:
@@ -230,9 +234,6 @@ def _value(name: str, elem_type: int, shape=None):
     from onnx import helper
 
     return helper.make_tensor_value_info(name, elem_type, shape)
-
-
-INT64, FLOAT, BOOL = 7, 1, 9
 
 
 def _model(step: StepGraph, nodes: list, inputs: list, outputs: list, name: str):
