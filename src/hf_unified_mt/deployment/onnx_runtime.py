@@ -482,14 +482,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             positions = self.config.max_position_embeddings
             call = graph_call(search, input_ids, logits_processor, max_length, eos, pad, generation_config, positions)
         if call is not None and self._search_graphs.takes(call):  # the whole search in one ONNX Runtime run
-            return self._search_graphs.run(
-                call,
-                runner,
-                input_ids,
-                num_beams=generation_config.num_beams,
-                length_penalty=generation_config.length_penalty,
-                num_return_sequences=generation_config.num_return_sequences,
-            )
+            return self._search_graphs.run(call, runner, input_ids)
         if search == "greedy":
             return greedy_search(runner, input_ids, logits_processor, max_length, eos, pad)
         return beam_search(

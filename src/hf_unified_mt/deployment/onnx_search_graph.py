@@ -151,6 +151,9 @@ class GraphCall:
     max_length: int  # prompt included
     eos: tuple[int, ...]
     pad: int
+    num_beams: int = 1
+    length_penalty: float = 1.0
+    num_return_sequences: int = 1
 
     @property
     def key(self) -> tuple:
@@ -190,6 +193,9 @@ def graph_call(
         max_length=max_length,
         eos=tuple(eos.view(-1).tolist()),
         pad=int(pad),
+        num_beams=generation_config.num_beams,
+        length_penalty=generation_config.length_penalty,
+        num_return_sequences=generation_config.num_return_sequences,
     )
 
 
@@ -493,15 +499,7 @@ class SearchGraphs:
             self.sessions[call.key] = (step, self.session(model.SerializeToString()))
         return self.sessions[call.key]
 
-    def run(
-        self,
-        call: GraphCall,
-        runner,
-        start: torch.Tensor,
-        num_beams: int = 1,
-        length_penalty: float = 1.0,
-        num_return_sequences: int = 1,
-    ) -> torch.Tensor:
+    def run(self, call: GraphCall, runner, start: torch.Tensor) -> torch.Tensor:
         """The search for one call: `runner` (an `onnx_search.StepRunner`) holds its bound source mask and
         cross-attention inputs and the cache states' shapes; `start` the start token of each row. Returns the start
         tokens and the new ones, as `onnx_search.greedy_search` / `beam_search` do."""
@@ -523,10 +521,11 @@ class SearchGraphs:
         if call.search == "greedy":
             feeds.update({PREFIX + "sequences": tokens, PREFIX + "pad": np.array(call.pad, dtype=np.int64)})
             return torch.from_numpy(session.run([PREFIX + "output"], feeds)[0])
-        return self._beam(session, feeds, call, tokens, num_beams, length_penalty, num_return_sequences)
+        return self._beam(session, feeds, call, tokens)
 
     @staticmethod
-    def _beam(session, feeds, call, tokens, num_beams, length_penalty, num_return_sequences) -> torch.Tensor:
+    def _beam(session, feeds, call: GraphCall, tokens: np.ndarray) -> torch.Tensor:
+        num_beams, length_penalty, num_return_sequences = call.num_beams, call.length_penalty, call.num_return_sequences
         rows = tokens.shape[0]
         batch, prompt = rows // num_beams, 1
         keep = max(2, 1 + len(call.eos)) * num_beams
