@@ -519,3 +519,19 @@ def test_search_graphs_are_built_from_a_step_graph_that_stays_readable(exported,
     expected = model.generate(input_ids=ids, attention_mask=mask, **settings)
     assert runtime.generate(input_ids=ids, attention_mask=mask, **settings).tolist() == expected.tolist()
     assert graph_runs == []
+
+
+def test_a_call_the_search_graphs_do_not_take_says_so_once(exported, caplog):
+    """A logits processor the search graphs do not write (a repetition penalty) runs the native loop in Python, with
+    one INFO line naming it, not one per call; the tokens are still PyTorch's."""
+    model, runtime, _ = exported("deep-aan")
+    ids, mask = ragged_batch()
+    settings = dict(num_beams=2, max_new_tokens=6, repetition_penalty=1.2)
+    expected = model.generate(input_ids=ids, attention_mask=mask, **settings).tolist()
+    runtime._fallbacks_said.clear()
+    with caplog.at_level(logging.INFO, logger="hf_unified_mt.deployment.onnx_runtime"):
+        for _ in range(2):
+            assert runtime.generate(input_ids=ids, attention_mask=mask, **settings).tolist() == expected
+    said = [record.getMessage() for record in caplog.records if "not as one graph" in record.getMessage()]
+    assert said == ["ONNX Runtime beam search runs in the native loop in Python, not as one graph, for: "
+                    "RepetitionPenaltyLogitsProcessor"]  # fmt: skip

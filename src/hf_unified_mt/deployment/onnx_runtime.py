@@ -371,12 +371,9 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         )
         if reasons:
             said = ", ".join(reasons)
-            if said not in self._fallbacks_said:
-                self._fallbacks_said.add(said)
-                logger.info(
-                    "ONNX Runtime decoding goes through transformers' generate() loop, not the native one, for: %s",
-                    said,
-                )
+            self._say_once(
+                f"ONNX Runtime decoding goes through transformers' generate() loop, not the native one, for: {said}"
+            )
             return None
         encoder_outputs = kwargs["encoder_outputs"]
         attention_mask = kwargs.get("attention_mask")
@@ -388,6 +385,12 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             return self._step_runner(attention_mask, cross_key_values)
         # generate() repeated each sentence's encoder output for its beams (`repeat_interleave`): one copy each
         return self._step_runner(attention_mask[::expand], cross_key_values[::expand], expand)
+
+    def _say_once(self, message: str) -> None:
+        """Logs `message` at INFO level, once per model."""
+        if message not in self._fallbacks_said:
+            self._fallbacks_said.add(message)
+            logger.info(message)
 
     def _step_runner(
         self, attention_mask: torch.Tensor, cross_key_values: torch.Tensor, rows_per_sentence: int = 1
@@ -477,12 +480,17 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
     def _search(self, search, runner, input_ids, generation_config, logits_processor, stopping_criteria):
         max_length, eos = stopping_limits(stopping_criteria)
         pad = generation_config._pad_token_tensor
-        call = None
         if self.search_graphs:
             positions = self.config.max_position_embeddings
-            call = graph_call(search, input_ids, logits_processor, max_length, eos, pad, generation_config, positions)
-        if call is not None and self._search_graphs.takes(call):  # the whole search in one ONNX Runtime run
-            return self._search_graphs.run(call, runner, input_ids)
+            call, why = graph_call(
+                search, input_ids, logits_processor, max_length, eos, pad, generation_config, positions
+            )
+            why = why or self._search_graphs.missing(call)
+            if why is None:  # the whole search in one ONNX Runtime run
+                return self._search_graphs.run(call, runner, input_ids)
+            self._say_once(
+                f"ONNX Runtime {search} search runs in the native loop in Python, not as one graph, for: {why}"
+            )
         if search == "greedy":
             return greedy_search(runner, input_ids, logits_processor, max_length, eos, pad)
         return beam_search(

@@ -163,28 +163,33 @@ class GraphCall:
 
 def graph_call(
     search: str, input_ids: torch.Tensor, processors, max_length: int, eos, pad, generation_config, max_positions: int
-) -> GraphCall | None:
-    """The call as a search graph runs it, or None where the native loop of `onnx_search.py` must: a decoder prompt
-    other than the start token alone, no </s> or pad id, a maximum length past the model's positions (the native loop
-    says so when reached), or a logits processor other than one minimum length and one no-repeat n-gram size."""
-    if input_ids.shape[1] != 1 or eos is None or pad is None or not 1 < max_length <= max_positions + 1:
-        return None
+) -> tuple[GraphCall | None, str | None]:
+    """The call as a search graph runs it, or None and why the native loop of `onnx_search.py` must run it instead: a
+    decoder prompt other than the start token alone, no </s> or pad id, a maximum length past the model's positions
+    (the native loop says so when reached), or a logits processor other than minimum lengths on one set of </s> ids and
+    one no-repeat n-gram size."""
+    if input_ids.shape[1] != 1:
+        return None, "a decoder prompt longer than the start token"
+    if eos is None or pad is None:
+        return None, "no </s> or pad id"
+    if not 1 < max_length <= max_positions + 1:
+        return None, f"a maximum length ({max_length}) past max_position_embeddings"
     minimum, block, ngram = 0, None, 0
     for processor in processors:
         if type(processor) is NoRepeatNGramLogitsProcessor and not ngram:
             ngram = processor.ngram_size
         elif type(processor) in (MinNewTokensLengthLogitsProcessor, MinLengthLogitsProcessor):
             ids = tuple(torch.as_tensor(processor.eos_token_id).view(-1).tolist())
-            if block is not None and ids != block:  # minimum lengths on different </s> ids
-                return None
+            if block is not None and ids != block:
+                return None, "minimum lengths on different </s> ids"
             if type(processor) is MinNewTokensLengthLogitsProcessor:
                 length = processor.prompt_length_to_skip + processor.min_new_tokens
             else:
                 length = processor.min_length
             minimum, block = max(minimum, length), ids
         else:
-            return None
-    return GraphCall(
+            return None, type(processor).__name__
+    call = GraphCall(
         search=search,
         no_repeat_ngram_size=ngram,
         early_stopping=generation_config.early_stopping,
@@ -197,6 +202,7 @@ def graph_call(
         length_penalty=generation_config.length_penalty,
         num_return_sequences=generation_config.num_return_sequences,
     )
+    return call, None
 
 
 class StepGraph:
@@ -481,9 +487,11 @@ class SearchGraphs:
         self.limit = limit
         self.sessions = {}
 
-    def takes(self, call: GraphCall) -> bool:
-        """Whether the call's graph is built, or can be (its step graph's file is still there)."""
-        return call.key in self.sessions or (self.step_file is not None and os.path.isfile(self.step_file))
+    def missing(self, call: GraphCall) -> str | None:
+        """Why the call's graph cannot be built (its step graph's file is not there), or None."""
+        if call.key in self.sessions or (self.step_file is not None and os.path.isfile(self.step_file)):
+            return None
+        return f"the step graph's file ({self.step_file}) is gone"
 
     def _session_for(self, call: GraphCall):
         if call.key not in self.sessions:
