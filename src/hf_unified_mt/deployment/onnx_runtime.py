@@ -475,16 +475,25 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             cross = encoder_outputs.cross_key_values
             runner = self._step_runner(*(x.repeat_interleave(expand, dim=0) for x in (attention_mask, cross)))
         start = torch.full((input_ids.shape[0] * expand, 1), plan["start"], dtype=torch.long)
-        return self._search(plan["search"], runner, start, config, plan["logits_processor"], plan["stopping_criteria"])
+        return self._search(
+            plan["search"], runner, start, config, plan["logits_processor"], plan["stopping_criteria"], plan=plan
+        )
 
-    def _search(self, search, runner, input_ids, generation_config, logits_processor, stopping_criteria):
+    def _search(self, search, runner, input_ids, generation_config, logits_processor, stopping_criteria, plan=None):
+        """Greedy or beam search: as one search graph where it takes the call, else the native loop in Python. A
+        `plan` keeps its call's `graph_call`, the same for every call of the plan."""
         max_length, eos = stopping_limits(stopping_criteria)
         pad = generation_config._pad_token_tensor
         if self.search_graphs:
-            positions = self.config.max_position_embeddings
-            call, why = graph_call(
-                search, input_ids, logits_processor, max_length, eos, pad, generation_config, positions
-            )
+            found = plan.get("graph_call") if plan is not None else None
+            if found is None:
+                positions = self.config.max_position_embeddings
+                found = graph_call(
+                    search, input_ids, logits_processor, max_length, eos, pad, generation_config, positions
+                )
+                if plan is not None:
+                    plan["graph_call"] = found
+            call, why = found
             why = why or self._search_graphs.missing(call)
             if why is None:  # the whole search in one ONNX Runtime run
                 return self._search_graphs.run(call, runner, input_ids)

@@ -185,18 +185,12 @@ class StepRunner:
     ):
         """`attention_mask` and `cross` hold one row per sentence, each shared by its `rows_per_sentence` consecutive
         rows (its beams) where the graph takes them so (`CacheLayout.beams_share_cross_attention`), else one per
-        row (`rows_per_sentence` 1)."""
+        row (`rows_per_sentence` 1). Nothing is bound before the first step (a search graph reads `static` and
+        `shapes` only)."""
         self.session = session
         self.max_positions = max_positions
-        names = [node.name for node in session.get_inputs()]
-        self.token_name, mask_name, self.positions_name = names[:3]
-        self.past_names = names[3 + len(cross) :]
-        self.logits_name, *self.present_names = [node.name for node in session.get_outputs()]
         self.rows = attention_mask.shape[0] * rows_per_sentence
-        self.binding = session.io_binding()
         self.static = [np.ascontiguousarray(attention_mask, dtype=np.int64), *cross]  # kept alive while bound
-        for name, array in zip([mask_name, *names[3 : 3 + len(cross)]], self.static):
-            self.binding.bind_cpu_input(name, array)
         # The state shapes per row, and which axis grows by one position per step (keys and values: axis 2).
         self.shapes, self.grows = [], []
         for spec in layout.layers:
@@ -205,16 +199,29 @@ class StepRunner:
                 self.grows += [True, True]
             self.shapes += [list(shape) for shape in spec.states.values()]
             self.grows += [False] * len(spec.states)
+        self.binding = None
+        self.length = 0
+
+    def _bind(self) -> None:
+        """Binds the static inputs and allocates the first step's states and the logits buffer."""
+        session = self.session
+        names = [node.name for node in session.get_inputs()]
+        self.token_name, mask_name, self.positions_name = names[:3]
+        cross_names = names[3 : 2 + len(self.static)]
+        self.past_names = names[2 + len(self.static) :]
+        self.logits_name, *self.present_names = [node.name for node in session.get_outputs()]
         if len(self.shapes) != len(self.past_names):
             raise ValueError(
                 f"the decoder step graph takes {len(self.past_names)} cache inputs but its layout lists "
                 f"{len(self.shapes)}: export the model again"
             )
+        self.binding = session.io_binding()
+        for name, array in zip([mask_name, *cross_names], self.static):
+            self.binding.bind_cpu_input(name, array)
         self.states = [np.zeros((self.rows, *shape), dtype=np.float32) for shape in self.shapes]
-        self.length = 0
         vocab = session.get_outputs()[0].shape[-1]
         self.logits = None if not isinstance(vocab, int) else np.empty((self.rows, vocab), dtype=np.float32)
-        self.positions = np.arange(max_positions, dtype=np.int64)
+        self.positions = np.arange(self.max_positions, dtype=np.int64)
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Runs one position for every row (`tokens`: `[rows, 1]`) and returns the logits `[rows, vocab]`, a view of
@@ -224,6 +231,8 @@ class StepRunner:
                 f"The target sequence has {self.length + 1} positions but the model supports at most "
                 f"`max_position_embeddings`={self.max_positions}; generate fewer tokens"
             )
+        if self.binding is None:
+            self._bind()
         binding = self.binding
         token = np.ascontiguousarray(tokens.numpy(), dtype=np.int64)
         binding.bind_cpu_input(self.token_name, token)
