@@ -535,3 +535,26 @@ def test_a_call_the_search_graphs_do_not_take_says_so_once(exported, caplog):
     said = [record.getMessage() for record in caplog.records if "not as one graph" in record.getMessage()]
     assert said == ["ONNX Runtime beam search runs in the native loop in Python, not as one graph, for: "
                     "RepetitionPenaltyLogitsProcessor"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(num_beams=1, max_new_tokens=9, eos_token_id=[2, 9]),
+        dict(num_beams=3, num_return_sequences=2, max_new_tokens=9, eos_token_id=[2, 9], no_repeat_ngram_size=2),
+        dict(num_beams=4, max_new_tokens=1),
+        dict(num_beams=1, max_new_tokens=1, min_new_tokens=1),
+    ],
+    ids=["greedy-two-eos", "beam-two-eos", "beam-one-token", "greedy-one-token"],
+)
+def test_search_graphs_with_several_end_ids_and_one_new_token(exported, settings, monkeypatch):
+    """Two </s> ids (more candidates kept per beam, either ends a row) and a single new token (the loop's first step
+    is its last) give PyTorch's tokens through the search graphs."""
+    model, runtime, _ = exported("unified-prime")
+    ids, mask = ragged_batch()
+    expected = model.generate(input_ids=ids, attention_mask=mask, **settings)
+    if settings.get("eos_token_id") and settings["num_beams"] == 1:  # the second id ends a row, which is then padded
+        assert any(9 in row[1:] and row.index(9) < len(row) - 1 for row in expected.tolist()), expected
+    graph_runs = count_search_graph_runs(runtime, monkeypatch)
+    assert runtime.generate(input_ids=ids, attention_mask=mask, **settings).tolist() == expected.tolist()
+    assert len(graph_runs) == 1
