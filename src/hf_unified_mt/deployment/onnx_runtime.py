@@ -485,15 +485,13 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         max_length, eos = stopping_limits(stopping_criteria)
         pad = generation_config._pad_token_tensor
         if self.search_graphs:
-            found = plan.get("graph_call") if plan is not None else None
-            if found is None:
+            kept = plan if plan is not None else {}
+            if "graph_call" not in kept:
                 positions = self.config.max_position_embeddings
-                found = graph_call(
+                kept["graph_call"] = graph_call(
                     search, input_ids, logits_processor, max_length, eos, pad, generation_config, positions
                 )
-                if plan is not None:
-                    plan["graph_call"] = found
-            call, why = found
+            call, why = kept["graph_call"]
             why = why or self._search_graphs.missing(call)
             if why is None:  # the whole search in one ONNX Runtime run
                 return self._search_graphs.run(call, runner, input_ids)

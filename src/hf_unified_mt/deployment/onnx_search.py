@@ -305,6 +305,12 @@ def is_end(tokens: torch.Tensor, eos: torch.Tensor) -> torch.Tensor:
     return (tokens[..., None] == eos).any(dim=-1)
 
 
+def unwritten_fill(pad, eos):
+    """The id beam search writes after a hypothesis' end, as transformers does (`pad or eos[0]`: a pad id of 0 gives
+    the first </s> id; -1 without </s>)."""
+    return (pad or eos[0]) if eos is not None else -1
+
+
 def _gather(tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """`tensor[b, indices[b, k], ...]` (transformers' `_gather_beams`)."""
     while indices.ndim < tensor.ndim:
@@ -330,7 +336,7 @@ def beam_search(
     batch, prompt = rows // num_beams, cur_len
     beams_to_keep = max(2, 1 + (eos.shape[0] if eos is not None else 0)) * num_beams
     top_num_beams = torch.arange(beams_to_keep) < num_beams
-    fill = pad or eos[0] if eos is not None else -1  # as transformers fills the unwritten positions
+    fill = unwritten_fill(pad, eos)
     running = torch.full((batch, num_beams, max_length), fill_value=fill, dtype=torch.int64)
     running[:, :, :cur_len] = input_ids.view(batch, num_beams, cur_len)
     sequences = running.clone()

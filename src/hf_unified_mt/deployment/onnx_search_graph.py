@@ -36,11 +36,9 @@ import os
 
 import numpy as np
 import torch
-from transformers.generation.logits_process import (
-    MinLengthLogitsProcessor,
-    MinNewTokensLengthLogitsProcessor,
-    NoRepeatNGramLogitsProcessor,
-)
+from transformers.generation.logits_process import NoRepeatNGramLogitsProcessor
+
+from .onnx_search import BlockEnd, direct_processors, unwritten_fill
 
 
 # The search's own names in the graphs (the step graph's names never start so).
@@ -158,7 +156,7 @@ class GraphCall:
     @property
     def key(self) -> tuple:
         early = self.early_stopping if self.search == "beam" else None
-        return self.search, self.no_repeat_ngram_size, early
+        return self.search, self.no_repeat_ngram_size, early, self.min_length > 0
 
 
 def graph_call(
@@ -175,18 +173,14 @@ def graph_call(
     if not 1 < max_length <= max_positions + 1:
         return None, f"a maximum length ({max_length}) past max_position_embeddings"
     minimum, block, ngram = 0, None, 0
-    for processor in processors:
+    for processor in direct_processors(processors):  # the minimum lengths as `BlockEnd`s
         if type(processor) is NoRepeatNGramLogitsProcessor and not ngram:
             ngram = processor.ngram_size
-        elif type(processor) in (MinNewTokensLengthLogitsProcessor, MinLengthLogitsProcessor):
-            ids = tuple(torch.as_tensor(processor.eos_token_id).view(-1).tolist())
+        elif type(processor) is BlockEnd:
+            ids = tuple(processor.eos.tolist())
             if block is not None and ids != block:
                 return None, "minimum lengths on different </s> ids"
-            if type(processor) is MinNewTokensLengthLogitsProcessor:
-                length = processor.prompt_length_to_skip + processor.min_new_tokens
-            else:
-                length = processor.min_length
-            minimum, block = max(minimum, length), ids
+            minimum, block = max(minimum, processor.min_length), ids
         else:
             return None, type(processor).__name__
     call = GraphCall(
@@ -255,10 +249,11 @@ def _model(step: StepGraph, nodes: list, inputs: list, outputs: list, name: str)
     return helper.make_model(graph, opset_imports=list(step.model.opset_import), ir_version=step.model.ir_version)
 
 
-def greedy_search_model(step: StepGraph, no_repeat_ngram_size: int):
+def greedy_search_model(step: StepGraph, no_repeat_ngram_size: int, min_length: bool = True):
     """The greedy search graph. Inputs: the step graph's mask and cross-attention inputs, `search.sequences` (the
     start tokens, `[rows, 1]`), `search.max_steps`, `search.min_length`, `search.end_block`, `search.eos`,
-    `search.pad` and the initial cache states `search.initial.<past>`; output: `search.output` `[rows, 1 + new]`."""
+    `search.pad` and the initial cache states `search.initial.<past>`; output: `search.output` `[rows, 1 + new]`.
+    Without `min_length` the graph leaves out the minimum-length block (its inputs are then unused)."""
     from onnx import helper
 
     g = GraphWriter()
@@ -268,7 +263,7 @@ def greedy_search_model(step: StepGraph, no_repeat_ngram_size: int):
     g.op("Range", g.const(0), iteration, g.const(1), outputs=[step.positions])  # the positions cached before
     g.op("Slice", sequences, g.const([-1]), g.const([INT64_MAX]), g.const([1]), outputs=[step.token])
     before, g.nodes = g.nodes, []
-    scores = block_end(g, step.logits, length)
+    scores = block_end(g, step.logits, length) if min_length else step.logits
     if no_repeat_ngram_size:
         scores = no_repeat_ngram(g, scores, sequences, length, no_repeat_ngram_size)
     best = g.op("ArgMax", scores, axis=-1, keepdims=1)
@@ -323,7 +318,7 @@ def greedy_search_model(step: StepGraph, no_repeat_ngram_size: int):
     return _model(step, nodes, inputs, [_value(PREFIX + "output", INT64, ["rows", "length"])], PREFIX + "greedy")
 
 
-def beam_search_model(step: StepGraph, no_repeat_ngram_size: int, early_stopping: bool | str):
+def beam_search_model(step: StepGraph, no_repeat_ngram_size: int, early_stopping: bool | str, min_length: bool = True):
     """The beam search graph (`onnx_search.beam_search`'s arithmetic, see the module docstring). Rows are `beams` per
     sentence. Inputs besides greedy search's: `search.beams` and `search.keep` (`[1]`: beams, candidates kept),
     `search.top_num_beams` (`[keep]`: the first `beams` candidates), `search.offsets`, `search.keep_offsets`,
@@ -345,7 +340,8 @@ def beam_search_model(step: StepGraph, no_repeat_ngram_size: int, early_stopping
     before, g.nodes = g.nodes, []
 
     log_probs = g.op("LogSoftmax", step.logits, axis=-1)
-    log_probs = block_end(g, log_probs, length)
+    if min_length:
+        log_probs = block_end(g, log_probs, length)
     if no_repeat_ngram_size:
         log_probs = no_repeat_ngram(g, log_probs, state["running"], length, no_repeat_ngram_size)
     vocab = g.op("Shape", log_probs, start=1, end=2)
@@ -499,9 +495,9 @@ class SearchGraphs:
 
             step = StepGraph(onnx.load(str(self.step_file)), self.cross_count)
             if call.search == "greedy":
-                model = greedy_search_model(step, call.no_repeat_ngram_size)
+                model = greedy_search_model(step, call.no_repeat_ngram_size, call.min_length > 0)
             else:
-                model = beam_search_model(step, call.no_repeat_ngram_size, call.early_stopping)
+                model = beam_search_model(step, call.no_repeat_ngram_size, call.early_stopping, call.min_length > 0)
             if len(self.sessions) >= self.limit:
                 self.sessions.pop(next(iter(self.sessions)))
             self.sessions[call.key] = (step, self.session(model.SerializeToString()))
@@ -546,7 +542,7 @@ class SearchGraphs:
             best = finish
         running_scores = np.zeros((batch, num_beams), dtype=np.float32)
         running_scores[:, 1:] = -1e9
-        fill = call.pad if call.pad else call.eos[0]  # as transformers fills the unwritten positions (`pad or eos[0]`)
+        fill = int(unwritten_fill(call.pad, call.eos))
         sentence = np.arange(batch, dtype=np.int64)[:, None]
         feeds.update(
             {
