@@ -413,6 +413,39 @@ def test_beams_share_the_cross_attention_inputs_of_their_sentence(exported, name
     assert [runner.static[0].shape[0] for runner in bound] == [16, 16]
 
 
+# Fused attention nodes per decoder layer of the step graph: the cross-attention, and the self-attention where the
+# layer has one that attends as `MTAttention` does (AAN and merged attention have none; MUTE's relative-position
+# self-attention attends its own way and keeps its own nodes).
+FUSED_ATTENTIONS_PER_LAYER = {
+    "unified-prime": 2,
+    "unified-prime-separate": 2,
+    "deep-aan": 1,
+    "mute-merged": 1,
+    "multi-encoder-quintuple": 2,
+    "mpt-prime": 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUSED_ATTENTIONS_PER_LAYER))
+def test_step_graph_attends_in_fused_attention_nodes(exported, name):
+    """Every attention of the decoder step that the fused operator computes is one `com.microsoft.MultiHeadAttention`
+    node (the outputs' agreement with PyTorch is the tests above): no attention `Softmax` is left beside them, and
+    the causal mask, which a step's one position never needs, is not built."""
+    model, _, folder = exported(name)
+    graph = onnx.load(Path(folder) / DECODER_FILE).graph
+    fused = [node for node in graph.node if node.op_type == "MultiHeadAttention"]
+    assert {node.domain for node in fused} == {"com.microsoft"}
+    assert len(fused) == FUSED_ATTENTIONS_PER_LAYER[name] * model.config.decoder_layers
+    operators = {node.op_type for node in graph.node}
+    assert "LessOrEqual" not in operators and "Where" not in operators
+    if name.startswith("unified"):  # Prime's decoder convolution normalises each kernel with a softmax
+        assert sum(node.op_type == "Softmax" for node in graph.node) == model.config.decoder_layers * len(
+            model.config.conv_kernel_sizes
+        )
+    else:
+        assert "Softmax" not in operators
+
+
 def test_native_search_falls_back_to_generate_and_says_so_once(exported, monkeypatch, caplog):
     """An option the native loop does not take (sampling) runs transformers' `generate()` loop instead, with one
     INFO line naming the option, not one per call; with `top_k=1` sampling is greedy search, so the fallback's tokens

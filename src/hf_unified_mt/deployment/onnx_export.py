@@ -195,40 +195,83 @@ def _set_cache_length(layer: StatefulDecoderCacheLayer, length) -> None:
     layer.get_seq_length = lambda: layer.tokens_seen
 
 
+def multi_head_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, attention, key_mask=None):
+    """ONNX Runtime's fused attention operator, `com.microsoft.MultiHeadAttention`, as one node of the exported graph:
+    queries `[B, T, H * d_h]` (projected, heads side by side) over keys and values `[B, H, S, d_h]` (the layout the
+    cache keeps) -> the heads' outputs side by side, `[B, T, H * d_h]`. The arithmetic of `MTAttention.attend`'s eager
+    path: scores scaled by `attention.scaling`, masked positions (`key_mask` `[B, S]` int32, 0 where masked) given
+    float32's lowest value as the additive mask does, softmax, weighted values. One node instead of the head split and
+    merge, the transposes, two matrix products, the scaling, the mask and the softmax that the exporter writes
+    otherwise; only traced inside `torch.onnx.export`."""
+    heads, value_dim = values.shape[1], values.shape[3]
+    return torch.onnx.ops.symbolic(
+        "com.microsoft::MultiHeadAttention",
+        (query, keys, values, None, key_mask),
+        dict(num_heads=heads, scale=float(attention.scaling), mask_filter_value=float(torch.finfo(torch.float32).min)),
+        dtype=query.dtype,
+        shape=(*query.shape[:-1], heads * value_dim),
+        version=1,
+    )
+
+
 def grouped_cross_attention(attention: nn.Module):
     """The `attend` the step export traces for a decoder layer's cross-attention (an `MTAttention`, whatever layer
     calls it): its queries `[rows, T, d]` are the rows of `batch` sentences, `G = rows / batch` consecutive rows per
     sentence (the beams), and its keys and values `[batch, heads, source, head_dim]` are their sentence's. The G
-    queries of a sentence are attended as one `[G, head_dim] x [head_dim, source]` product per head, instead of G
-    copies of the keys and values each read by one query: the same scaled dot-product attention (eager's arithmetic:
-    scores scaled, masked, softmax in float32), with nothing copied or reordered per beam. `attention_mask` is the
-    additive source mask `[batch, 1, 1, source]` that `ExportDecoderStep` passes."""
+    queries of a sentence are attended together, as `G * T` queries of one sentence (`[B, G * T, d]`), in one
+    `multi_head_attention` node: per head one `[G, head_dim] x [head_dim, source]` product instead of G copies of the
+    keys and values each read by one query, with nothing copied or reordered per beam. `attention_mask` is the
+    additive source mask `[batch, 1, 1, source]` that `ExportDecoderStep` passes (0 where a position is kept)."""
 
     def attend(query, keys, values, attention_mask, **kwargs) -> tuple[torch.Tensor, None]:
         rows, length, width = query.shape  # rows = B * G
-        sentences, heads, _, head_dim = keys.shape
-        # [B * G, T, H * d_h] -> [B, G * T, H, d_h] -> [B, H, G * T, d_h]: each sentence's queries side by side
-        query = query.reshape(sentences, -1, heads, head_dim).transpose(1, 2)
-        scores = torch.matmul(query, keys.transpose(2, 3)) * attention.scaling  # [B, H, G * T, S]
+        sentences = keys.shape[0]
+        key_mask = None
         if attention_mask is not None:
-            scores = scores + attention_mask
-        weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-        return torch.matmul(weights, values).transpose(1, 2).reshape(rows, length, width), None
+            key_mask = (attention_mask.reshape(sentences, -1) == 0).to(torch.int32)
+        output = multi_head_attention(query.reshape(sentences, -1, width), keys, values, attention, key_mask)
+        return output.reshape(rows, length, -1), None
 
     return attend
 
 
+def step_self_attention(attention: nn.Module):
+    """The `attend` the step export traces for a decoder self-attention whose `attend` is `MTAttention`'s own (plain
+    scaled dot-product attention): the step's one query per row over the row's cached keys and values, in one
+    `multi_head_attention` node. The causal mask is not read: a step's single position sees every cached one, so the
+    mask is zero throughout (and its construction drops out of the graph)."""
+
+    def attend(query, keys, values, attention_mask, **kwargs) -> tuple[torch.Tensor, None]:
+        if query.shape[1] != 1:
+            raise RuntimeError(f"the decoder step graph decodes one position per row, not {query.shape[1]}")
+        return multi_head_attention(query, keys, values, attention), None
+
+    return attend
+
+
+def _plain_attend(module: nn.Module) -> bool:
+    """Whether `module.attend` is `MTAttention`'s own (by name: a model loaded with `trust_remote_code` has its own
+    copy of the class), which the fused forms above compute; a subclass that attends otherwise keeps its own."""
+    attend = getattr(type(module), "attend", None)
+    return attend is not None and attend.__qualname__ == "MTAttention.attend" and hasattr(module, "key_values")
+
+
 @contextlib.contextmanager
-def _grouped_cross_attentions(model):
-    """While exporting the step, every decoder layer's cross-attention attends with `grouped_cross_attention`."""
-    attentions = _cross_attentions(model)
-    for attention in attentions:
-        attention.attend = grouped_cross_attention(attention)
+def _step_attentions(model):
+    """While exporting the step, every decoder layer's cross-attention attends with `grouped_cross_attention`, and
+    every causal self-attention of the decoder that attends as `MTAttention` does with `step_self_attention`."""
+    cross = _cross_attentions(model)
+    patched = [(attention, grouped_cross_attention(attention)) for attention in cross]
+    for module in model.get_decoder().modules():
+        if getattr(module, "is_causal", False) and _plain_attend(module) and all(module is not c for c in cross):
+            patched.append((module, step_self_attention(module)))
+    for module, attend in patched:
+        module.attend = attend
     try:
         yield
     finally:
-        for attention in attentions:
-            del attention.attend
+        for module, _ in patched:
+            del module.attend
 
 
 class ExportDecoderStep(nn.Module):
@@ -386,7 +429,7 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
         if spec.keys:
             dynamic += [{0: rows, 2: past}] * 2
         dynamic += [{0: rows}] * len(spec.states)
-    with _grouped_cross_attentions(model):
+    with _step_attentions(model):
         program = torch.onnx.export(
             ExportDecoderStep(model, layout).eval(),
             (ids, mask, positions, *cross, *cache),
