@@ -116,7 +116,12 @@ class PrimeDynamicConvolution(nn.Module):
         batch, length, channels = inputs.shape
         heads, width = self.num_heads, self.max_kernel_size
         taps = self.kernels(inputs)
-        if cached_values is not None:
+        if cached_values is not None and length == 1:
+            # One decoding step: the last (up to K) values, and only the taps that read them: the taps that would read
+            # the zeros before the first token add nothing, so the window is not padded (a copy of it per step).
+            window = cached_values[:, :, -width:]
+            taps = taps[..., width - window.shape[2] :]
+        elif cached_values is not None:
             window = cached_values[:, :, -(length + width - 1) :]
             if window.shape[2] < length + width - 1:
                 window = nn.functional.pad(window, (0, 0, length + width - 1 - window.shape[2], 0))

@@ -335,7 +335,8 @@ class ExportDecoderStep(nn.Module):
             if spec.keys:
                 present += [layer.keys, layer.values]
             present += [layer.states[name] for name in spec.states]
-        return (outputs.logits[:, -1], *present)
+        # `[rows, 1, vocab]` -> `[rows, vocab]` as a view (a `Squeeze`), not a copy of the logits (`[:, -1]`'s `Gather`)
+        return (outputs.logits.squeeze(1), *present)
 
 
 def max_source_length(model) -> int:
