@@ -2,7 +2,8 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Two ONNX exports of the same model side by side: how much faster does a change to the graphs decode?
 
-Loads both export folders with `ORTModelForSeq2SeqLM` (int8 by default, the native search loop) in one process and
+Loads both export folders with `ORTModelForSeq2SeqLM` (int8 by default, as search graphs unless `--before-native-loop`
+/ `--after-native-loop`) in one process and
 times `generate()` on the same random sources (30 tokens, exactly 20 new tokens) at batch 1 greedy, batch 16 with
 beam 4 and batch 64 with beam 4, the two exports alternating within every round, median of `--rounds` rounds. Also
 checks that both decode the same tokens. A graph change is measured this way because ratios between separate runs

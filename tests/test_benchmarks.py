@@ -196,16 +196,35 @@ def test_the_deployment_document_holds_the_search_graphs_side_by_side_with_the_n
     """The docs table of the search graphs against the native loop is `onnx_graphs_ab.py --table` of the committed
     JSONs, which measured the same export on both sides and decoded the same tokens."""
     module = benchmark_script("onnx_graphs_ab")
-    results = ROOT / "benchmarks" / "results"
-    documents = [
-        json.loads((results / name).read_text())
-        for name in ("onnx_search_graphs_ab.json", "onnx_search_graphs_ab_1thread.json")
-    ]
+    documents = committed_results("onnx_search_graphs_ab.json", "onnx_search_graphs_ab_1thread.json")
     for document in documents:
         assert document["before"] == document["after"]
         assert document["decoding"] == {"before": "native loop", "after": "search graphs"}
         assert all(row["same_tokens"] for row in document["settings"].values())
     assert module.table(documents) in (ROOT / "docs" / "deployment.md").read_text()
+
+
+def test_the_deployment_document_holds_the_lean_step_graphs_side_by_side():
+    """The docs table of the lean step graphs is `onnx_graphs_ab.py --table` of the committed JSONs: two exports (the
+    commit before and after), both as search graphs, int8; and the document's BLEU figures are the committed JSON's,
+    float32 writing PyTorch's translations."""
+    module = benchmark_script("onnx_graphs_ab")
+    documents = committed_results("onnx_lean_step_ab.json", "onnx_lean_step_ab_1thread.json")
+    for document in documents:
+        assert document["before"] != document["after"] and document["int8"]
+        assert document["decoding"] == {"before": "search graphs", "after": "search graphs"}
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    assert module.table(documents) in text
+    (bleu,) = committed_results("backend_bleu_lean_step.json")
+    for row in bleu["rows"]:
+        if "float32" in row["backend"]:
+            assert row["lines_differing_from_pytorch"] == 0
+        assert f"{row['bleu']:.2f}" in text, row
+
+
+def committed_results(*names: str) -> list[dict]:
+    """The committed result JSONs `benchmarks/results/<name>`, read."""
+    return [json.loads((ROOT / "benchmarks" / "results" / name).read_text()) for name in names]
 
 
 def benchmark_script(name):

@@ -13,13 +13,15 @@ The two graphs (`torch.onnx.export`, the `torch.export`-based exporter):
   `[batch, heads, source, head_dim]`: they depend on the source only, so they are projected once per sentence
   instead of once per step (what the PyTorch cache does too).
 * `decoder_step.onnx`: `decoder_input_ids` `[rows, 1]`, `encoder_attention_mask` `[batch, source]`,
-  `cache_positions` `[past]` (the positions already decoded, 0 .. past - 1: the step's position and its causal mask
-  are read from this length), the cross-attention keys/values `[batch, heads, source, head_dim]`, and the cache of
+  `cache_positions` `[past]` (the positions already decoded, 0 .. past - 1: the step's position is read from this
+  length), the cross-attention keys/values `[batch, heads, source, head_dim]`, and the cache of
   the `StatefulDecoderCacheLayer`s (`cache_mt.py`) as flat tensors `past.{i}.key` / `past.{i}.value`
   `[rows, heads, past, head_dim]` and `past.{i}.state.{name}` (convolution windows, running sums and counts) ->
   `logits` `[rows, vocab]` and the cache after the step, `present.{i}.*`, in the same order. The rows are the
   sentences' hypotheses, `rows / batch` consecutive ones per sentence (its beams, or 1): they share their sentence's
   cross-attention keys and values, which are neither copied per beam nor reordered (`grouped_cross_attention`).
+  Its attentions are ONNX Runtime's fused `com.microsoft.MultiHeadAttention` nodes (`multi_head_attention`), so the
+  step graph runs in ONNX Runtime.
 
 The cache layout (which layers keep keys, which named states of which shapes) is discovered by running one PyTorch
 decoding step and written to `onnx_cache.json`; the runtime feeds empty keys and zero states at the first step,
