@@ -116,6 +116,12 @@ def parse_args(argv=None):
         help="Print the README's before/after table from the JSON at --output (no measuring)",
     )
     parser.add_argument(
+        "--compare-runs",
+        nargs="+",
+        metavar="JSON",
+        help="Print how these result JSONs (runs of this benchmark, first to last) agree, per cell (no measuring)",
+    )
+    parser.add_argument(
         "--profile-summary",
         nargs="+",
         metavar="[LABEL=]JSON",
@@ -635,6 +641,34 @@ def limit_table(document: dict) -> str:
     return "\n".join(lines)
 
 
+def runs_table(documents: list[dict]) -> str:
+    """How two or more runs of the benchmark agree: per model and setting, each run's ratio to CTranslate2 int8 (the
+    configuration `compared` picks), and the last run's ratio over the first's, with how much each side's own tokens/s
+    moved between them (ours, CTranslate2's)."""
+    first, last = documents[0], documents[-1]
+    names = list(first["rows"][0]["settings"])
+    header, rule = "| model |", "|---|"
+    for setting in names:
+        header += f" {setting_label(setting)}: × CT2 int8 per run | last / first (ours, CT2) |"
+        rule += "---:|---:|"
+    lines = [header, rule]
+    for index, row in enumerate(first["rows"]):
+        line = f"| {row['name']} |"
+        for setting in names:
+            ratios = [compared(document["rows"][index], setting)[2] for document in documents]
+            moved = []
+            for side in (0, 1):
+                speeds = [
+                    document["rows"][index]["settings"][setting][compared(document["rows"][index], setting)[side]]
+                    for document in (first, last)
+                ]
+                moved.append(speeds[1]["tokens_per_second"] / speeds[0]["tokens_per_second"])
+            line += f" {', '.join(f'{ratio:.2f}' for ratio in ratios)} |"
+            line += f" {ratios[-1] / ratios[0]:.2f} ({moved[0]:.2f}, {moved[1]:.2f}) |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------------- machine
 
 
@@ -1097,6 +1131,9 @@ def main(argv=None):
     if args.profile_summary:
         labelled = (item.split("=", 1) if "=" in item else ("", item) for item in args.profile_summary)
         print(profile_summary([(label, json.loads(Path(path).read_text())) for label, path in labelled]))
+        return
+    if args.compare_runs:
+        print(runs_table([json.loads(Path(path).read_text()) for path in args.compare_runs]))
         return
     if args.summary:
         document = json.loads(args.output.read_text())

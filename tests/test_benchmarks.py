@@ -287,6 +287,19 @@ def test_readme_table_is_the_committed_benchmark_result():
     assert all("onnx-native-int8" in setting for row in document["rows"] for setting in row["settings"].values())
 
 
+def test_the_deployment_document_holds_two_runs_of_the_benchmark_side_by_side():
+    """The docs table of two runs back to back is `--compare-runs` of the committed JSONs, both quiet, of the same
+    workload."""
+    module = benchmark_script("inference_vs_ctranslate2")
+    documents = committed_results("inference_vs_ctranslate2.json", "inference_vs_ctranslate2_rerun.json")
+    assert not any(document["machine_busy"] for document in documents)
+    workloads = [{k: v for k, v in document["settings"].items() if k != "output"} for document in documents]
+    assert workloads[0] == workloads[1]
+    table = module.runs_table(documents)
+    assert table.splitlines()[2].startswith("| main job (unified_transformer) | ")
+    assert table in (ROOT / "docs" / "deployment.md").read_text()
+
+
 @pytest.mark.subprocess
 def test_main_job_candidates_train_by_the_main_jobs_recipe_and_tabulate(tmp_path):
     """`benchmarks/main_job_candidates.py` on a tiny slice: each candidate trained by `train.py` with the main job's
