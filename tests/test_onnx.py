@@ -127,7 +127,7 @@ def test_onnx_export_folder_and_graphs(exported):
     assert {"config.json", "generation_config.json", "tokenizer.json"} <= {path.name for path in folder.iterdir()}
 
 
-def test_onnx_refuses_what_the_graphs_cannot_carry(exported, tmp_path):
+def test_onnx_refuses_what_the_graphs_cannot_carry(exported, tmp_path, monkeypatch):
     model, runtime, _ = exported("unified-prime")
     with pytest.raises(ValueError, match="float32 model, not torch.float16"):
         export_onnx(copy.deepcopy(model).half(), tmp_path)
@@ -139,6 +139,10 @@ def test_onnx_refuses_what_the_graphs_cannot_carry(exported, tmp_path):
         export_onnx(flex, tmp_path)
     with pytest.raises(ValueError, match="not a quantised one"):
         export_onnx(quantize_int8(model), tmp_path)
+    with monkeypatch.context() as patch:
+        patch.delattr(torch.onnx, "ops")  # a torch before 2.8
+        with pytest.raises(ValueError, match=r"ONNX export needs torch >= 2.8 \(`torch.onnx.ops`"):
+            export_onnx(model, tmp_path)
     assert not any(tmp_path.iterdir()), "nothing is written before the checks"
     ids = torch.randint(4, 99, (1, model.config.max_position_embeddings + 1))
     with pytest.raises(ValueError, match="exported encoder takes at most 64"):

@@ -479,6 +479,11 @@ def int8_option(int8: bool, mode: str | None, backend: str = "onnx") -> bool | s
 
 def check_exportable(model, encoder_kwargs: dict) -> None:
     """The options the graphs cannot carry, as `ValueError`s naming them, before anything is traced."""
+    if not hasattr(torch.onnx, "ops"):
+        raise ValueError(
+            f"ONNX export needs torch >= 2.8 (`torch.onnx.ops`, which writes ONNX Runtime's fused attention into the "
+            f"step graph), not {torch.__version__}: pip install -U torch"
+        )
     parameter = next(model.parameters())
     if parameter.dtype != torch.float32:
         raise ValueError(f"ONNX export takes a float32 model, not {parameter.dtype}: load it with dtype=torch.float32")
