@@ -22,6 +22,11 @@ from mt_checks import ROOT
 SCRIPT = ROOT / "benchmarks" / "inference_vs_ctranslate2.py"
 
 
+def committed_result(name: str) -> dict:
+    """The committed result JSON `benchmarks/results/<name>`, read."""
+    return json.loads((ROOT / "benchmarks" / "results" / name).read_text())
+
+
 def run_benchmark(*arguments: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(
@@ -67,7 +72,7 @@ def test_quick_run_times_every_backend_against_ctranslate2(tmp_path):
 
 
 def test_the_deployment_document_holds_the_table_against_the_int8_peak():
-    document = json.loads((ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2_limit.json").read_text())
+    document = committed_result("inference_vs_ctranslate2_limit.json")
     assert document["int8_gemm_peak_multiply_adds_per_second"] > 0 and not document["machine_busy"]
     assert {"greedy_b1", "beam4_b16", "beam4_b64"} == set(document["rows"][0]["settings"])
     assert document["table"] in (ROOT / "docs" / "deployment.md").read_text()
@@ -172,16 +177,15 @@ def test_step_floor_sets_the_runtime_fixed_cost_beside_ctranslate2(tmp_path):
 
 def test_the_deployment_document_holds_the_step_floor_of_the_committed_json():
     module = benchmark_script("onnx_step_floor")
-    floor = json.loads((ROOT / "benchmarks" / "results" / "onnx_step_floor.json").read_text())
+    floor = committed_result("onnx_step_floor.json")
     assert floor["threads"] == 1 and not floor["machine_busy"]
     assert module.table(floor) in (ROOT / "docs" / "deployment.md").read_text()
 
 
 def test_the_deployment_document_holds_the_profiles_before_and_after_the_native_loop():
     module = benchmark_script("inference_vs_ctranslate2")
-    results = ROOT / "benchmarks" / "results"
     documents = [
-        (label, json.loads((results / f"inference_vs_ctranslate2_profile{kind}_{setting}.json").read_text()))
+        (label, committed_result(f"inference_vs_ctranslate2_profile{kind}_{setting}.json"))
         for setting in ("greedy", "beam")
         for label, kind in (("generate() loop", ""), ("native loop", "_native"), ("search graph", "_graph"))
     ]
@@ -196,7 +200,7 @@ def test_the_deployment_document_holds_the_search_graphs_side_by_side_with_the_n
     """The docs table of the search graphs against the native loop is `onnx_graphs_ab.py --table` of the committed
     JSONs, which measured the same export on both sides and decoded the same tokens."""
     module = benchmark_script("onnx_graphs_ab")
-    documents = committed_results("onnx_search_graphs_ab.json", "onnx_search_graphs_ab_1thread.json")
+    documents = [committed_result("onnx_search_graphs_ab.json"), committed_result("onnx_search_graphs_ab_1thread.json")]
     for document in documents:
         assert document["before"] == document["after"]
         assert document["decoding"] == {"before": "native loop", "after": "search graphs"}
@@ -209,22 +213,17 @@ def test_the_deployment_document_holds_the_lean_step_graphs_side_by_side():
     commit before and after), both as search graphs, int8; and the document's BLEU figures are the committed JSON's,
     float32 writing PyTorch's translations."""
     module = benchmark_script("onnx_graphs_ab")
-    documents = committed_results("onnx_lean_step_ab.json", "onnx_lean_step_ab_1thread.json")
+    documents = [committed_result("onnx_lean_step_ab.json"), committed_result("onnx_lean_step_ab_1thread.json")]
     for document in documents:
         assert document["before"] != document["after"] and document["int8"]
         assert document["decoding"] == {"before": "search graphs", "after": "search graphs"}
     text = (ROOT / "docs" / "deployment.md").read_text()
     assert module.table(documents) in text
-    (bleu,) = committed_results("backend_bleu_lean_step.json")
+    bleu = committed_result("backend_bleu_lean_step.json")
     for row in bleu["rows"]:
         if "float32" in row["backend"]:
             assert row["lines_differing_from_pytorch"] == 0
         assert f"{row['bleu']:.2f}" in text, row
-
-
-def committed_results(*names: str) -> list[dict]:
-    """The committed result JSONs `benchmarks/results/<name>`, read."""
-    return [json.loads((ROOT / "benchmarks" / "results" / name).read_text()) for name in names]
 
 
 def benchmark_script(name):
@@ -280,7 +279,7 @@ def test_readme_table_is_the_committed_benchmark_result():
     (regenerate: `python benchmarks/inference_vs_ctranslate2.py --summary`), so the numbers they show are the ones
     measured."""
     module = benchmark_script("inference_vs_ctranslate2")
-    document = json.loads((ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2.json").read_text())
+    document = committed_result("inference_vs_ctranslate2.json")
     assert not document["machine_busy"]
     assert module.summary_table(document) in (ROOT / "docs" / "deployment.md").read_text()
     assert module.limit_table(document) in (ROOT / "docs" / "deployment.md").read_text()
@@ -291,7 +290,10 @@ def test_the_deployment_document_holds_two_runs_of_the_benchmark_side_by_side():
     """The docs table of two runs back to back is `--compare-runs` of the committed JSONs, both quiet, of the same
     workload."""
     module = benchmark_script("inference_vs_ctranslate2")
-    documents = committed_results("inference_vs_ctranslate2.json", "inference_vs_ctranslate2_rerun.json")
+    documents = [
+        committed_result("inference_vs_ctranslate2.json"),
+        committed_result("inference_vs_ctranslate2_rerun.json"),
+    ]
     assert not any(document["machine_busy"] for document in documents)
     workloads = [{k: v for k, v in document["settings"].items() if k != "output"} for document in documents]
     assert workloads[0] == workloads[1]
@@ -360,18 +362,18 @@ def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_
 def test_the_study_document_holds_the_main_job_candidates_table_of_the_committed_json():
     """The equal-time comparison at the main job's size is quoted from its committed JSON, not retyped."""
     module = benchmark_script("main_job_candidates")
-    document = json.loads((ROOT / "benchmarks" / "results" / "main_job_candidates.json").read_text())
+    document = committed_result("main_job_candidates.json")
     assert {row["seed"] for row in document["runs"]} == {1, 2} and document["comparisons"]
     assert module.summary_table(document) in (ROOT / "docs" / "ablation_study.md").read_text()
 
 
 def test_gpu_tables_in_the_docs_are_generated_from_the_committed_json():
     module = benchmark_script("gpu_training_and_decoding")
-    result = json.loads((ROOT / "benchmarks" / "results" / "gpu_training_and_decoding.json").read_text())
+    result = committed_result("gpu_training_and_decoding.json")
     assert result["device"] and result["training"]["prime"]["timed_updates"] > 0
     assert module.training_table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
     assert module.decoding_table(result) in (ROOT / "docs" / "deployment.md").read_text()
-    larger = json.loads((ROOT / "benchmarks" / "results" / "gpu_training_and_decoding_65536.json").read_text())
+    larger = committed_result("gpu_training_and_decoding_65536.json")
     assert larger["settings"]["max_tokens"] == "65536"
     assert module.training_table(larger) in (ROOT / "docs" / "benchmarks.md").read_text()
 
@@ -415,7 +417,7 @@ def test_gpu_benchmark_runs_end_to_end_on_a_cpu_at_tiny_size(tmp_path):
 
 def test_gpu_step_profile_table_in_the_docs_is_generated_from_the_committed_json(tmp_path):
     module = benchmark_script("gpu_step_profile")
-    result = json.loads((ROOT / "benchmarks" / "results" / "gpu_step_profile.json").read_text())
+    result = committed_result("gpu_step_profile.json")
     assert result["models"]["prime"]["kernels_per_step"] > 0
     assert module.table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
     output = tmp_path / "profile.json"
@@ -483,14 +485,14 @@ def test_training_step_changes_time_each_speed_up_undone_and_restore_the_step(tm
 
 def test_training_efficiency_table_in_the_docs_is_generated_from_the_committed_json():
     module = benchmark_script("training_efficiency")
-    result = json.loads((ROOT / "benchmarks" / "results" / "training_efficiency.json").read_text())
+    result = committed_result("training_efficiency.json")
     assert result["gemm_peak_gflops"]["bfloat16"] > 0 and "main_job/prime" in result["models"]
     assert module.table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
 def test_training_step_changes_table_in_the_docs_is_generated_from_the_committed_json():
     module = benchmark_script("training_efficiency")
-    result = json.loads((ROOT / "benchmarks" / "results" / "training_step_changes.json").read_text())
+    result = committed_result("training_step_changes.json")
     assert list(result["variants"]) == list(module.STEP_VARIANTS)
     assert module.changes_table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
 
@@ -529,21 +531,21 @@ def test_recipe_search_counts_repeated_trigrams_in_the_longest_verses():
 
 def test_the_benchmarks_document_holds_the_recipe_search_table_of_the_committed_json():
     module = benchmark_script("main_job_recipe_search")
-    document = json.loads((ROOT / "benchmarks" / "results" / "main_job_recipe_search.json").read_text())
+    document = committed_result("main_job_recipe_search.json")
     assert document["comparisons"] and {row["seed"] for row in document["runs"]} == {1, 2}
     assert module.summary_table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
 def test_the_benchmarks_document_holds_the_decoding_table_of_the_committed_json():
     module = benchmark_script("main_job_decoding")
-    document = json.loads((ROOT / "benchmarks" / "results" / "main_job_decoding.json").read_text())
+    document = committed_result("main_job_decoding.json")
     assert document["test"]["pick"] in module.OPTIONS and set(document["validation"]) <= set(module.OPTIONS)
     assert module.table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
-    second = json.loads((ROOT / "benchmarks" / "results" / "main_job_decoding_round2.json").read_text())
+    second = committed_result("main_job_decoding_round2.json")
     options, control = module.ROUNDS[2]
     assert second["test"]["control"] == control and set(second["validation"]) <= set(options)
     assert module.table(second) in (ROOT / "docs" / "benchmarks.md").read_text()
-    third = json.loads((ROOT / "benchmarks" / "results" / "main_job_decoding_round3.json").read_text())
+    third = committed_result("main_job_decoding_round3.json")
     options, control = module.ROUNDS[3]
     assert third["test"]["control"] == control and set(third["validation"]) <= set(options)
     assert module.table(third) in (ROOT / "docs" / "benchmarks.md").read_text()
@@ -551,10 +553,10 @@ def test_the_benchmarks_document_holds_the_decoding_table_of_the_committed_json(
 
 def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json():
     module = benchmark_script("main_job_runs")
-    document = json.loads((ROOT / "benchmarks" / "results" / "main_job_runs.json").read_text())
+    document = committed_result("main_job_runs.json")
     assert {(row["setting"], row["seed"]) for row in document["runs"]} >= {("float32", 1), ("float32", 2), ("bf16", 1)}
     assert all(row["bf16"] == row["setting"].startswith("bf16") for row in document["runs"])
-    full = json.loads((ROOT / "benchmarks" / "results" / "main_job_full_validation.json").read_text())
+    full = committed_result("main_job_full_validation.json")
     assert {(row["setting"], row["seed"]) for row in full["runs"]} <= {
         (row["setting"], row["seed"]) for row in document["runs"]
     }
