@@ -16,6 +16,7 @@ of the full benchmark move by more than such a change (docs/deployment.md, "How 
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from hf_unified_mt.deployment import onnx_runtime
 from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
 
@@ -46,6 +48,13 @@ def parse_args(argv=None):
             action="store_true",
             help=f"Decode {side!r} with the native loop over the step graph (`search_graphs=False`) instead of the "
             "search graphs; with the same folder on both sides, measures the search graphs themselves",
+        )
+        parser.add_argument(
+            f"--{side}-all-optimizers",
+            action="store_true",
+            help=f"Run {side!r} with every graph optimisation of ONNX Runtime, including those the package's sessions "
+            "leave out (`onnx_runtime.DISABLED_OPTIMIZERS`); with the same folder on both sides, measures leaving "
+            "them out",
         )
     parser.add_argument("--output", type=Path, help="Write the result as JSON")
     parser.add_argument("--table", type=Path, nargs="+", help="Print the docs table of these result JSONs and exit")
@@ -80,6 +89,25 @@ def table(documents: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def session_optimizers(args, name: str):
+    """While loading and preparing one side: ONNX Runtime's every graph optimisation if `--{name}-all-optimizers`
+    asks for it (the sessions are created at loading and at each setting's first call), else the package's."""
+    if not getattr(args, f"{name}_all_optimizers"):
+        yield
+        return
+    kept, onnx_runtime.DISABLED_OPTIMIZERS = onnx_runtime.DISABLED_OPTIMIZERS, ()
+    try:
+        yield
+    finally:
+        onnx_runtime.DISABLED_OPTIMIZERS = kept
+
+
+def describe(args, name: str) -> str:
+    decoding = "native loop" if getattr(args, f"{name}_native_loop") else "search graphs"
+    return decoding + (", all optimisations" if getattr(args, f"{name}_all_optimizers") else "")
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.table:
@@ -87,21 +115,21 @@ def main(argv=None) -> dict:
         print(table(documents))
         return documents
     load_before = os.getloadavg()[0]
-    models = {
-        name: ORTModelForSeq2SeqLM.from_pretrained(
-            folder,
-            int8=not args.float32,
-            num_threads=args.threads,
-            search_graphs=not getattr(args, f"{name}_native_loop"),
-        )
-        for name, folder in (("before", args.before), ("after", args.after))
-    }
+    models = {}
+    for name, folder in (("before", args.before), ("after", args.after)):
+        with session_optimizers(args, name):
+            models[name] = ORTModelForSeq2SeqLM.from_pretrained(
+                folder,
+                int8=not args.float32,
+                num_threads=args.threads,
+                search_graphs=not getattr(args, f"{name}_native_loop"),
+            )
     vocab = models["after"].config.vocab_size
     generator = torch.Generator().manual_seed(0)
     result = dict(
         before=str(args.before),
         after=str(args.after),
-        decoding={name: "native loop" if getattr(args, f"{name}_native_loop") else "search graphs" for name in models},
+        decoding={name: describe(args, name) for name in models},
         int8=not args.float32,
         settings={},
     )
@@ -115,7 +143,10 @@ def main(argv=None) -> dict:
             min_new_tokens=args.new_tokens,
             no_repeat_ngram_size=0,
         )
-        outputs = {name: model.generate(ids, **options) for name, model in models.items()}  # prepares the plans
+        outputs = {}
+        for name, model in models.items():  # prepares the plans and the sessions of the search graphs
+            with session_optimizers(args, name):
+                outputs[name] = model.generate(ids, **options)
         seconds = {name: [] for name in models}
         for _ in range(args.rounds):
             for name, model in models.items():

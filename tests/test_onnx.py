@@ -450,6 +450,59 @@ def test_step_graph_attends_in_fused_attention_nodes(exported, name):
         assert "Softmax" not in operators
 
 
+@pytest.mark.parametrize("name", sorted(FUSED_ATTENTIONS_PER_LAYER))
+def test_step_graph_transposes_no_activations(exported, name):
+    """A step decodes one position per row, where splitting the heads of a projection (`MTAttention.split_heads`) and
+    Prime's one-position convolution are reshapes of the same elements, not transposes: the step graph transposes
+    nothing but constants (the tied output projection's weight), which ONNX Runtime folds when it loads the graph. The
+    one exception: the Separate Projection's convolution window, which its cache keeps position-major (one transpose
+    of it per layer)."""
+    model, _, folder = exported(name)
+    graph = onnx.load(Path(folder) / DECODER_FILE).graph
+    constants = {tensor.name for tensor in graph.initializer}
+    transposed = [
+        node.input[0] for node in graph.node if node.op_type == "Transpose" and node.input[0] not in constants
+    ]
+    windows = model.config.decoder_layers if name == "unified-prime-separate" else 0
+    assert len(transposed) == windows, transposed
+
+
+def test_sessions_leave_out_the_skip_layer_norm_fusion(exported, tmp_path, monkeypatch):
+    """ONNX Runtime would fuse each residual `Add` and the `LayerNormalization` after it into one
+    `SkipLayerNormalization` node, whose CPU kernel is several times slower than the two (`DISABLED_OPTIMIZERS`). The
+    name is one ONNX Runtime knows (with it left out the optimised graph keeps its `LayerNormalization` nodes, with the
+    defaults they are fused), and every session of the runtime, the search graphs' included, leaves it out."""
+    import onnxruntime
+
+    from hf_unified_mt.deployment import onnx_runtime
+
+    _, _, folder = exported("unified-prime")
+
+    def optimized_operators(disabled) -> set[str]:
+        options = onnxruntime.SessionOptions()
+        options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+        options.log_severity_level = 3
+        graph = str(Path(folder) / ENCODER_FILE)
+        onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"], disabled_optimizers=disabled)
+        return {node.op_type for node in onnx.load(options.optimized_model_filepath).graph.node}
+
+    assert "SkipLayerNormalization" in optimized_operators([])
+    operators = optimized_operators(list(onnx_runtime.DISABLED_OPTIMIZERS))
+    assert "SkipLayerNormalization" not in operators and "LayerNormalization" in operators
+
+    disabled, session = [], onnxruntime.InferenceSession
+    monkeypatch.setattr(
+        onnxruntime,
+        "InferenceSession",
+        lambda *a, **k: disabled.append(k.get("disabled_optimizers")) or session(*a, **k),
+    )
+    runtime = ORTModelForSeq2SeqLM.from_pretrained(folder)
+    ids, mask = ragged_batch()
+    runtime.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4)
+    assert len(disabled) == 3  # encoder, step and the greedy search graph
+    assert all(set(onnx_runtime.DISABLED_OPTIMIZERS) <= set(names) for names in disabled)
+
+
 def test_native_search_falls_back_to_generate_and_says_so_once(exported, monkeypatch, caplog):
     """An option the native loop does not take (sampling) runs transformers' `generate()` loop instead, with one
     INFO line naming the option, not one per call; with `top_k=1` sampling is greedy search, so the fallback's tokens

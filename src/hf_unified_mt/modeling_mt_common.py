@@ -287,7 +287,10 @@ class MTAttention(nn.Module):
         return f"heads={self.num_heads}, head_dim={self.head_dim}, causal={self.is_causal}"
 
     def split_heads(self, states: torch.Tensor) -> torch.Tensor:
-        """`[B, T, d]` -> `[B, H, T, d_h]`."""
+        """`[B, T, d]` -> `[B, H, T, d_h]`. For one position (a decoding step) a reshape: the same elements as the
+        transpose, and one node fewer per projection in an exported step graph."""
+        if states.shape[1] == 1:
+            return states.reshape(-1, states.shape[-1] // self.head_dim, 1, self.head_dim)
         return states.view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
 
     def key_values(

@@ -119,9 +119,8 @@ class PrimeDynamicConvolution(nn.Module):
         if cached_values is not None and length == 1:
             # One decoding step: the last (up to K) values, and only the taps that read them: the taps that would read
             # the zeros before the first token add nothing, so the window is not padded (a copy of it per step).
-            window = cached_values[:, :, -width:]
-            taps = taps[..., width - window.shape[2] :]
-        elif cached_values is not None:
+            return self.step_convolution(cached_values[:, :, -width:], taps)
+        if cached_values is not None:
             window = cached_values[:, :, -(length + width - 1) :]
             if window.shape[2] < length + width - 1:
                 window = nn.functional.pad(window, (0, 0, length + width - 1 - window.shape[2], 0))
@@ -136,6 +135,8 @@ class PrimeDynamicConvolution(nn.Module):
                 window = nn.functional.pad(inputs, (0, 0, width // 2, width // 2))
             # channel c belongs to head c // (C / H): [B, H, T+K-1, C/H]
             window = window.view(batch, window.shape[1], heads, channels // heads).transpose(1, 2)
+            if cache_layer is not None and length == 1:
+                return self.step_convolution(window, taps)
         if length <= self.band_max_length:
             output = self.band_convolution(window, taps)
         else:
@@ -159,6 +160,15 @@ class PrimeDynamicConvolution(nn.Module):
 
         return forward
 
+    def step_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
+        """One decoding step: the window `[B, H, k, C/H]` (the last k <= K inputs) weighted by the taps `[B, 1, H, K]`
+        that read it, `[B, 1, C]`. The band of one position is its taps; with one position `[B, 1, H, K]` ->
+        `[B, H, 1, K]` and back are reshapes of the same elements (shapes without the batch), not the transposes of
+        the general case, so the exported step graph has neither."""
+        heads, width = self.num_heads, self.max_kernel_size
+        taps = taps.reshape(-1, heads, 1, width)[..., width - window.shape[2] :]
+        return torch.matmul(taps, window).reshape(-1, 1, heads * window.shape[-1])
+
     def band_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
         """The convolution as one batched matmul with a band matrix, out[t] = Σ_s band[t, s] · window[s], where row t
         holds the K taps of position t at columns t .. t+K-1 of the padded window `[B, H, T+K-1, C/H]` (as fairseq's
@@ -173,10 +183,12 @@ class PrimeDynamicConvolution(nn.Module):
         return torch.matmul(band, window)
 
     def window_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
-        """The same convolution over explicit sliding windows `[B, H, T, C/H, K]`: O(T·K) work instead of the band's
-        O(T·(T+K)), the faster form for long sequences. Returns `[B, H, T, C/H]`."""
-        windows = window.unfold(2, self.max_kernel_size, 1)
-        return torch.einsum("bhtck,bthk->bhtc", windows, taps)
+        """The same convolution over explicit sliding windows: O(T·K) work instead of the band's O(T·(T+K)), the faster
+        form for long sequences. Per position t its taps `[1, K]` times its window `[K, C/H]`, with the windows taken as
+        `[B, H, T, K, C/H]`: in an exported graph the layout of the window gather itself, so the K-times larger windows
+        are never transposed. Returns `[B, H, T, C/H]`."""
+        windows = window.unfold(2, self.max_kernel_size, 1).transpose(-1, -2)  # [B, H, T, K, C/H]
+        return torch.matmul(taps.permute(0, 2, 1, 3).unsqueeze(-2), windows).squeeze(-2)
 
 
 class PrimeSelfAttention(MTAttention):

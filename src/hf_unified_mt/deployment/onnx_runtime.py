@@ -93,10 +93,18 @@ class ORTEncoderOutput(BaseModelOutput):
     cross_key_values: torch.FloatTensor | None = None
 
 
+# ONNX Runtime's graph optimisations that the sessions leave out. `SkipLayerNormFusion` fuses each residual `Add` with
+# the `LayerNormalization` after it into one `SkipLayerNormalization` node, whose CPU kernel (ONNX Runtime 1.32) took
+# 5x the time of the two nodes it replaces on `[16, 30, 192]` (510 µs against 102) and 3.4x on `[64, 1, 192]`; left
+# unfused the encoder graph ran 1.10x and the step graph 1.03-1.05x as fast (docs/deployment.md, "Lean step graphs").
+DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
+
+
 def _session(graph: Path | bytes, num_threads: int | None):
     """A CPU session of the graph in a file (or serialised) on `num_threads` threads (default: PyTorch's thread count),
     whose idle threads sleep rather than spin: on a machine shared with other work, spinning threads took the cores
-    from it (translating 40 verses with beam 4 on 2 busy cores: 6.7 s with spinning, 3.2 s without)."""
+    from it (translating 40 verses with beam 4 on 2 busy cores: 6.7 s with spinning, 3.2 s without). The graph
+    optimisations of `DISABLED_OPTIMIZERS` are left out."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -104,7 +112,9 @@ def _session(graph: Path | bytes, num_threads: int | None):
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     source = graph if isinstance(graph, bytes) else str(graph)
-    return onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(
+        source, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS)
+    )
 
 
 def check_export(path: str | os.PathLike, int8: bool | str = False) -> dict:
