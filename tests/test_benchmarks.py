@@ -226,6 +226,27 @@ def test_the_deployment_document_holds_the_lean_step_graphs_side_by_side():
         assert f"{row['bleu']:.2f}" in text, row
 
 
+def test_the_deployment_document_holds_the_lean_graphs_side_by_side():
+    """The docs table of the transposes removed and the unfused LayerNorm is `onnx_graphs_ab.py --table` of the
+    committed JSONs: the commit before (with ONNX Runtime's every optimisation, as the package ran it then) against
+    this one's export, and this export alone with and without the fusion; int8 search graphs; and the document's BLEU
+    figures are the committed JSON's, float32 writing PyTorch's translations."""
+    module = benchmark_script("onnx_graphs_ab")
+    names = ["onnx_lean_graphs_ab.json", "onnx_lean_graphs_ab_1thread.json", "onnx_skip_layer_norm_ab.json"]
+    documents = [committed_result(name) for name in names]
+    for document in documents:
+        assert document["int8"] and document["machine"]["load_average_before"] < 0.5  # int8, on a quiet machine
+        assert document["decoding"] == {"before": "search graphs, all optimisations", "after": "search graphs"}
+    assert [document["before"] != document["after"] for document in documents] == [True, True, False]
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    assert module.table(documents) in text
+    bleu = committed_result("backend_bleu_lean_graphs.json")
+    for row in bleu["rows"]:
+        if "float32" in row["backend"]:
+            assert row["lines_differing_from_pytorch"] == 0
+        assert f"{row['bleu']:.2f}" in text, row
+
+
 def benchmark_script(name):
     """A `benchmarks/` script as a module, under a name of its own, with its folder on the path while it loads (the
     scripts import their siblings, such as `ablation_study`)."""
@@ -291,7 +312,7 @@ def test_the_deployment_document_holds_two_runs_of_the_benchmark_side_by_side():
     workload."""
     module = benchmark_script("inference_vs_ctranslate2")
     documents = [
-        committed_result("inference_vs_ctranslate2.json"),
+        committed_result("inference_vs_ctranslate2_lean_step.json"),
         committed_result("inference_vs_ctranslate2_rerun.json"),
     ]
     assert not any(document["machine_busy"] for document in documents)
