@@ -219,11 +219,7 @@ def test_the_deployment_document_holds_the_lean_step_graphs_side_by_side():
         assert document["decoding"] == {"before": "search graphs", "after": "search graphs"}
     text = (ROOT / "docs" / "deployment.md").read_text()
     assert module.table(documents) in text
-    bleu = committed_result("backend_bleu_lean_step.json")
-    for row in bleu["rows"]:
-        if "float32" in row["backend"]:
-            assert row["lines_differing_from_pytorch"] == 0
-        assert f"{row['bleu']:.2f}" in text, row
+    assert_document_quotes_backend_bleu(text, "backend_bleu_lean_step.json")
 
 
 def test_the_deployment_document_holds_the_lean_graphs_side_by_side():
@@ -240,8 +236,13 @@ def test_the_deployment_document_holds_the_lean_graphs_side_by_side():
     assert [document["before"] != document["after"] for document in documents] == [True, True, False]
     text = (ROOT / "docs" / "deployment.md").read_text()
     assert module.table(documents) in text
-    bleu = committed_result("backend_bleu_lean_graphs.json")
-    for row in bleu["rows"]:
+    assert_document_quotes_backend_bleu(text, "backend_bleu_lean_graphs.json")
+
+
+def assert_document_quotes_backend_bleu(text: str, name: str) -> None:
+    """Every BLEU figure of a committed test-verse result is in the document, and float32 ONNX Runtime wrote exactly
+    PyTorch's translations."""
+    for row in committed_result(name)["rows"]:
         if "float32" in row["backend"]:
             assert row["lines_differing_from_pytorch"] == 0
         assert f"{row['bleu']:.2f}" in text, row

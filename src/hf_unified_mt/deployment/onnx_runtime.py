@@ -96,7 +96,8 @@ class ORTEncoderOutput(BaseModelOutput):
 # ONNX Runtime's graph optimisations that the sessions leave out. `SkipLayerNormFusion` fuses each residual `Add` with
 # the `LayerNormalization` after it into one `SkipLayerNormalization` node, whose CPU kernel (ONNX Runtime 1.32) took
 # 5x the time of the two nodes it replaces on `[16, 30, 192]` (510 µs against 102) and 3.4x on `[64, 1, 192]`; left
-# unfused the encoder graph ran 1.10x and the step graph 1.03-1.05x as fast (docs/deployment.md, "Lean step graphs").
+# unfused, the main job's model decoded 1.02-1.05x as fast at batch 1, 16 and 64 (docs/deployment.md, "Lean step
+# graphs").
 DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 
 
