@@ -116,13 +116,11 @@ class PrimeDynamicConvolution(nn.Module):
         batch, length, channels = inputs.shape
         heads, width = self.num_heads, self.max_kernel_size
         taps = self.kernels(inputs)
-        if cached_values is not None and length == 1:
-            # One decoding step: the last (up to K) values, and only the taps that read them: the taps that would read
-            # the zeros before the first token add nothing, so the window is not padded (a copy of it per step).
-            return self.step_convolution(cached_values[:, :, -width:], taps)
         if cached_values is not None:
             window = cached_values[:, :, -(length + width - 1) :]
-            if window.shape[2] < length + width - 1:
+            # One decoding step reads the last (up to K) values with only the taps that read them (`step_convolution`):
+            # the taps that would read the zeros before the first token add nothing, so its window is not padded.
+            if length > 1 and window.shape[2] < length + width - 1:
                 window = nn.functional.pad(window, (0, 0, length + width - 1 - window.shape[2], 0))
         else:
             if padding_mask is not None:
@@ -135,8 +133,8 @@ class PrimeDynamicConvolution(nn.Module):
                 window = nn.functional.pad(inputs, (0, 0, width // 2, width // 2))
             # channel c belongs to head c // (C / H): [B, H, T+K-1, C/H]
             window = window.view(batch, window.shape[1], heads, channels // heads).transpose(1, 2)
-            if cache_layer is not None and length == 1:
-                return self.step_convolution(window, taps)
+        if length == 1:  # one position (a decoding step): the band is its taps
+            return self.step_convolution(window, taps)
         if length <= self.band_max_length:
             output = self.band_convolution(window, taps)
         else:
@@ -146,8 +144,7 @@ class PrimeDynamicConvolution(nn.Module):
     def onnx_export_forward(self):
         """The forward the package's ONNX export traces instead (`hf_unified_mt.deployment.onnx_export`), or None
         (unchanged): the encoder's convolution takes the sliding windows at every length (the same result), so that
-        one graph serves every source length. The decoder's steps (one position) keep the band, whose one-position
-        case is a plain matmul."""
+        one graph serves every source length. The decoder's steps (one position) keep `step_convolution`."""
         if self.is_causal:
             return None
 
@@ -161,10 +158,10 @@ class PrimeDynamicConvolution(nn.Module):
         return forward
 
     def step_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
-        """One decoding step: the window `[B, H, k, C/H]` (the last k <= K inputs) weighted by the taps `[B, 1, H, K]`
-        that read it, `[B, 1, C]`. The band of one position is its taps; with one position `[B, 1, H, K]` ->
-        `[B, H, 1, K]` and back are reshapes of the same elements (shapes without the batch), not the transposes of
-        the general case, so the exported step graph has neither."""
+        """One position (a decoding step): the window `[B, H, k, C/H]` (the last k <= K inputs) weighted by the taps
+        `[B, 1, H, K]` that read it, `[B, 1, C]`. The band of one position is its taps; with one position
+        `[B, 1, H, K]` -> `[B, H, 1, K]` and back are reshapes of the same elements (shapes without the batch), not the
+        transposes of the general case, so the exported step graph has neither."""
         heads, width = self.num_heads, self.max_kernel_size
         taps = taps.reshape(-1, heads, 1, width)[..., width - window.shape[2] :]
         return torch.matmul(taps, window).reshape(-1, 1, heads * window.shape[-1])
@@ -176,8 +173,6 @@ class PrimeDynamicConvolution(nn.Module):
         entries, and reading the flat buffer back in rows of T+K-1 shifts row t right by t. Returns `[B, H, T, C/H]`."""
         batch, heads, padded_length, _ = window.shape  # padded_length = T + K - 1
         length = taps.shape[1]
-        if length == 1:  # one decoding step: the band is the taps themselves
-            return torch.matmul(taps.transpose(1, 2), window)
         rows = nn.functional.pad(taps.transpose(1, 2), (0, length))  # [B, H, T, T+K]
         band = rows.reshape(batch, heads, -1)[..., : length * padded_length].view(batch, heads, length, padded_length)
         return torch.matmul(band, window)
