@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -242,6 +243,8 @@ class Recorder(TrainerCallback):
 
 
 train.main(sys.argv[3:], callbacks=[Recorder()])
+with open(os.path.join(record_dir, f"after_main_rank{os.environ['RANK']}.json"), "w") as handle:
+    json.dump({"process_group": torch.distributed.is_initialized()}, handle)
 '''
 
 
@@ -298,6 +301,10 @@ def test_two_process_distributed_training_keeps_ranks_identical(tmp_path):
         OMP_NUM_THREADS="1",
     )
     ranks = [json.loads((records / f"rank{r}.json").read_text()) for r in (0, 1)]
+    # Each process released its process group before returning (left to interpreter exit, Gloo can abort the process).
+    assert [json.loads((records / f"after_main_rank{r}.json").read_text()) for r in (0, 1)] == [
+        {"process_group": False}
+    ] * 2
     assert [r["world_size"] for r in ranks] == [2, 2] and [r["step"] for r in ranks] == [6, 6]
     indices = [{i for batch in r["batches"] for i in batch} for r in ranks]
     assert len(ranks[0]["batches"]) == len(ranks[1]["batches"])
@@ -314,6 +321,26 @@ def test_two_process_distributed_training_keeps_ranks_identical(tmp_path):
     assert test["num_sentences"] == 6  # one prediction per test pair, no padding duplicates
     assert len((output_dir / "test_translations.txt").read_text().splitlines()) == 6
     assert "BLEU = " in result.stdout
+
+
+def test_a_run_releases_the_ddp_wrapper_before_the_process_group():
+    """Destroyed while the DDP wrapper still held it, the group went with the wrapper's reducer, whose destructor
+    joins Gloo's threads with the GIL held: the two-process test above hung in 2 runs of 30 that way."""
+    from hf_unified_mt.training.run import end_processes
+
+    calls = []
+    trainer = SimpleNamespace(model=object(), model_wrapped=object())
+
+    class Accelerator:
+        def free_memory(self):
+            calls.append("free_memory")
+
+        def end_training(self):
+            calls.append(("end_training", trainer.model_wrapped is trainer.model))
+
+    trainer.accelerator = Accelerator()
+    end_processes(trainer)
+    assert calls == ["free_memory", ("end_training", True)]
 
 
 @pytest.mark.e2e

@@ -22,6 +22,7 @@ config to `output_dir`, score the test split (BLEU and chrF with sacreBLEU signa
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -1028,6 +1029,22 @@ def write_results(results: dict[str, Any], output_dir: str) -> None:
     logger.info("Wrote %s", path)
 
 
+def end_processes(trainer) -> None:
+    """The end of a multi-process run: the DDP wrapper is released, then the process group (Accelerate's
+    `end_training`); nothing when there is one process.
+
+    A Gloo worker thread frees the tensors of a collective after the collective has completed, and that needs the GIL.
+    Left to interpreter exit, the group can meet such a thread there ("terminate called without an active exception":
+    the process aborts). Destroyed while the DDP wrapper still holds it, the group's last reference goes later with the
+    wrapper's reducer, whose destructor joins the worker threads with the GIL held: a deadlock when one still needs
+    it. So the wrapper goes first (as the Trainer does when it re-wraps the model for a new batch size), and the group
+    is destroyed from Python, which lets its threads finish."""
+    trainer.model_wrapped = trainer.model
+    trainer.accelerator.free_memory()  # Accelerate's references to the prepared model, optimizer and data loaders
+    gc.collect()  # the wrapper's reference cycles, while the group is still registered
+    trainer.accelerator.end_training()
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1061,6 +1078,7 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
         if samples is not None:
             results["samples"] = samples
         write_results(results, training_args.output_dir)
+    end_processes(trainer)
     return results
 
 
