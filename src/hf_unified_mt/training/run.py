@@ -1030,8 +1030,8 @@ def write_results(results: dict[str, Any], output_dir: str) -> None:
 
 
 def end_processes(trainer) -> None:
-    """The end of a multi-process run: the DDP wrapper is released, then the process group (Accelerate's
-    `end_training`); nothing when there is one process.
+    """The end of a run: the DDP wrapper is released, then the process group (Accelerate's `end_training`; a run in one
+    process has no group, and only the references go).
 
     A Gloo worker thread frees the tensors of a collective after the collective has completed, and that needs the GIL.
     Left to interpreter exit, the group can meet such a thread there ("terminate called without an active exception":
