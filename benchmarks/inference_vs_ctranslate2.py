@@ -962,7 +962,7 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
     decoder's graph (the step graph's runs, or the search graph's one run), and outside both (`generate()`'s own
     Python, beam bookkeeping, the cache handed between steps); and, from ONNX Runtime's own profiler, the decoder
     graph's node time by operator type (the search graph's: the nodes inside its `Loop`)."""
-    from hf_unified_mt.deployment.onnx_runtime import DISABLED_OPTIMIZERS, ORTModelForSeq2SeqLM
+    from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM, inference_session
 
     spec = profile_spec(args)
     input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
@@ -1001,11 +1001,7 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
     profiled = []
 
     def profiled_session(graph):
-        profiled.append(
-            onnxruntime.InferenceSession(
-                graph, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS)
-            )
-        )
+        profiled.append(inference_session(graph, options))
         return profiled[-1]
 
     if graphs:

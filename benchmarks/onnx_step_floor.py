@@ -61,16 +61,14 @@ def optimized_node_count(path: str, threads: int) -> dict[str, int]:
     import onnx
     import onnxruntime
 
-    from hf_unified_mt.deployment.onnx_runtime import DISABLED_OPTIMIZERS
+    from hf_unified_mt.deployment.onnx_runtime import inference_session
 
     with tempfile.TemporaryDirectory() as scratch:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
         options.optimized_model_filepath = os.path.join(scratch, "optimized.onnx")
         options.log_severity_level = 3  # the note that an optimised graph is hardware-specific
-        onnxruntime.InferenceSession(
-            path, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS)
-        )
+        inference_session(path, options)
         graph = onnx.load(options.optimized_model_filepath).graph
     return dict(collections.Counter(node.op_type for node in graph.node).most_common())
 

@@ -101,21 +101,28 @@ class ORTEncoderOutput(BaseModelOutput):
 DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 
 
+def inference_session(source: str | bytes, options):
+    """An ONNX Runtime CPU session of `source` (a path or a serialised graph) under `options`, with the package's graph
+    optimisations: ONNX Runtime's, less `DISABLED_OPTIMIZERS` (read at each call)."""
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(
+        source, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS)
+    )
+
+
 def _session(graph: Path | bytes, num_threads: int | None):
     """A CPU session of the graph in a file (or serialised) on `num_threads` threads (default: PyTorch's thread count),
     whose idle threads sleep rather than spin: on a machine shared with other work, spinning threads took the cores
-    from it (translating 40 verses with beam 4 on 2 busy cores: 6.7 s with spinning, 3.2 s without). The graph
-    optimisations of `DISABLED_OPTIMIZERS` are left out."""
+    from it (translating 40 verses with beam 4 on 2 busy cores: 6.7 s with spinning, 3.2 s without); the package's
+    graph optimisations (`inference_session`)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = num_threads or torch.get_num_threads()
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    source = graph if isinstance(graph, bytes) else str(graph)
-    return onnxruntime.InferenceSession(
-        source, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS)
-    )
+    return inference_session(graph if isinstance(graph, bytes) else str(graph), options)
 
 
 def check_export(path: str | os.PathLike, int8: bool | str = False) -> dict:
