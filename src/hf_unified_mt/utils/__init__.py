@@ -1,0 +1,1 @@
+"""Helpers every layer of the package shares and no model needs: writing files safely (`files`)."""
