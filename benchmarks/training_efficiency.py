@@ -403,7 +403,7 @@ def step_variant(blockwise_loss: bool, stacked_projections: bool):
             )
         if not stacked_projections:
             UnifiedTransformerPrimeLayer.projections_for_forward = lambda layer: (
-                layer._fused if not layer.training else None
+                projections(layer) if not layer.training else (None, None)
             )
         yield
     finally:

@@ -694,3 +694,18 @@ def test_main_job_runs_train_the_readme_command_per_setting_and_compare(tmp_path
     [comparison] = json.loads(output.read_text())["comparisons"]
     assert (comparison["control"], comparison["setting"], comparison["seeds"]) == ("float32", "bf16", [1])
     assert comparison["interval"][0] <= comparison["delta_bleu"] <= comparison["interval"][1]
+
+
+def test_operator_counts_cover_every_architecture_and_reproduce_the_committed_prime_row():
+    """`operator_counts.py`: the committed table has every architecture; the count is deterministic, so a fresh count
+    of the Unified Transformer and its MarianMT gives the committed numbers (a change to the training step's
+    operators must regenerate the JSON), and the table prints from the JSON."""
+    operator_counts = benchmark_script("operator_counts")
+    committed = committed_result("operator_counts.json")
+    assert sorted(committed["rows"]) == sorted(hf_unified_mt.ARCHITECTURES)
+    fresh = operator_counts.measure(["unified_transformer"], committed["preset"])["rows"]["unified_transformer"]
+    row = committed["rows"]["unified_transformer"]
+    for side in ("model", "marian"):
+        assert fresh[side]["forward_backward"] == row[side]["forward_backward"], side
+        assert fresh[side]["optimizer_step"]["fused"] == row[side]["optimizer_step"]["fused"], side
+    assert f"{row['ratio']:.2f}x" in operator_counts.table(committed)

@@ -4,6 +4,7 @@ authors' initialisation. The checks every architecture shares are in `test_model
 
 import pytest
 import torch
+from torch import nn
 
 from conftest import random_batch, tiny_config, tiny_model, trained_tiny_model
 from hf_unified_mt.modeling_mt_common import CACHE_FIELD
@@ -99,26 +100,31 @@ def test_fused_projections_match_unfused_and_are_explicit():
     assert all(layer._fused is None for layer in model.model.encoder.layers)
 
 
-def test_training_without_dropout_stacks_the_projections_with_the_same_loss_and_gradients(monkeypatch):
-    """Without dropout between them, a training forward computes the layer's projections as two stacked products of
-    the live weights: the loss and every gradient, accumulated over micro-batches, are those of the projections one
-    by one; with dropout it does not stack."""
-    model = tiny_model().train()
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_training_stacks_the_projections_with_the_same_loss_and_gradients(monkeypatch, dropout):
+    """Without input dropout, a training forward computes the layer's input projections as one stacked product of the
+    live weights, and without branch dropout its output projections too: the loss and every gradient, accumulated
+    over micro-batches, are those of the projections one by one (the same dropout masks drawn); with input dropout
+    it does not stack."""
+    model = tiny_model(dropout=dropout).train()
     ids, mask = random_batch(model.config.vocab_size, pad_last=3)
     labels = torch.roll(ids, 1, dims=1).masked_fill(mask == 0, -100)
     layers = [*model.model.encoder.layers, *model.model.decoder.layers]
-    assert all(layer.projections_for_forward() is not None for layer in layers)
+    for layer in layers:
+        stacked_inputs, stacked_outputs = layer.projections_for_forward()
+        assert stacked_inputs is not None and (stacked_outputs is not None) == (dropout == 0)
 
     def loss_and_gradients():
         """The loss, and the gradients accumulated over two backward passes of micro-batches padded differently."""
         model.zero_grad(set_to_none=True)
+        torch.manual_seed(0)
         for rows in (slice(0, 2), slice(2, None)):
             loss = model(input_ids=ids[rows], attention_mask=mask[rows], labels=labels[rows]).loss
             loss.backward()
         return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
     stacked_loss, stacked = loss_and_gradients()
-    monkeypatch.setattr(UnifiedTransformerPrimeLayer, "projections_for_forward", lambda layer: None)  # every layer
+    monkeypatch.setattr(UnifiedTransformerPrimeLayer, "projections_for_forward", lambda layer: (None, None))
     single_loss, single = loss_and_gradients()
     monkeypatch.undo()
     torch.testing.assert_close(stacked_loss, single_loss)
@@ -126,8 +132,7 @@ def test_training_without_dropout_stacks_the_projections_with_the_same_loss_and_
     for name, gradient in single.items():
         torch.testing.assert_close(stacked[name], gradient, atol=1e-6, rtol=1e-4, msg=name)
     assert layers[0]._fused is None  # nothing kept
-    assert tiny_model(dropout=0.1).train().model.encoder.layers[0].projections_for_forward() is None
-    assert tiny_model(input_dropout=0.1).train().model.encoder.layers[0].projections_for_forward() is None
+    assert tiny_model(input_dropout=0.1).train().model.encoder.layers[0].projections_for_forward() == (None, None)
 
 
 @pytest.mark.parametrize("optimizer", ["fused", "foreach"])
@@ -267,3 +272,57 @@ def test_band_and_window_convolutions_are_the_same_convolution(is_causal, length
     distance = torch.arange(length)[None, :] - torch.arange(length)[:, None]
     reach = (distance <= 0) & (distance > -7) if is_causal else distance.abs() <= 3
     assert not jacobian[~reach].any()
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_the_cells_computed_at_once_are_eq_6_and_7_cell_by_cell(is_causal):
+    """`kernels` computes every cell in one product, one softmax and one gate-weighted sum; the taps and their
+    gradients are those of Eq. 6-7 written cell by cell (each cell's softmax over its own taps, a narrower cell at
+    the centre or, causal, the most recent taps, mixed by softmax(gate))."""
+    from hf_unified_mt.modeling_unified_transformer import PrimeDynamicConvolution
+
+    torch.manual_seed(0)
+    config = tiny_config(conv_kernel_sizes=[3, 7, 1], d_model=16, conv_weight_dropout=0.0)
+    conv = PrimeDynamicConvolution(config, 4, is_causal=is_causal)
+    with torch.no_grad():
+        conv.kernel_gate.copy_(torch.tensor([0.3, -0.2, 0.5]))
+    inputs = torch.randn(2, 5, 16, requires_grad=True)
+
+    def cell_by_cell():
+        gates = torch.softmax(conv.kernel_gate, dim=0)
+        taps = torch.zeros(2, 5, 4, 7)
+        for gate, size, generator in zip(gates, conv.kernel_sizes, conv.kernel_generators):
+            weights = torch.softmax(generator(inputs).view(2, 5, 4, size), dim=-1)
+            start = 7 - size if is_causal else (7 - size) // 2
+            taps = taps + nn.functional.pad(gate * weights, (start, 7 - size - start))
+        return taps
+
+    weight = torch.randn(2, 5, 4, 7)
+    gradients = []
+    for kernels in (lambda: conv.kernels(inputs), cell_by_cell):
+        taps = kernels()
+        (taps * weight).sum().backward()
+        gradients.append((taps.detach(), inputs.grad.clone(), *(p.grad.clone() for p in conv.parameters())))
+        inputs.grad = None
+        conv.zero_grad()
+    for at_once, by_cell in zip(*gradients):
+        torch.testing.assert_close(at_once, by_cell, rtol=1e-5, atol=1e-6)
+
+
+def test_dropconnect_keeps_the_expected_taps():
+    """DropConnect on the cells' taps (Wu et al.'s weight dropout) drops each tap independently and rescales the kept
+    ones: averaged over draws the training taps are the evaluation taps, and a narrower cell never reads outside its
+    own taps."""
+    from hf_unified_mt.modeling_unified_transformer import PrimeDynamicConvolution
+
+    torch.manual_seed(0)
+    config = tiny_config(conv_kernel_sizes=[3, 7], d_model=16, conv_weight_dropout=0.5)
+    conv = PrimeDynamicConvolution(config, 4, is_causal=False)
+    conv.init_own_parameters(config)
+    inputs = torch.randn(1, 3, 16)
+    with torch.no_grad():
+        expected = conv.eval().kernels(inputs)
+        conv.train()
+        draws = torch.stack([conv.kernels(inputs) for _ in range(4000)])
+    torch.testing.assert_close(draws.mean(0), expected, atol=0.02, rtol=0.05)
+    assert (draws != expected).any()

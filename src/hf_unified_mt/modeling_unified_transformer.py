@@ -87,19 +87,26 @@ class PrimeDynamicConvolution(nn.Module):
         init.constant_(self.kernel_gate, 0.5)  # Eq. (7): the cells start equal
 
     def kernels(self, inputs: torch.Tensor) -> torch.Tensor:
-        """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7)."""
+        """Mixed taps `[B, T, H, max_k]` generated from the inputs (Eq. 6-7), computed for all cells at once: the
+        generators' logits in one product; each cell's logits placed in a row of `max_k` taps (a narrower cell at the
+        centre, causal: the most recent taps) with -inf elsewhere, so that one softmax over the taps normalises every
+        cell over its own taps (Eq. 6; exp(-inf) = 0); the gate-weighted sum of the cells (Eq. 7) as one product with
+        softmax(gate)."""
         batch, length, _ = inputs.shape
-        gates = torch.softmax(self.kernel_gate, dim=0).unbind()  # one operator call, not one index per cell
-        taps = None
-        for gate, size, generator in zip(gates, self.kernel_sizes, self.kernel_generators):
-            weights = torch.softmax(generator(inputs).view(batch, length, self.num_heads, size), dim=-1)
-            weights = dropout_if_training(weights, self.weight_dropout, self.training)  # DropConnect
-            weights = gate * weights
-            if size < self.max_kernel_size:  # a narrower cell's taps sit at the centre (causal: the most recent)
-                start = self.max_kernel_size - size if self.is_causal else (self.max_kernel_size - size) // 2
-                weights = nn.functional.pad(weights, (start, self.max_kernel_size - size - start))
-            taps = weights if taps is None else taps + weights
-        return taps
+        heads, width = self.num_heads, self.max_kernel_size
+        generators = [generator.weight for generator in self.kernel_generators]
+        weight = torch.cat(generators) if len(generators) > 1 else generators[0]
+        logits = nn.functional.linear(inputs, weight).split([heads * size for size in self.kernel_sizes], dim=-1)
+        cells = []
+        for size, cell in zip(self.kernel_sizes, logits):
+            cell = cell.view(batch, length, heads, size)
+            if size < width:  # a narrower cell's taps sit at the centre (causal: the most recent)
+                start = width - size if self.is_causal else (width - size) // 2
+                cell = nn.functional.pad(cell, (start, width - size - start), value=float("-inf"))
+            cells.append(cell)
+        weights = torch.softmax(torch.stack(cells, dim=-1), dim=-2)  # [B, T, H, max_k, cells]
+        weights = dropout_if_training(weights, self.weight_dropout, self.training)  # DropConnect
+        return torch.matmul(weights, torch.softmax(self.kernel_gate, dim=0).to(weights.dtype))
 
     def forward(
         self,
@@ -124,15 +131,16 @@ class PrimeDynamicConvolution(nn.Module):
                 window = nn.functional.pad(window, (0, 0, length + width - 1 - window.shape[2], 0))
         else:
             if padding_mask is not None:
-                inputs = inputs * padding_mask.unsqueeze(-1).to(inputs.dtype)
+                inputs = inputs * padding_mask.unsqueeze(-1)  # a bool mask: zeros the padded positions
             if cache_layer is not None:
                 window = cache_layer.update_window("prime_conv", inputs, width)
-            elif self.is_causal:
-                window = nn.functional.pad(inputs, (0, 0, width - 1, 0))
+                window = window.view(batch, window.shape[1], heads, channels // heads).transpose(1, 2)
             else:
-                window = nn.functional.pad(inputs, (0, 0, width // 2, width // 2))
-            # channel c belongs to head c // (C / H): [B, H, T+K-1, C/H]
-            window = window.view(batch, window.shape[1], heads, channels // heads).transpose(1, 2)
+                # channel c belongs to head c // (C / H): [B, H, T+K-1, C/H], padded after the transpose, so that
+                # the padded window is laid out for the matmul (no copy of it there)
+                window = inputs.view(batch, length, heads, channels // heads).transpose(1, 2)
+                before = width - 1 if self.is_causal else width // 2
+                window = nn.functional.pad(window, (0, 0, before, width - 1 - before))
         if length == 1:  # one position (a decoding step): the band is its taps
             return self.step_convolution(window, taps)
         if length <= self.band_max_length:
@@ -168,9 +176,10 @@ class PrimeDynamicConvolution(nn.Module):
 
     def band_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
         """The convolution as one batched matmul with a band matrix, out[t] = Σ_s band[t, s] · window[s], where row t
-        holds the K taps of position t at columns t .. t+K-1 of the padded window `[B, H, T+K-1, C/H]` (as fairseq's
-        `dynamicconv` "expand" path). The band is built by the skew trick: each row of taps is right-padded to T+K
-        entries, and reading the flat buffer back in rows of T+K-1 shifts row t right by t. Returns `[B, H, T, C/H]`."""
+        holds the K taps of position t (`taps`: `[B, T, H, K]`) at columns t .. t+K-1 of the padded window
+        `[B, H, T+K-1, C/H]` (as fairseq's `dynamicconv` "expand" path). The band is built by the skew trick: each row
+        of taps is right-padded to T+K entries, and reading the flat buffer back in rows of T+K-1 shifts row t right
+        by t. Returns `[B, H, T, C/H]`."""
         batch, heads, padded_length, _ = window.shape  # padded_length = T + K - 1
         length = taps.shape[1]
         rows = nn.functional.pad(taps.transpose(1, 2), (0, length))  # [B, H, T, T+K]
@@ -292,24 +301,27 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         cross = [self.encoder_attn.out_proj] if self.is_decoder else []
         return [self.self_attn.out_proj] + cross + [self.fc2]
 
-    def stacked_projections(self, sum_output_biases: bool = True) -> tuple | None:
+    def stacked_projections(self, sum_output_biases: bool = True, outputs: bool = True) -> tuple | None:
         """W^Enc (all input projections stacked), its bias, W^Dec (all output projections side by side), the output
         biases to add (§3.3.1), and the input projections' widths, built from the current weights (differentiable when
         grad is enabled); None when a projection is not a plain `nn.Linear` (e.g. a quantised one, or one with a LoRA
         adapter). The output biases come as one summed bias, or with `sum_output_biases=False` as the biases
         themselves, each added on its own: what training needs, since the gradients autograd hands to the parts of one
-        sum can share memory, and accumulating the next backward into them in place would count each several times."""
-        inputs, outputs = self._input_linears(), self._output_linears()
-        if any(type(linear) is not nn.Linear for linear in inputs + outputs):
+        sum can share memory, and accumulating the next backward into them in place would count each several times.
+        With `outputs=False` only the input projections are stacked (W^Dec and its biases None)."""
+        inputs = self._input_linears()
+        linears = inputs + (self._output_linears() if outputs else [])
+        if any(type(linear) is not nn.Linear for linear in linears):
             return None
-        output_biases = [linear.bias for linear in outputs]
-        return (
-            torch.cat([linear.weight for linear in inputs], dim=0),
-            torch.cat([linear.bias for linear in inputs], dim=0),
-            torch.cat([linear.weight for linear in outputs], dim=1),
-            (torch.stack(output_biases).sum(0),) if sum_output_biases else tuple(output_biases),
-            [linear.out_features for linear in inputs],
-        )
+        w_in = torch.cat([linear.weight for linear in inputs], dim=0)
+        b_in = torch.cat([linear.bias for linear in inputs], dim=0)
+        sizes = [linear.out_features for linear in inputs]
+        if not outputs:
+            return w_in, b_in, None, None, sizes
+        output_biases = [linear.bias for linear in self._output_linears()]
+        w_out = torch.cat([linear.weight for linear in self._output_linears()], dim=1)
+        b_out = (torch.stack(output_biases).sum(0),) if sum_output_biases else tuple(output_biases)
+        return w_in, b_in, w_out, b_out, sizes
 
     def fuse_projections(self) -> bool:
         """Builds W^Enc and W^Dec (`stacked_projections`) from the current weights for inference forwards to use.
@@ -329,18 +341,24 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
             self._fused = None  # training changes the weights: fused copies would go stale
         return super().train(mode)
 
-    def projections_for_forward(self) -> tuple | None:
-        """The stacked projections this forward computes with, or None for the projections one by one: the fused
-        copies of `fuse_projections` in an inference forward; in training, when no dropout sits between the stacked
-        matrices (the branches' `dropout` and the attention input's `input_dropout` at 0), the stack of the live
-        weights, rebuilt at each forward: the same products, one wide matrix product in and one out instead of one per
-        projection (fewer, larger products: the README main job's bf16 CPU training step is about 1.03x as fast,
-        `benchmarks/training_efficiency.py --changes`)."""
+    def projections_for_forward(self) -> tuple[tuple | None, tuple | None]:
+        """The stacked input projections `(W^Enc, b^Enc, widths)` and output projections `(W^Dec, output biases)`
+        this forward computes with, each None for the projections one by one. An inference forward after
+        `fuse_projections` uses the fused copies. In training the stack of the live weights is rebuilt at each
+        forward: the inputs' whenever no dropout sits between the layer input and the projections (`input_dropout`
+        at 0; one wide product in and one gradient out instead of one per projection, and the input's gradient
+        without one sum per projection), the outputs' only when the branches' `dropout` is 0 too (each branch is
+        dropped after its own output projection)."""
         if self._fused is not None and not self.training and not torch.is_grad_enabled():
-            return self._fused
-        if self.training and self.dropout == 0 and self.self_attn.input_dropout == 0:
-            return self.stacked_projections(sum_output_biases=False)
-        return None
+            w_in, b_in, w_out, b_out, sizes = self._fused
+            return (w_in, b_in, sizes), (w_out, b_out)
+        if not self.training or self.self_attn.input_dropout != 0:
+            return None, None
+        stacked = self.stacked_projections(sum_output_biases=False, outputs=self.dropout == 0)
+        if stacked is None:
+            return None, None
+        w_in, b_in, w_out, b_out, sizes = stacked
+        return (w_in, b_in, sizes), ((w_out, b_out) if w_out is not None else None)
 
     # --------------------------------------------------------------- forward
     def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
@@ -361,10 +379,9 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         does not return one): what a module that runs several Prime layers side by side (MUTE's units) reports."""
         if self.is_decoder and encoder_hidden_states is None:
             raise ValueError("The Unified Transformer decoder needs `encoder_hidden_states`")
-        stacked = self.projections_for_forward()
-        fused = stacked is not None
-        if fused:
-            w_in, b_in, w_out, b_out, sizes = stacked  # b_out: the output biases to add
+        stacked_inputs, stacked_outputs = self.projections_for_forward()
+        if stacked_inputs is not None:
+            w_in, b_in, sizes = stacked_inputs
             projections = nn.functional.linear(hidden_states, w_in, b_in).split(sizes, dim=-1)
             num_self = len(self.self_attn.input_projections)
             self_projections, cross_query, ffn_input = projections[:num_self], projections[num_self], projections[-1]
@@ -390,11 +407,12 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
                 cache=cache,
                 attention_mask=encoder_attention_mask,
                 query_states=cross_query,
-                apply_output_projection=not fused,
+                apply_output_projection=stacked_outputs is None,
                 **kwargs,
             )
 
-        if fused:
+        if stacked_outputs is not None:
+            w_out, b_out = stacked_outputs  # b_out: the output biases to add
             branches = [*mixed] + ([cross] if cross is not None else []) + [ffn_hidden]
             update = nn.functional.linear(torch.cat(branches, dim=-1), w_out, b_out[0])
             for bias in b_out[1:]:

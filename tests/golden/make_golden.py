@@ -23,6 +23,9 @@ plain attention); the regeneration left every other configuration's values uncha
 The training-mode values ("training": dropout, MUTE's bias-module noise and AutoShuffle projection, the Multi-Pass sum
 objective) and the cached greedy decodes ("cached_decode", every configuration) were added before the initialisation
 path and the layer building were refactored (issue 46, part 3); the "configs" values were left byte-identical.
+`train-unified-prime-dropout` was regenerated alone when Prime's convolution computed its cells at once (issue 61):
+DropConnect now draws one mask over all cells' taps instead of one per cell, so the random stream differs; with the
+dropout off every value, and every gradient, is unchanged (the other configurations' values are byte-identical).
 """
 
 import argparse
