@@ -7,26 +7,35 @@
 
 Steps:
 
-1. Unless `--dry-run`: find the token (`HF_TOKEN`, or the login cached by `hf auth login`) and stop at once, with a
-   clear message, if there is none.
+1. Check `--repo_id` with huggingface_hub's validator. Unless `--dry-run`: find the token (`HF_TOKEN`, or the login
+   cached by `hf auth login`) and stop at once, with a clear message, if there is none.
 2. Check the checkpoint: weights (`model.safetensors`, or a sharded index and its shards), `config.json` with
    `auto_map` and `custom_pipelines`, every model code file `auto_map` names and every file they import
    (`from .module import ...`), the translation pipeline file, `generation_config.json`, the tokenizer, and
-   `results.json` / `test_results.json` with the test scores. Everything missing is reported in one error.
+   `results.json` / `test_results.json` with the test scores. Everything missing is reported in one error. Every file
+   name read from the checkpoint's files (`auto_map`, `custom_pipelines`, imports, `weight_map`) must name a file of
+   the checkpoint folder itself, and no file may be a link leading out of it. An ONNX export folder is refused with
+   the model folder to pass instead.
 3. Build the Hub folder: those files, `test_results.json`, and a `README.md` model card rendered from
    `model_cards/<model_type>.md` (architecture, parameter count, training arguments, data, BLEU/chrF with their
-   sacreBLEU signatures as `model-index` metadata, citation, usage, limitations, licence).
-4. Unless `--dry-run`: `create_repo(exist_ok=True)` and `upload_folder` with the commit message.
+   sacreBLEU signatures as `model-index` metadata, citation, usage, limitations, licence). It is built in a new
+   folder beside `--output_dir` (every file written through `hf_unified_mt.utils.files`: a temporary file renamed
+   into place, never through a link) and moved there only once complete, so a failing run leaves `--output_dir` as
+   it was.
+4. Unless `--dry-run`: `create_repo(exist_ok=True)` and `upload_folder` with the commit message; then the folder is
+   moved to `--output_dir`, if one was given.
 
-The folder needs neither this package nor torch to be built: files are copied from the checkpoint and the parameter
-count is read from the safetensors headers. It is self-contained: `AutoModelForSeq2SeqLM.from_pretrained(folder,
-trust_remote_code=True)` and `pipeline("translation", model=folder, trust_remote_code=True)` work where
+No model is loaded to build the folder: files are copied from the checkpoint and the parameter count is read from the
+safetensors headers. It is self-contained: `AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)`,
+`AutoModel` (the base model) and `pipeline("translation", model=folder, trust_remote_code=True)` work where
 `hf_unified_mt` is not installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import math
 import os
@@ -55,6 +64,9 @@ OPTIONAL_TOKENIZER_FILES = ("special_tokens_map.json", "added_tokens.json", "cha
 # Written into every folder this tool builds, listing the files it wrote: `--overwrite` replaces only such a folder,
 # and removes only those files. Never uploaded.
 MARKER_NAME = ".hub_upload_folder.json"
+# The folder is built in a new folder beside --output_dir, named `.<name>.<random>` + this, and moved into place once
+# complete; a failed run removes it.
+STAGING_SUFFIX = ".hub_upload.partial"
 
 DEFAULT_CORPUS = "bible_es_en"  # training/train.py's default (hf_unified_mt.training.data.DEFAULT_CORPUS)
 DEFAULT_LICENSE = "apache-2.0"
@@ -156,6 +168,30 @@ def _read_json(path: Path) -> Any:
             return json.load(handle)
     except json.JSONDecodeError as error:
         raise HubUploadError(f"{path} is not valid JSON: {error}") from error
+    except (OSError, UnicodeDecodeError) as error:
+        raise HubUploadError(f"cannot read {path}: {error}") from error
+
+
+def _contained(
+    folder: Path, name: Any, where: str, problems: list[str], value: Any = None, what: str = "file"
+) -> Path | None:
+    """`folder / name` for a file name that the checkpoint's own files give: `where` says where (`config.json
+    auto_map['AutoModel']`), `value` is the value found there when the name is derived from it (a module's file from
+    a `module.Class` reference). None, with the problem added to `problems`, unless `name` names a file of `folder`
+    itself: no absolute path, no `..`, no sub-folder (the Hub folder is flat), no symbolic link leading out. A name
+    that fails is never read, and nothing is written for it."""
+    from hf_unified_mt.utils.files import contained_path
+
+    shown = f"{where} = {(name if value is None else value)!r}"
+    try:
+        path = contained_path(folder, name, what)
+    except ValueError as error:
+        problems.append(f"{shown}: {error}; refusing to read or publish anything outside the checkpoint")
+        return None
+    if "/" in name:
+        problems.append(f"{shown}: {what} {name!r} is not in the checkpoint folder itself (the Hub folder is flat)")
+        return None
+    return path
 
 
 def _module_file(reference: str) -> str | None:
@@ -167,17 +203,47 @@ def _module_file(reference: str) -> str | None:
     return f"{module}.py"
 
 
-def _referenced_code_files(config: dict[str, Any]) -> list[str]:
-    """The module files that `auto_map` and `custom_pipelines` point at."""
-    references = []
-    for value in (config.get("auto_map") or {}).values():
-        references.extend(value if isinstance(value, (list, tuple)) else [value])
-    for task in (config.get("custom_pipelines") or {}).values():
-        references.append(task.get("impl", ""))
-    files = []
-    for reference in references:
-        name = _module_file(reference) if reference else None
-        if name is not None and name not in files:
+def _code_references(config: Any, source: str, problems: list[str]) -> list[tuple[str, str]]:
+    """(field, `module.Class` reference) for every class that `auto_map` (and, for config.json, `custom_pipelines`)
+    of the JSON object `config` from the file `source` names; malformed entries are added to `problems`."""
+    references: list[tuple[str, str]] = []
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    if auto_map is not None and not isinstance(auto_map, dict):
+        problems.append(f"{source} auto_map = {auto_map!r} is not a mapping of Auto classes to code references")
+        auto_map = None
+    for key, value in (auto_map or {}).items():
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        for item in values:
+            if isinstance(item, str) and item:
+                references.append((f"{source} auto_map[{key!r}]", item))
+            elif item is not None:
+                problems.append(f"{source} auto_map[{key!r}] = {value!r} is not a `module.Class` reference")
+    pipelines = config.get("custom_pipelines") if isinstance(config, dict) else None
+    if pipelines is not None and not isinstance(pipelines, dict):
+        problems.append(f"{source} custom_pipelines = {pipelines!r} is not a mapping of tasks to pipelines")
+        pipelines = None
+    for task, entry in (pipelines or {}).items():
+        impl = entry.get("impl") if isinstance(entry, dict) else None
+        if isinstance(impl, str) and impl:
+            references.append((f"{source} custom_pipelines[{task!r}]['impl']", impl))
+        else:
+            problems.append(f"{source} custom_pipelines[{task!r}] = {entry!r} has no `impl` reference")
+    return references
+
+
+def _referenced_code_files(path: Path, references: list[tuple[str, str]], problems: list[str]) -> list[str]:
+    """The module files that `references` point at, each checked to be a file name inside `path`."""
+    files: list[str] = []
+    seen: set[str] = set()  # each file checked (and reported) once
+    for where, reference in references:
+        if "." not in reference.rsplit("--", 1)[-1]:
+            problems.append(f"{where} = {reference!r} is not a `module.Class` reference")
+            continue
+        name = _module_file(reference)
+        if name is None or name in seen:
+            continue
+        seen.add(name)
+        if _contained(path, name, where, problems, value=reference, what="module file") is not None:
             files.append(name)
     return files
 
@@ -185,54 +251,135 @@ def _referenced_code_files(config: dict[str, Any]) -> list[str]:
 def _collect_code_files(path: Path, roots: list[str], missing: list[str], problems: list[str]) -> list[str]:
     """`roots` and every module they import relatively, recursively, in discovery order."""
     found: list[str] = []
-    queue = list(roots)
+    refused: set[str] = set()
+    queue = [(name, None) for name in roots]
     while queue:
-        name = queue.pop(0)
-        if name in found or name in missing:
+        name, importer = queue.pop(0)
+        if name in found or name in missing or name in refused:
+            continue
+        if (
+            importer is not None
+            and _contained(path, name, f"{importer}'s import", problems, what="module file") is None
+        ):
+            refused.add(name)
             continue
         file = path / name
         if not file.is_file():
             missing.append(name)
             continue
         found.append(name)
-        source = file.read_text(encoding="utf-8")
+        try:
+            source = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            problems.append(f"cannot read {name}: {error}")
+            continue
         if _PACKAGE_IMPORT.search(source):
             problems.append(
                 f"{name} imports hf_unified_mt: the model code must import its siblings only as "
                 "`from .module import Name`, or it will not load where the package is not installed"
             )
         for first, second in _RELATIVE_IMPORT.findall(source):
-            queue.append(f"{first or second}.py")
+            queue.append((f"{first or second}.py", name))
     return found
+
+
+def _shard_files(path: Path, index: Any, problems: list[str]) -> list[str]:
+    """The shard files that `model.safetensors.index.json`'s `weight_map` names, each checked to be a safetensors
+    file inside `path`."""
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        problems.append(f"{WEIGHTS_INDEX_NAME} has no weight_map (tensor name -> shard file)")
+        return []
+    shards: list[str] = []
+    seen: list[Any] = []  # each value checked (and reported, for its first tensor) once
+    for tensor, shard in weight_map.items():
+        if shard in seen:
+            continue
+        seen.append(shard)
+        where = f"{WEIGHTS_INDEX_NAME} weight_map[{tensor!r}]"
+        if _contained(path, shard, where, problems, what="shard file") is None:
+            continue
+        if not shard.endswith(".safetensors"):
+            problems.append(f"{where} = {shard!r} is not a .safetensors file")
+            continue
+        shards.append(shard)
+    return sorted(shards)
 
 
 def _safetensors_parameter_count(path: Path) -> int:
     """Number of values stored in a safetensors file, read from its header (no tensor is loaded). Tied weights are
     stored once, so this equals `sum(p.numel() for p in model.parameters())`."""
-    with open(path, "rb") as handle:
-        (header_size,) = struct.unpack("<Q", handle.read(8))
-        header = json.loads(handle.read(header_size))
-    return sum(math.prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
+    try:
+        with open(path, "rb") as handle:
+            (header_size,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(header_size))
+        return sum(math.prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
+    except (OSError, ValueError, struct.error, TypeError, KeyError, AttributeError) as error:
+        raise HubUploadError(f"{path} is not a readable safetensors file: {error}") from error
 
 
 def _test_scores(path: Path, results: dict[str, Any]) -> dict[str, Any] | None:
-    scores = results.get("test")
+    scores = results.get("test") if isinstance(results, dict) else None
     if (path / TEST_RESULTS_NAME).is_file():
-        scores = {**(scores or {}), **_read_json(path / TEST_RESULTS_NAME)}
-    if not scores or not all(key in scores for key in ("bleu", "chrf", "bleu_signature", "chrf_signature")):
+        recorded = _read_json(path / TEST_RESULTS_NAME)
+        scores = {**(scores if isinstance(scores, dict) else {}), **(recorded if isinstance(recorded, dict) else {})}
+    if not isinstance(scores, dict) or not all(
+        key in scores for key in ("bleu", "chrf", "bleu_signature", "chrf_signature")
+    ):
         return None
     return scores
 
 
+def _refuse_onnx_export(path: Path) -> None:
+    """An ONNX export folder (`python -m hf_unified_mt.deployment.onnx_export`) is not a checkpoint: say so, and name
+    the saved model folder it was exported from when its manifest records one (read only for this message: a
+    manifest that cannot be read still marks an export)."""
+    from hf_unified_mt.deployment.onnx_format import MANIFEST_FILE, is_onnx_export
+
+    if not is_onnx_export(path):
+        return
+    source = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        source = json.loads((path / MANIFEST_FILE).read_text(encoding="utf-8")).get("source").get("path")
+    what = f"it has {MANIFEST_FILE}" if (path / MANIFEST_FILE).exists() else "it holds ONNX graphs"
+    if isinstance(source, str) and source and Path(source).resolve() != path.resolve():
+        hint = f" It was exported from {source}: pass that folder instead (python hub_upload.py {source} ...)."
+    else:
+        hint = (
+            " Pass the saved model folder it was exported from instead (the output_dir of training/train.py, or a "
+            "folder written by save_pretrained)."
+        )
+    raise HubUploadError(
+        f"{path} is an ONNX export ({what}), not a saved model: hub_upload.py publishes the PyTorch checkpoint "
+        f"(safetensors weights, model code, tokenizer, test scores), not ONNX graphs.{hint}"
+    )
+
+
 def inspect_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Check that `path` holds everything the Hub folder needs; raise one `HubUploadError` naming all that is
-    missing."""
+    missing. Every file name read from the checkpoint's own files (`auto_map`, `custom_pipelines`, relative imports,
+    `weight_map`) must name a file of the checkpoint folder itself, and no file it reads may be a link leading out of
+    it."""
+    from hf_unified_mt.utils.files import contained_path
+
     path = Path(path)
     if not path.is_dir():
         raise HubUploadError(f"checkpoint directory {path} does not exist")
+    _refuse_onnx_export(path)
 
     missing: list[str] = []
     problems: list[str] = []
+    # The files of fixed names: a symbolic link among them may not lead out of the checkpoint.
+    fixed = (CONFIG_NAME, GENERATION_CONFIG_NAME, *TOKENIZER_FILES, *OPTIONAL_TOKENIZER_FILES, RESULTS_NAME)
+    fixed += (TEST_RESULTS_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME, "trainer_state.json")
+    for name in fixed:
+        if (path / name).is_symlink():
+            try:
+                contained_path(path, name, "the checkpoint's")
+            except ValueError as error:
+                problems.append(f"{error}: refusing to read or publish a file outside the checkpoint")
+    if problems:
+        raise HubUploadError("\n  ".join(problems))
     for name in (CONFIG_NAME, GENERATION_CONFIG_NAME, *TOKENIZER_FILES, RESULTS_NAME):
         if not (path / name).is_file():
             missing.append(name)
@@ -242,7 +389,7 @@ def inspect_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if (path / WEIGHTS_NAME).is_file():
         weight_files = [WEIGHTS_NAME]
     elif (path / WEIGHTS_INDEX_NAME).is_file():
-        shards = sorted(set(_read_json(path / WEIGHTS_INDEX_NAME).get("weight_map", {}).values()))
+        shards = _shard_files(path, _read_json(path / WEIGHTS_INDEX_NAME), problems)
         weight_files = [WEIGHTS_INDEX_NAME, *shards]
         missing.extend(shard for shard in shards if not (path / shard).is_file())
     else:
@@ -253,8 +400,16 @@ def inspect_checkpoint(path: str | os.PathLike) -> Checkpoint:
     code_files: list[str] = []
     if (path / CONFIG_NAME).is_file():
         config = _read_json(path / CONFIG_NAME)
-        if "model_type" not in config:
+        if not isinstance(config, dict):
+            raise HubUploadError(f"{path / CONFIG_NAME} is not a JSON object")
+        model_type = config.get("model_type")
+        if model_type is None:
             problems.append("config.json has no model_type")
+        elif model_type not in available_templates():
+            problems.append(
+                f"config.json model_type = {model_type!r} is not an architecture of hf_unified_mt with a model card "
+                f"template in {MODEL_CARDS_DIR} (templates exist for: {', '.join(available_templates()) or 'none'})"
+            )
         if not config.get("auto_map"):
             problems.append(
                 "config.json has no auto_map, so the model cannot load with trust_remote_code=True where "
@@ -265,9 +420,21 @@ def inspect_checkpoint(path: str | os.PathLike) -> Checkpoint:
                 "config.json has no custom_pipelines['translation'], so pipeline('translation', ...) would not work "
                 "(re-save the model with a current hf_unified_mt)"
             )
-        code_files = _collect_code_files(path, _referenced_code_files(config), missing, problems)
+        references = _code_references(config, CONFIG_NAME, problems)
+        tokenizer_config = TOKENIZER_FILES[1]
+        if (path / tokenizer_config).is_file():  # a tokenizer with code of its own names it there
+            tokenizer_settings = _read_json(path / tokenizer_config)
+            if isinstance(tokenizer_settings, dict) and tokenizer_settings.get("auto_map") is not None:
+                references += _code_references({"auto_map": tokenizer_settings["auto_map"]}, tokenizer_config, problems)
+        code_files = _collect_code_files(path, _referenced_code_files(path, references, problems), missing, problems)
 
+    generation_config = _read_json(path / GENERATION_CONFIG_NAME) if (path / GENERATION_CONFIG_NAME).is_file() else {}
+    if not isinstance(generation_config, dict):
+        problems.append(f"{GENERATION_CONFIG_NAME} is not a JSON object")
     results = _read_json(path / RESULTS_NAME) if (path / RESULTS_NAME).is_file() else {}
+    if not isinstance(results, dict):
+        problems.append(f"{RESULTS_NAME} is not a JSON object")
+        results = {}
     test_scores = _test_scores(path, results) if (path / RESULTS_NAME).is_file() else {}
     if test_scores is None:
         missing.append(
@@ -282,10 +449,11 @@ def inspect_checkpoint(path: str | os.PathLike) -> Checkpoint:
         lines.extend(problems)
         raise HubUploadError("\n  ".join(lines))
 
+    trainer_state = _read_json(path / "trainer_state.json") if (path / "trainer_state.json").is_file() else {}
     return Checkpoint(
         path=path,
         config=config,
-        generation_config=_read_json(path / GENERATION_CONFIG_NAME),
+        generation_config=generation_config,
         results=results,
         test_scores=test_scores,
         weight_files=weight_files,
@@ -294,7 +462,7 @@ def inspect_checkpoint(path: str | os.PathLike) -> Checkpoint:
         num_parameters=sum(
             _safetensors_parameter_count(path / name) for name in weight_files if name.endswith(".safetensors")
         ),
-        trainer_state=_read_json(path / "trainer_state.json") if (path / "trainer_state.json").is_file() else {},
+        trainer_state=trainer_state if isinstance(trainer_state, dict) else {},
     )
 
 
@@ -620,7 +788,7 @@ def render_card(
 def _built_files(output_dir: Path) -> list[str] | None:
     """The files that hub_upload.py wrote into `output_dir` (from its marker), or None if it did not build it."""
     marker = output_dir / MARKER_NAME
-    if not marker.is_file():
+    if marker.is_symlink() or not marker.is_file():
         return None
     try:
         files = json.loads(marker.read_text(encoding="utf-8")).get("files")
@@ -633,9 +801,12 @@ def _built_files(output_dir: Path) -> list[str] | None:
     return files
 
 
-def check_output_dir(output_dir: Path, checkpoint_path: Path, overwrite: bool) -> list[str]:
-    """Check that the folder can be built at `output_dir`; return the files `--overwrite` will remove (those that
-    hub_upload.py wrote there itself). Nothing is changed here."""
+def check_output_dir(
+    output_dir: Path, checkpoint_path: Path, overwrite: bool, staging: Path | None = None
+) -> list[str]:
+    """Check that the folder can be built at `output_dir`; return the files `--overwrite` will replace or remove
+    (those that hub_upload.py wrote there itself). Nothing is changed here. `staging`, the folder being built, is not
+    counted where it lies inside `output_dir`."""
     target, source = output_dir.resolve(), checkpoint_path.resolve()
     if target == source or target in source.parents:
         raise HubUploadError(
@@ -643,9 +814,14 @@ def check_output_dir(output_dir: Path, checkpoint_path: Path, overwrite: bool) -
             + (" itself" if target == source else " or a folder containing it")
             + ": choose another folder (by default a dry run builds CHECKPOINT-hub next to it)"
         )
+    if output_dir.is_symlink() and not output_dir.exists():
+        raise HubUploadError(f"--output_dir {output_dir} is a symbolic link to nothing: remove it or choose another")
     if output_dir.exists() and not output_dir.is_dir():
         raise HubUploadError(f"--output_dir {output_dir} is a file, not a folder")
-    if not output_dir.exists() or not any(output_dir.iterdir()):
+    if not output_dir.exists():
+        return []
+    present = sorted(p.name for p in output_dir.iterdir() if staging is None or p.name != staging.name)
+    if not present:
         return []
     built = _built_files(output_dir)
     if not overwrite:
@@ -656,7 +832,6 @@ def check_output_dir(output_dir: Path, checkpoint_path: Path, overwrite: bool) -
             f"refusing to replace {output_dir}: it does not look like a Hub folder built by hub_upload.py (it has no "
             f"{MARKER_NAME}); --overwrite only replaces folders this tool built. Choose an empty or new --output_dir"
         )
-    present = sorted(p.name for p in output_dir.iterdir())
     foreign = [name for name in present if name not in built and name != MARKER_NAME]
     if foreign:
         raise HubUploadError(
@@ -666,51 +841,140 @@ def check_output_dir(output_dir: Path, checkpoint_path: Path, overwrite: bool) -
     return [name for name in present if name in built] + ([MARKER_NAME] if MARKER_NAME in present else [])
 
 
-def _prepare_output_dir(output_dir: Path, checkpoint_path: Path, overwrite: bool) -> None:
-    removed = check_output_dir(output_dir, checkpoint_path, overwrite)
-    if removed:
-        print(
-            f"Replacing the Hub folder {output_dir} built earlier by hub_upload.py: removing {', '.join(removed)}",
-            file=sys.stderr,
-        )
-        for name in removed:
-            path = output_dir / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-    output_dir.mkdir(parents=True, exist_ok=True)
+def _copy_file(source: Path, target: Path) -> None:
+    """`source` copied to `target` through `atomic_write` (a new file renamed into place, never through a link)."""
+    from hf_unified_mt.utils.files import atomic_write
+
+    with open(source, "rb") as reader, atomic_write(target, "wb") as writer:
+        shutil.copyfileobj(reader, writer, 1 << 20)
 
 
-def build_hub_folder(
-    checkpoint: Checkpoint,
-    output_dir: str | os.PathLike,
-    repo_id: str,
-    options: argparse.Namespace,
-    training_arguments: dict[str, Any] | None = None,
-) -> Path:
-    """Copy the checkpoint's model, code, tokenizer and test scores into `output_dir` and write the model card."""
-    card, dataset = render_card(checkpoint, repo_id, options, training_arguments)
-    if dataset.assumed:
-        print(
-            f"warning: {checkpoint.path / RESULTS_NAME} does not record the training data; the card assumes the "
-            f"default corpus {DEFAULT_CORPUS} (pass --dataset/--source_lang/--target_lang if that is wrong)",
-            file=sys.stderr,
-        )
-    output_dir = Path(output_dir)
-    _prepare_output_dir(output_dir, checkpoint.path, getattr(options, "overwrite", False))
-    written = [*checkpoint.files_to_copy(), TEST_RESULTS_NAME, "README.md"]
-    # The marker first: a build that stops half-way leaves a folder that --overwrite may still replace.
-    (output_dir / MARKER_NAME).write_text(json.dumps({"built_by": "hub_upload.py", "files": written}, indent=2))
-    for name in checkpoint.files_to_copy():
-        shutil.copyfile(checkpoint.path / name, output_dir / name)
-    # a tokenizer saved after loading it from a folder records how it was loaded (`is_local`, ...): not published
-    from hf_unified_mt.deployment.tokenizer_files import clean_tokenizer_config
+def _move_file(source: Path, target: Path) -> None:
+    """Renames `source` to `target` (a link at `target` is replaced, never written through); copied through
+    `atomic_write` where the two lie on different file systems."""
+    try:
+        os.replace(source, target)
+    except OSError as error:
+        if error.errno != errno.EXDEV:
+            raise
+        _copy_file(source, target)
+        source.unlink()
 
-    clean_tokenizer_config(output_dir)
-    with open(output_dir / TEST_RESULTS_NAME, "w", encoding="utf-8") as handle:
-        json.dump(checkpoint.test_scores, handle, indent=2, ensure_ascii=False)
-    card.save(output_dir / "README.md")
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, outermost first."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists() or candidate.is_symlink():
+            break
+        missing.append(candidate)
+    return missing[::-1]
+
+
+def _folder_mode() -> int:
+    """The permissions `mkdir` gives a new folder (0o777 less the umask)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o777 & ~umask
+
+
+def stage_hub_folder(checkpoint: Checkpoint, card_text: str, output_dir: Path | None) -> Path:
+    """Writes the Hub folder into a new folder of its own and returns it: beside `output_dir` (inside it where its
+    parent cannot be written), or in the system's temporary folder without one. Every file goes through
+    `hf_unified_mt.utils.files` (a temporary file renamed into place); on any failure the new folder is removed, so
+    that nothing of the user's is touched until `install_hub_folder`."""
+    from hf_unified_mt.utils.files import write_json, write_text
+
+    if output_dir is None:
+        staging = Path(tempfile.mkdtemp(prefix="hub_upload_"))
+    else:
+        staging = None
+        for parent in (output_dir.parent, output_dir):
+            try:
+                staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", suffix=STAGING_SUFFIX, dir=parent))
+                break
+            except (PermissionError, FileNotFoundError):
+                continue
+        if staging is None:
+            raise HubUploadError(f"cannot write the Hub folder beside or inside --output_dir {output_dir}")
+    try:
+        copied = checkpoint.files_to_copy()
+        written = [*copied, TEST_RESULTS_NAME, "README.md"]
+        write_json(staging / MARKER_NAME, {"built_by": "hub_upload.py", "files": written}, indent=2)
+        for name in copied:  # file names of the checkpoint folder itself (inspect_checkpoint checked them)
+            _copy_file(checkpoint.path / name, staging / name)
+        _clean_tokenizer_config(staging / "tokenizer_config.json")
+        write_json(staging / TEST_RESULTS_NAME, checkpoint.test_scores, indent=2, ensure_ascii=False)
+        write_text(staging / "README.md", card_text, newline="")  # as huggingface_hub's ModelCard.save writes it
+    except BaseException as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(error, OSError):
+            raise HubUploadError(f"cannot build the Hub folder: {error}") from error
+        raise
+    return staging
+
+
+def _clean_tokenizer_config(path: Path) -> None:
+    """A tokenizer saved after loading it from a folder records how it was loaded (`is_local`, ...): not published
+    (`hf_unified_mt.deployment.tokenizer_files.LOAD_OPTIONS`); the rest is kept, written as `save_pretrained` writes
+    it."""
+    from hf_unified_mt.deployment.tokenizer_files import LOAD_OPTIONS
+    from hf_unified_mt.utils.files import write_json
+
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(config, dict) and set(LOAD_OPTIONS) & config.keys():
+        cleaned = {key: value for key, value in config.items() if key not in LOAD_OPTIONS}
+        write_json(path, cleaned, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def install_hub_folder(staging: Path, output_dir: Path, checkpoint_path: Path, overwrite: bool) -> Path:
+    """Puts the folder built by `stage_hub_folder` at `output_dir` and returns `output_dir`. A new `output_dir` is the
+    staged folder renamed; an existing one (empty, or built earlier by hub_upload.py, with `--overwrite`) gets each
+    new file renamed over the old one, then loses the files of the earlier build that the new one lacks. Its marker
+    lists the files of both builds meanwhile, so that a run stopped half-way leaves a folder `--overwrite` replaces."""
+    from hf_unified_mt.utils.files import write_json
+
+    earlier = check_output_dir(output_dir, checkpoint_path, overwrite, staging)  # again: it may have changed since
+    files = json.loads((staging / MARKER_NAME).read_text(encoding="utf-8"))["files"]
+    try:
+        if not output_dir.exists() and not output_dir.is_symlink():
+            os.chmod(staging, _folder_mode())
+            try:
+                os.rename(staging, output_dir)
+                return output_dir
+            except OSError:  # created meanwhile, or on another file system: file by file, once checked again
+                earlier = check_output_dir(output_dir, checkpoint_path, overwrite, staging)
+        if earlier:
+            print(
+                f"Replacing the Hub folder {output_dir} built earlier by hub_upload.py: replacing or removing "
+                f"{', '.join(earlier)}",
+                file=sys.stderr,
+            )
+        earlier_files = [name for name in earlier if name != MARKER_NAME]
+        marker = {"built_by": "hub_upload.py", "files": sorted(set(earlier_files) | set(files))}
+        write_json(output_dir / MARKER_NAME, marker, indent=2)
+        for name in files:
+            target = output_dir / name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            _move_file(staging / name, target)
+        for name in earlier_files:
+            if name not in files:
+                _remove(output_dir / name)
+        write_json(output_dir / MARKER_NAME, {"built_by": "hub_upload.py", "files": files}, indent=2)
+    except OSError as error:
+        raise HubUploadError(f"cannot write the Hub folder into {output_dir}: {error}") from error
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return output_dir
 
 
@@ -744,6 +1008,21 @@ def upload_folder(
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def repo_id_argument(value: str) -> str:
+    """`--repo_id`, checked by huggingface_hub's own validator (`validate_repo_id`) before anything is built."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(value)
+    except HFValidationError as error:
+        reason = re.sub(r"\s*Use `repo_type` argument if needed\.", "", str(error)).strip()
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a Hub repository id: {reason} Give NAME or NAMESPACE/NAME, e.g. "
+            "my-name/unified-transformer-es-en"
+        ) from None
+    return value
+
+
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="hub_upload.py",
@@ -751,7 +1030,9 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "tokenizer, translation pipeline, model card) and upload it.",
     )
     parser.add_argument("checkpoint", help="Checkpoint directory (the output_dir of training/train.py).")
-    parser.add_argument("--repo_id", help="Hub repository, e.g. my-name/unified-transformer-es-en.")
+    parser.add_argument(
+        "--repo_id", type=repo_id_argument, help="Hub repository, e.g. my-name/unified-transformer-es-en."
+    )
     parser.add_argument(
         "--dry-run",
         "--dry_run",
@@ -804,8 +1085,10 @@ def _read_training_args(path: str | None) -> dict[str, Any] | None:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    """Run the command; returns the Hub folder (which is deleted after an upload without --output_dir)."""
-    options = parse_arguments(argv)
+    """Run the command; returns the Hub folder (which is deleted after an upload without --output_dir). A run that
+    fails leaves `--output_dir` as it was: the folder is built beside it and moved into place only once it is complete
+    (and, for an upload, once the upload succeeded)."""
+    options = parse_arguments(argv)  # --repo_id is checked here, before anything else
     # 1. Token and repository first: no work is done for an upload that cannot happen.
     token = None
     if not options.dry_run:
@@ -820,42 +1103,62 @@ def main(argv: list[str] | None = None) -> Path:
 
     # 3. Folder (checked before anything is built: it is never the checkpoint or a folder that contains it, and an
     # existing one is replaced only if hub_upload.py built it).
-    temporary = None
     if options.output_dir:
         output_dir = Path(options.output_dir)
     elif options.dry_run:
         output_dir = Path(str(Path(options.checkpoint).resolve()) + "-hub")
     else:
-        temporary = tempfile.TemporaryDirectory(prefix="hub_upload_")
-        output_dir = Path(temporary.name) / "folder"
-    if temporary is None:
+        output_dir = None  # an upload without --output_dir keeps no folder
+    if output_dir is not None:
         check_output_dir(output_dir, checkpoint.path, options.overwrite)
+    card, dataset = render_card(checkpoint, repo_id, options, training_arguments)
+    if dataset.assumed:
+        print(
+            f"warning: {checkpoint.path / RESULTS_NAME} does not record the training data; the card assumes the "
+            f"default corpus {DEFAULT_CORPUS} (pass --dataset/--source_lang/--target_lang if that is wrong)",
+            file=sys.stderr,
+        )
+
+    created = _missing_folders(output_dir.parent) if output_dir is not None else []
+    staging = None
     try:
-        folder = build_hub_folder(checkpoint, output_dir, repo_id, options, training_arguments)
-        files = sorted(p.name for p in folder.iterdir() if p.name != MARKER_NAME)
-        print(f"Hub folder {folder}: {len(files)} files ({', '.join(files)})")
+        if created:
+            created[-1].mkdir(parents=True)
+        staging = stage_hub_folder(checkpoint, str(card), output_dir)
+        files = sorted(p.name for p in staging.iterdir() if p.name != MARKER_NAME)
+        print(f"Hub folder {output_dir or '(temporary)'}: {len(files)} files ({', '.join(files)})")
         print(
             f"{checkpoint.model_type}, {checkpoint.num_parameters:,} parameters, test BLEU "
             f"{checkpoint.test_scores['bleu']:.2f}, chrF {checkpoint.test_scores['chrf']:.2f}"
         )
         if options.dry_run:
+            folder = install_hub_folder(staging, output_dir, checkpoint.path, options.overwrite)
             print("Dry run: nothing uploaded.")
             return folder
 
-        # 4. Upload.
+        # 4. Upload, then keep the folder at --output_dir if one was given.
         message = options.commit_message or (
             f"Upload {checkpoint.config.get('architectures', [checkpoint.model_type])[0]} "
             f"(test BLEU {checkpoint.test_scores['bleu']:.2f}) with hub_upload.py"
         )
         endpoint = options.endpoint or os.environ.get("HF_ENDPOINT") or None
         commit = upload_folder(
-            folder, repo_id, token, message, private=options.private, endpoint=endpoint, revision=options.revision
+            staging, repo_id, token, message, private=options.private, endpoint=endpoint, revision=options.revision
         )
         print(f"Uploaded to {commit.repo_url}: {commit.commit_url}")
-        return folder
+        if output_dir is None:
+            return staging
+        return install_hub_folder(staging, output_dir, checkpoint.path, options.overwrite)
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        for folder in reversed(created):  # the parents this run created, if it left them empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     finally:
-        if temporary is not None:
-            temporary.cleanup()
+        if staging is not None and output_dir is None:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 if __name__ == "__main__":
