@@ -94,9 +94,12 @@ class PrimeDynamicConvolution(nn.Module):
         softmax(gate)."""
         batch, length, _ = inputs.shape
         heads, width = self.num_heads, self.max_kernel_size
-        generators = [generator.weight for generator in self.kernel_generators]
-        weight = torch.cat(generators) if len(generators) > 1 else generators[0]
-        logits = nn.functional.linear(inputs, weight).split([heads * size for size in self.kernel_sizes], dim=-1)
+        if all(type(generator) is nn.Linear for generator in self.kernel_generators):
+            weight = torch.cat([generator.weight for generator in self.kernel_generators])
+            logits = nn.functional.linear(inputs, weight)
+        else:  # a quantised generator, or one with an adapter: each computes its own part
+            logits = torch.cat([generator(inputs) for generator in self.kernel_generators], dim=-1)
+        logits = logits.split([heads * size for size in self.kernel_sizes], dim=-1)
         cells = []
         for size, cell in zip(self.kernel_sizes, logits):
             cell = cell.view(batch, length, heads, size)
