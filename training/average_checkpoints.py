@@ -10,15 +10,19 @@
 Checkpoint averaging (Vaswani et al., 2017; Junczys-Dowmunt et al., 2016) usually gains some BLEU over the last
 checkpoint. Floating-point tensors are averaged (accumulated in float64); other tensors are taken from the newest
 checkpoint. The newest checkpoint's config, generation config, tokenizer and custom-code files are copied along.
+`--output_dir` must be new or empty: the model is saved into a folder inside it and its files renamed into place, so
+a run that fails leaves no partial model.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -29,6 +33,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGH
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.deployment.inference import clean_generation_config
 from hf_unified_mt.deployment.tokenizer_files import save_tokenizer
+from hf_unified_mt.utils.files import contained_path, write_json
 
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
@@ -59,10 +64,14 @@ def load_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
             shards = sorted(set(json.loads(index_path.read_text())["weight_map"].values()))
             weights = {}
             for shard in shards:
+                try:
+                    path = contained_path(checkpoint, shard, f"the weights shard in {index_path}")
+                except ValueError as error:
+                    raise SystemExit(f"average_checkpoints.py: error: {error}") from error
                 if loader is not None:
-                    weights.update(loader(checkpoint / shard))
+                    weights.update(loader(path))
                 else:
-                    weights.update(torch.load(checkpoint / shard, map_location="cpu", weights_only=True))
+                    weights.update(torch.load(path, map_location="cpu", weights_only=True))
             return weights
     if (checkpoint / WEIGHTS_NAME).is_file():
         return torch.load(checkpoint / WEIGHTS_NAME, map_location="cpu", weights_only=True)
@@ -120,6 +129,14 @@ def main(argv: list[str] | None = None) -> Path:
             f"average_checkpoints.py: error: --output_dir {output_dir} already holds a model (a checkpoint, the run "
             "directory, or an earlier output); choose a new folder"
         )
+    if output_dir.exists() and not output_dir.is_dir():
+        raise SystemExit(f"average_checkpoints.py: error: --output_dir {output_dir} is a file; choose a new folder")
+    present = sorted(os.listdir(output_dir)) if output_dir.exists() else []
+    if present:
+        raise SystemExit(
+            f"average_checkpoints.py: error: --output_dir {output_dir} is not empty ({', '.join(present[:5])}"
+            f"{', ...' if len(present) > 5 else ''}); choose a new or empty folder"
+        )
     print("Averaging:\n  " + "\n  ".join(str(path) for path in checkpoints))
 
     averaged = average_weights(checkpoints)
@@ -134,15 +151,21 @@ def main(argv: list[str] | None = None) -> Path:
     clean_generation_config(model)
 
     output_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(output_dir)
-    if (newest / "tokenizer.json").is_file() or (newest / "tokenizer_config.json").is_file():
-        save_tokenizer(AutoTokenizer.from_pretrained(newest, trust_remote_code=args.trust_remote_code), output_dir)
-    for code_file in newest.glob("*.py"):  # custom-code files of remote-code models
-        if not (output_dir / code_file.name).exists():
-            shutil.copy2(code_file, output_dir / code_file.name)
-    (output_dir / "averaged_checkpoints.json").write_text(
-        json.dumps({"checkpoints": [str(path) for path in checkpoints]}, indent=2) + "\n"
-    )
+    staging = Path(tempfile.mkdtemp(prefix=".averaging-", dir=output_dir))
+    try:
+        model.save_pretrained(staging)
+        if (newest / "tokenizer.json").is_file() or (newest / "tokenizer_config.json").is_file():
+            save_tokenizer(AutoTokenizer.from_pretrained(newest, trust_remote_code=args.trust_remote_code), staging)
+        for code_file in newest.glob("*.py"):  # custom-code files of remote-code models
+            if not (staging / code_file.name).exists():
+                shutil.copy2(code_file, staging / code_file.name)
+        write_json(
+            staging / "averaged_checkpoints.json", {"checkpoints": [str(path) for path in checkpoints]}, indent=2
+        )
+        for path in sorted(staging.iterdir()):
+            os.replace(path, output_dir / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     print(f"Wrote the average of {len(checkpoints)} checkpoints to {output_dir}")
     return output_dir
 

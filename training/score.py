@@ -12,21 +12,25 @@ Plain-text files are split on `\\n` only (a `\\r\\n` ending is accepted): source
 number of lines, or nothing is scored. Problems with the options or files are reported on one line
 (`score.py: error: ...`, exit status 2) before the model is loaded.
 
-Writes `eval_<split>.json` (scores, signatures, BLEU per source-length bucket), `hypotheses_<split>.txt` and, if
-matplotlib is installed, `bleu_by_length_<split>.png` to `--output_dir` (default: the model directory).
+Prints the scores, then writes `eval_<split>.json` (scores, signatures, BLEU per source-length bucket),
+`hypotheses_<split>.txt` and, if matplotlib is installed, `bleu_by_length_<split>.png` to `--output_dir` (default: the
+model directory; one that cannot be written is refused before anything is translated). Each file is written to a
+temporary file and renamed into place.
 """
 
 from __future__ import annotations
 
 import argparse
 import codecs
-import json
+import contextlib
 import logging
 import os
 import sys
 
+import datasets
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers.utils import logging as transformers_logging
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.deployment.inference import (
@@ -47,6 +51,7 @@ from hf_unified_mt.training.metrics import (
     compute_translation_scores,
     format_scores,
 )
+from hf_unified_mt.utils.files import atomic_write, write_json, write_text
 
 
 logger = logging.getLogger("score")
@@ -90,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_int8_mode_argument(gen)
     add_threads_argument(gen)
     out = parser.add_argument_group("output")
-    out.add_argument("--output_dir", default=None, help="Where to write results (default: the model directory).")
+    out.add_argument(
+        "--output_dir", default=None, help="Where to write the results (default: the model directory; created if new)."
+    )
     out.add_argument(
         "--buckets",
         type=int,
@@ -99,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Upper bounds (in source words) of the length buckets; the last bucket is open.",
     )
     out.add_argument("--tokenize", default=None, help="sacreBLEU tokenizer for BLEU (default 13a).")
-    out.add_argument("--no_progress", action="store_true", help="Hide the progress bar.")
+    out.add_argument("--no_progress", action="store_true", help="Hide the progress bars (data, loading, translating).")
     return parser
 
 
@@ -146,8 +153,28 @@ def check_arguments(args) -> None:
             raise UsageError(f"--{option} {path}: no such file")
     if not os.path.isdir(args.model):
         raise UsageError(f"model directory {args.model} does not exist")
-    if args.output_dir is not None and os.path.isfile(args.output_dir):
-        raise UsageError(f"--output_dir {args.output_dir} is a file, not a folder")
+    check_output_dir(args.output_dir, args.model)
+
+
+def check_output_dir(output_dir: str | None, model: str) -> None:
+    """The results are written after every sentence is translated: a folder that cannot take them (`output_dir`, or
+    the model directory by default) is refused before."""
+    folder = output_dir or model
+    named = f"--output_dir {folder}" if output_dir else f"the model directory {folder} (where results go by default)"
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"{named} is a file, not a folder")
+    existing = os.path.abspath(folder)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UsageError(f"cannot create {named}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        problem = (
+            f"cannot write the results to {named}: it is not writable"
+            if existing == os.path.abspath(folder)
+            else f"cannot create {named}: {existing} is not writable"
+        )
+        raise UsageError(f"{problem}; pass --output_dir with a folder you can write")
 
 
 def read_lines(path: str, encoding: str) -> list[str]:
@@ -231,7 +258,8 @@ def plot_buckets(buckets: list[dict], path: str, title: str) -> bool:
     axis.set_ylabel("BLEU")
     axis.set_title(title)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=120)
     plt.close(figure)
     return True
 
@@ -246,24 +274,58 @@ def check_max_new_tokens(max_new_tokens: int | None, model) -> None:
         )
 
 
+@contextlib.contextmanager
+def progress_bars(shown: bool):
+    """Unless `shown`, the progress bars of transformers, the Hub and datasets (preparing the data, loading the
+    weights) are off for the block."""
+    switches = []
+    if not shown and transformers_logging.is_progress_bar_enabled():
+        switches.append((transformers_logging.disable_progress_bar, transformers_logging.enable_progress_bar))
+    if not shown and datasets.is_progress_bar_enabled():
+        switches.append((datasets.disable_progress_bars, datasets.enable_progress_bars))
+    for disable, _ in switches:
+        disable()
+    try:
+        yield
+    finally:
+        for _, enable in switches:
+            enable()
+
+
+def write_results(output_dir: str, name: str, results: dict, hypotheses: list[str], title: str) -> bool:
+    """`eval_<name>.json`, `hypotheses_<name>.txt` and the plot (if matplotlib is installed; returns whether it was
+    drawn) in `output_dir`, each renamed into place once complete."""
+    try:
+        os.makedirs(output_dir, exist_ok=True)
+        write_json(os.path.join(output_dir, f"eval_{name}.json"), results, indent=2)
+        write_text(os.path.join(output_dir, f"hypotheses_{name}.txt"), "".join(h + "\n" for h in hypotheses))
+        return plot_buckets(
+            results["bleu_by_source_length"], os.path.join(output_dir, f"bleu_by_length_{name}.png"), title
+        )
+    except OSError as error:
+        raise UsageError(
+            f"cannot write the results to {output_dir}: {error.strerror or error} (the scores are printed above)"
+        ) from error
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s - %(name)s - %(message)s")
     check_arguments(args)
-    name, sources, references = read_pairs(args)
-    use_threads(args.threads)
-
-    try:
-        if args.backend == "onnx":
-            int8 = int8_option(args.int8, args.int8_mode, args.backend)
-            model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code)
-        else:
-            device = "cpu" if args.int8 else args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-            model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-            model = model.to(device)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"cannot load the model {args.model}: {str(error).splitlines()[0]}") from error
+    with progress_bars(not args.no_progress):
+        name, sources, references = read_pairs(args)
+        use_threads(args.threads)
+        try:
+            if args.backend == "onnx":
+                int8 = int8_option(args.int8, args.int8_mode, args.backend)
+                model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code)
+            else:
+                device = "cpu" if args.int8 else args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+                tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+                model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+                model = model.to(device)
+        except (OSError, ValueError) as error:
+            raise UsageError(f"cannot load the model {args.model}: {str(error).splitlines()[0]}") from error
     if args.int8 and args.backend == "torch":
         model = quantize_int8(model)
     check_max_new_tokens(args.max_new_tokens, model)
@@ -287,18 +349,6 @@ def main(argv: list[str] | None = None) -> dict:
     num_beams = args.num_beams or model.generation_config.num_beams or 1
     results = {"model": args.model, "split": name, "num_beams": num_beams, **scores, "bleu_by_source_length": buckets}
 
-    output_dir = args.output_dir or args.model
-    os.makedirs(output_dir, exist_ok=True)
-    with open(os.path.join(output_dir, f"eval_{name}.json"), "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=2)
-    with open(os.path.join(output_dir, f"hypotheses_{name}.txt"), "w", encoding="utf-8") as handle:
-        handle.write("".join(h + "\n" for h in hypotheses))
-    plotted = plot_buckets(
-        buckets,
-        os.path.join(output_dir, f"bleu_by_length_{name}.png"),
-        f"BLEU by source length ({name}, beam {num_beams})",
-    )
-
     print(f"{name}: {len(hypotheses)} pairs, beam {num_beams}")
     print(format_scores(scores))
     print("BLEU by source length (words):")
@@ -307,6 +357,9 @@ def main(argv: list[str] | None = None) -> dict:
             f"  {bucket['bucket']:>8}  n={bucket['num_sentences']:<5d} "
             f"BLEU {bucket['bleu']:6.2f}  chrF {bucket['chrf']:6.2f}"
         )
+    sys.stdout.flush()
+    output_dir = args.output_dir or args.model
+    plotted = write_results(output_dir, name, results, hypotheses, f"BLEU by source length ({name}, beam {num_beams})")
     where = os.path.join(output_dir, f"eval_{name}.json")
     print(f"Wrote {where}" + (" and the plot" if plotted else " (install matplotlib for the plot)"))
     return results

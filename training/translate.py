@@ -12,19 +12,24 @@ Each input line gives one output line (empty lines stay empty). Lines are separa
 accepted); other Unicode line separators are part of the text. A source longer than the model accepts stops the
 command before anything is translated, naming its line, unless `--max_source_length` truncates it (with a warning
 naming the lines). Problems with the options or files are reported on one line (`translate.py: error: ...`, exit
-status 2) before the model is loaded. The progress bar goes to stderr.
+status 2) before the model is loaded. The output (a file or stdout) is written in `--encoding` once every line is
+translated: a translation that `--encoding` cannot represent stops the command, naming its line, before anything is
+written, and an output file is written to a temporary file and renamed into place, so the input may be the output
+and a failed run leaves the file as it was. The progress bars go to stderr (`--no_progress` hides them all).
 """
 
 from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import logging
 import os
 import sys
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers.utils import logging as transformers_logging
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.deployment.inference import (
@@ -39,6 +44,7 @@ from hf_unified_mt.deployment.onnx_backend import load_onnx_model
 from hf_unified_mt.deployment.onnx_export import add_int8_mode_argument, int8_option
 from hf_unified_mt.deployment.onnx_runtime import onnx_backend_problem, torch_backend_problem
 from hf_unified_mt.training.data import describe_binary_start
+from hf_unified_mt.utils.files import write_bytes
 
 
 class UsageError(Exception):
@@ -78,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_int8_mode_argument(parser)
     add_threads_argument(parser)
     parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
-    parser.add_argument("--no_progress", action="store_true", help="Hide the progress bar.")
+    parser.add_argument("--no_progress", action="store_true", help="Hide the progress bars (loading, translating).")
     return parser
 
 
@@ -175,6 +181,57 @@ def read_input(args) -> list[str]:
     return split_lines(text)
 
 
+@contextlib.contextmanager
+def progress_bars(shown: bool):
+    """Unless `shown`, transformers' and the Hub's progress bars (loading the weights, exporting) are off for the
+    block."""
+    if shown or not transformers_logging.is_progress_bar_enabled():
+        yield
+        return
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers_logging.enable_progress_bar()
+
+
+def encode_output(translations: list[str], encoding: str) -> bytes:
+    """The output, one line per translation, in `encoding`; a `UsageError` names the first line with a character
+    that `encoding` cannot represent."""
+    text = "".join(translation + "\n" for translation in translations)
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as error:
+        line = text.count("\n", 0, error.start) + 1
+        character = text[error.start]
+        raise UsageError(
+            f"output line {line}: the translation contains {character!r} (U+{ord(character):04X}), which {encoding} "
+            "cannot encode; nothing was written: pass an --encoding that can (utf-8 encodes every character)"
+        ) from error
+
+
+def write_output(translations: list[str], output: str, encoding: str) -> None:
+    """The translations, one per line, in `encoding` (`encode_output`, before anything is written), to stdout (`-`)
+    or to the file `output`, which is replaced only once the new one is complete (`write_bytes`)."""
+    data = encode_output(translations, encoding)
+    if output != "-":
+        try:
+            write_bytes(output, data)
+        except OSError as error:
+            raise UsageError(
+                f"cannot write --output {output}: {error.strerror or error}; it was left as it was"
+            ) from error
+        return
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text stream without bytes underneath (an embedding application's): it encodes itself
+        sys.stdout.write(data.decode(encoding))
+        sys.stdout.flush()
+    else:
+        buffer.write(data)
+        buffer.flush()
+
+
 def check_max_new_tokens(max_new_tokens: int | None, model) -> None:
     """Once the model is loaded, before anything is translated: a --max_new_tokens its decoder cannot reach."""
     limit = model_length_limit(model)
@@ -192,12 +249,13 @@ def main(argv: list[str] | None = None) -> None:
     lines = read_input(args)
     use_threads(args.threads)
     try:
-        if args.backend == "onnx":
-            int8 = int8_option(args.int8, args.int8_mode, args.backend)
-            model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code)
-        else:
-            device = "cpu" if args.int8 else args.device
-            model, tokenizer = load_model(args.model, device, args.dtype, args.trust_remote_code)
+        with progress_bars(not args.no_progress):
+            if args.backend == "onnx":
+                int8 = int8_option(args.int8, args.int8_mode, args.backend)
+                model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code)
+            else:
+                device = "cpu" if args.int8 else args.device
+                model, tokenizer = load_model(args.model, device, args.dtype, args.trust_remote_code)
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot load the model {args.model}: {str(error).splitlines()[0]}") from error
     if args.int8 and args.backend == "torch":
@@ -225,13 +283,7 @@ def main(argv: list[str] | None = None) -> None:
         raise UsageError(f"{source}: {error}") from error
     assert len(translations) == len(lines)
 
-    text = "".join(translation + "\n" for translation in translations)
-    if args.output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        with open(args.output, "w", encoding=args.encoding, newline="\n") as handle:
-            handle.write(text)
+    write_output(translations, args.output, args.encoding)
 
 
 if __name__ == "__main__":

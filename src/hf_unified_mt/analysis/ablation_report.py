@@ -17,6 +17,7 @@ import numpy as np
 
 from hf_unified_mt.analysis.ablation_arms import ARMS, ARMS_BY_KEY, COMPARISONS, PAPER_ORDER, PAPER_TITLES
 from hf_unified_mt.analysis.significance import paired_bootstrap_delta, sacrebleu_paired_tests, verdict
+from hf_unified_mt.utils.files import atomic_write, contained_path, write_text
 
 
 def load_runs(results_dir: Path) -> dict[str, dict[int, dict]]:
@@ -24,7 +25,8 @@ def load_runs(results_dir: Path) -> dict[str, dict[int, dict]]:
     runs: dict[str, dict[int, dict]] = {}
     for path in sorted((results_dir / "runs").glob("*.json")):
         record = json.loads(path.read_text())
-        with gzip.open(path.parent / record["test"]["translations"], "rt", encoding="utf-8") as handle:
+        translations = contained_path(path.parent, record["test"]["translations"], f"{path}'s translations file")
+        with gzip.open(translations, "rt", encoding="utf-8") as handle:
             record["hypotheses"] = handle.read().split("\n")[: record["test"]["num_verses"]]
         runs.setdefault(record["arm"], {})[record["seed"]] = record
     for arm in ARMS:  # an arm that reuses another's runs, at the sizes it has (000's Transformer: not at base)
@@ -127,9 +129,9 @@ def build_report(args) -> dict:
         comparisons=comparisons,
         training_cost=cost and {key: cost[key] for key in ("reference", "machine", "threads", "commit")},
     )
-    (args.results_dir / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False))
+    write_text(args.results_dir / "summary.json", json.dumps(summary, indent=1, ensure_ascii=False))
     table = format_tables(summary)
-    (args.results_dir / "ablation_table.md").write_text(table)
+    write_text(args.results_dir / "ablation_table.md", table)
     print(table)
     if plot_curves(runs, args.results_dir / "validation_curves.png"):
         print(f"wrote {args.results_dir / 'validation_curves.png'}")
@@ -188,7 +190,7 @@ def update_report_doc(doc: Path, size: str, block: str) -> bool:
         return False
     head, rest = text.split(begin, 1)
     tail = rest.split(end, 1)[1]
-    doc.write_text(f"{head}{begin}\n{block.strip(chr(10))}\n{end}{tail}", encoding="utf-8")
+    write_text(doc, f"{head}{begin}\n{block.strip(chr(10))}\n{end}{tail}")
     print(f"updated the generated block ({size}) of {doc}")
     return True
 
@@ -289,6 +291,7 @@ def plot_curves(runs: dict, path: Path) -> bool:
         axis.legend(fontsize=7)
         axis.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=110)
     plt.close(figure)
     return True

@@ -57,8 +57,10 @@ import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,6 +80,7 @@ from hf_unified_mt.training.checkpoints import last_complete_checkpoint
 from hf_unified_mt.training.data import load_parallel_data, tokenize_corpus
 from hf_unified_mt.training.metrics import compute_translation_scores
 from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
+from hf_unified_mt.utils.files import atomic_write, write_text
 
 
 DEFAULT_RESULTS = REPO / "benchmarks" / "results" / "ablations"
@@ -244,7 +247,14 @@ def shared_tokenizer(args):
     path = args.results_dir / f"tokenizer-bpe{args.tokenizer_vocab_size}"
     if not (path / "tokenizer.json").exists():
         tokenizer = train_tokenizer_on_corpus(load_parallel_data()["train"], vocab_size=args.tokenizer_vocab_size)
-        tokenizer.save_pretrained(path)
+        path.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".tokenizer-", dir=path))
+        try:
+            tokenizer.save_pretrained(staging)
+            for saved in sorted(staging.iterdir(), key=lambda file: file.name == "tokenizer.json"):  # the marker last
+                os.replace(saved, path / saved.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return path, load_tokenizer(str(path))
 
 
@@ -268,7 +278,7 @@ def test_subset(args) -> dict:
         references=[references[i] for i in indices],
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(subset, ensure_ascii=False, indent=1))
+    write_text(path, json.dumps(subset, ensure_ascii=False, indent=1))
     return subset
 
 
@@ -316,7 +326,7 @@ class ValidationCrossEntropy(TrainerCallback):
         step = state.global_step
         if (step % self.every == 0 or step == state.max_steps) and all(s != step for s, _ in self.curve):
             self.curve.append([step, round(self.measure(model), 5)])
-            self.path.write_text(json.dumps(self.curve))
+            write_text(self.path, json.dumps(self.curve))
 
 
 class TrainingClock(TrainerCallback):
@@ -336,8 +346,11 @@ class TrainingClock(TrainerCallback):
         return self.before + time.time() - self.started
 
     def on_save(self, args, state, control, **kwargs):
-        self.path.write_text(
-            json.dumps(dict(seconds=round(self.seconds(), 1), update=state.global_step, resumed_from=self.resumed_from))
+        write_text(
+            self.path,
+            json.dumps(
+                dict(seconds=round(self.seconds(), 1), update=state.global_step, resumed_from=self.resumed_from)
+            ),
         )
 
 
@@ -354,7 +367,7 @@ class CommonStop(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
         if step % self.every == 0:
-            self.progress.write_text(json.dumps(dict(update=step, time=time.time())))
+            write_text(self.progress, json.dumps(dict(update=step, time=time.time())))
             if self.updates is None and self.decision.exists():
                 self.updates = json.loads(self.decision.read_text())["updates"]
         if self.updates is not None and step >= self.updates:
@@ -503,9 +516,10 @@ def execute_run(arm: Arm, seed: int, args) -> dict:
     )
     runs = args.results_dir / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    with gzip.open(runs / f"{name}.test.txt.gz", "wt", encoding="utf-8") as handle:
-        handle.write("\n".join(hypotheses) + "\n")
-    (runs / f"{name}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))  # last: marks it finished
+    translations = runs / f"{name}.test.txt.gz"
+    with atomic_write(translations, "wb") as raw, gzip.GzipFile(translations, "wb", fileobj=raw) as handle:
+        handle.write(("\n".join(hypotheses) + "\n").encode("utf-8"))
+    write_text(runs / f"{name}.json", json.dumps(record, indent=1, ensure_ascii=False))  # last: marks it finished
     print(f"[{name}] {args.max_steps} updates, test BLEU {scores['bleu']:.2f} chrF {scores['chrf']:.2f}", flush=True)
     return record
 
@@ -654,7 +668,7 @@ def decide_common_stop(args, children: list, launched: float, decision: Path, po
         if time.time() < (launched + deadline) / 2 or min(spans) < 30:
             continue
         updates, rates = common_stop_updates(history, deadline, args.eval_every, args.max_steps)
-        decision.write_text(json.dumps(dict(updates=updates, updates_per_second=rates, progress=history)))
+        write_text(decision, json.dumps(dict(updates=updates, updates_per_second=rates, progress=history)))
         print(f"time budget: every run stops at {updates} updates", flush=True)
         return
 

@@ -50,6 +50,7 @@ from hf_unified_mt.analysis.model_specs import parse_model_spec
 from hf_unified_mt.modeling_decoder_variants import AAN, MergedAttention
 from hf_unified_mt.modeling_mt_common import ResidualSublayer
 from hf_unified_mt.training.tokenization import train_tokenizer
+from hf_unified_mt.utils.files import atomic_write, write_text
 
 
 CORPUS_FILE = Path("bible_es_en") / "train.tsv.gz"
@@ -340,7 +341,8 @@ def plot(results: dict[str, dict], path: Path) -> bool:
     axes[0].legend(fontsize=8)
     axes[1].set_xlabel("layer (1 = lowest)")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=120)
     plt.close(figure)
     return True
 
@@ -453,7 +455,7 @@ def main(argv=None) -> dict:
         models=results,
     )
     json_path = args.output_dir / "gradient_diagnostics.json"
-    json_path.write_text(json.dumps(report, indent=2))
+    write_text(json_path, json.dumps(report, indent=2))
     print(f"wrote {json_path}")
     png_path = args.output_dir / "gradient_norms.png"
     print(f"wrote {png_path}" if plot(results, png_path) else "matplotlib is not installed: no plot")

@@ -36,6 +36,8 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from hf_unified_mt.utils.files import write_text
+
 
 METRICS = {"loss": ("eval_loss", False), "bleu": ("eval_bleu", True)}  # name -> (logged key, higher is better)
 STATE_FILE = "search_state.json"
@@ -155,9 +157,9 @@ class ConnectionSearch:
 
     def _save_state(self) -> None:
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        temporary = self.output_dir / (STATE_FILE + ".tmp")
-        temporary.write_text(json.dumps(self.state, indent=2))
-        temporary.replace(self.output_dir / STATE_FILE)  # atomic: an interrupted write never corrupts the state
+        write_text(
+            self.output_dir / STATE_FILE, json.dumps(self.state, indent=2)
+        )  # an interrupted write keeps the state
 
     def _user_tokenizer(self) -> str | None:
         for i, argument in enumerate(self.train_arguments):
@@ -279,7 +281,7 @@ class ConnectionSearch:
             for i, e in enumerate(ranking)
         ]
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        (self.output_dir / "leaderboard.json").write_text(json.dumps(board, indent=2))
+        write_text(self.output_dir / "leaderboard.json", json.dumps(board, indent=2))
         order = "higher is better" if self.higher_is_better else "lower is better"
         lines = [
             f"# Hard-connection search ({self.metric_key}, {order}; {len(board)} of "
@@ -292,7 +294,7 @@ class ConnectionSearch:
             f"| {row['rank']} | {row['hard_connections']} | {row[self.metric_key]:.4f} | {row['stage']} |"
             for row in board
         ]
-        (self.output_dir / "leaderboard.md").write_text("\n".join(lines) + "\n")
+        write_text(self.output_dir / "leaderboard.md", "\n".join(lines) + "\n")
 
 
 def parse_arguments(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:

@@ -46,6 +46,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokeniz
 import hf_unified_mt
 from hf_unified_mt.analysis.model_specs import parse_model_spec
 from hf_unified_mt.training.tokenization import train_tokenizer
+from hf_unified_mt.utils.files import write_text
 
 
 MEASURES = ("att_pos", "att_sub", "ffn_sub")
@@ -279,7 +280,7 @@ def main(argv=None) -> dict:
     print(format_table(results))
     args.output_dir.mkdir(parents=True, exist_ok=True)
     report = {"data_file": str(data_file), "source_field": args.source_field, "models": results}
-    (args.output_dir / "unit_diversity.json").write_text(json.dumps(report, indent=2))
+    write_text(args.output_dir / "unit_diversity.json", json.dumps(report, indent=2))
     return report
 
 

@@ -61,7 +61,7 @@ def _multi_encoder_presets() -> dict[str, dict]:
 
     # the paper's recipe: Vaswani et al.'s initialisation
     base = dict(BASE, dropout=0.1, max_position_embeddings=256, init_law="xavier")
-    tiny = dict(TINY, dropout=0.1, max_position_embeddings=64)
+    tiny = dict(TINY, dropout=0.1, max_position_embeddings=128)
     presets = {
         **family("", base, (6, 12, 18, 6, 6), fnet_ffn_dim=4096),
         **family("lowres-", dict(base, encoder_layers=3, decoder_layers=3), (3, 6, 6, 6, 6), fnet_ffn_dim=2048),
