@@ -3,6 +3,7 @@
 import importlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -202,6 +203,203 @@ def test_resumed_run_continues_the_same_loss_curve(tmp_path):
     final_a = load_file(uninterrupted / "model.safetensors")
     final_b = load_file(resumed / "model.safetensors")
     assert all(torch.allclose(final_a[k], final_b[k], atol=1e-6) for k in final_a)
+
+
+KILLED_AFTER_A_CHECKPOINT = """
+import os, signal, sys, time
+from transformers import TrainerCallback
+from hf_unified_mt.training import run
+
+STEP, PAUSE = int(sys.argv[1]), float(sys.argv[2])
+
+
+class SlowThenKilled(TrainerCallback):
+    \"\"\"Spends PAUSE seconds of the budget in step STEP, then kills the run once it has saved checkpoint-STEP.\"\"\"
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == STEP:
+            time.sleep(PAUSE)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == STEP:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+run.main(sys.argv[3:], callbacks=[SlowThenKilled()])
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.subprocess
+def test_a_resumed_time_budget_continues_its_clock_schedule_and_averaging_window(tmp_path):
+    """A run under a 15-second budget spends about 9 of them by step 10, saves checkpoint-10 and is killed; resumed,
+    it trains only what is left of the budget, its linear schedule goes on decaying from where the clock stood (not
+    back up to the peak), and the weight average, begun at step 10 (past half of the budget), goes on from the
+    checkpoint's."""
+    budget, step, pause, peak = 15.0, 10, 8.0, 2e-3
+    common = [
+        "--max_train_samples", "100", "--max_steps", "100000", "--max_train_minutes", str(budget / 60),
+        "--lr_scheduler_type", "linear", "--save_steps", str(step), "--logging_steps", "1", "--eval_strategy", "no",
+        "--do_predict", "False", "--num_sample_translations", "0", "--average_weights_fraction", "0.5",
+    ]  # fmt: skip
+    output_dir = tmp_path / "out"
+    command = [sys.executable, "-c", KILLED_AFTER_A_CHECKPOINT, str(step), str(pause), *TINY_RUN]
+    killed = subprocess.run(
+        [*command, *common, "--output_dir", str(output_dir)],
+        cwd=ROOT, env=run_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    saved = json.loads((output_dir / f"checkpoint-{step}" / "trainer_state.json").read_text())
+    used = saved["stateful_callbacks"]["TimeBudgetCallback"]["attributes"]["seconds_used"]
+    assert pause <= used < budget
+    assert (output_dir / f"checkpoint-{step}" / "weight_average.safetensors").is_file()  # the average of step 10
+
+    result = train(output_dir, *common, "--resume_from_checkpoint", "last")
+    output = result.stdout + result.stderr
+    assert f"Resuming training from checkpoint with epoch 1 and global step {step}" in output
+    # the budget: only what was left of it is trained
+    runtime = json.loads((output_dir / "results.json").read_text())["train"]["train_runtime"]
+    assert runtime < budget - used + 2.5, (runtime, used)
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    assert state["stateful_callbacks"]["TimeBudgetCallback"]["attributes"]["seconds_used"] == pytest.approx(budget)
+    # the schedule: the first rate the resumed run computes is the uninterrupted run's at the clock's time
+    rates = {entry["step"]: entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry}
+    assert rates[step + 1] == pytest.approx(rates[step], rel=0.2)  # restored with the optimizer
+    assert peak * (1 - (used + 2.0) / budget) <= rates[step + 2] <= peak * (1 - used / budget), (rates, used)
+    # the averaging window: opened at step 10 by the original clock; the average saved with the checkpoint goes on
+    assert f"Resumed at step {step} with the weight average of steps {step}-{step}" in output
+    averaged = re.search(r"Weights averaged over (\d+) updates \(steps (\d+)-(\d+)\)", output)
+    assert averaged, output[-3000:]
+    count, first, last = map(int, averaged.groups())
+    assert first == step and count == last - step + 1 and last == state["global_step"]
+
+
+def resumed_state(step, seconds_used=None, **state):
+    """A Trainer state as loaded from a checkpoint saved at `step`, after `seconds_used` of a time budget."""
+    from transformers import TrainerState
+
+    saved = (
+        {}
+        if seconds_used is None
+        else {"TimeBudgetCallback": {"args": {"minutes": 1.0}, "attributes": {"seconds_used": seconds_used}}}
+    )
+    return TrainerState(global_step=step, max_steps=10**6, stateful_callbacks=saved, **state)
+
+
+def test_a_time_budget_saves_its_clock_and_a_resumed_run_goes_on_from_it(caplog):
+    from transformers import TrainerControl
+    from transformers.trainer_utils import IntervalStrategy
+
+    from hf_unified_mt.training.run import TimeBudgetCallback
+
+    args = SimpleNamespace(eval_strategy=IntervalStrategy.NO)
+    budget, state = TimeBudgetCallback(minutes=1.0), resumed_state(step=40, seconds_used=45.0)
+    budget.on_train_begin(args, state, TrainerControl())
+    assert budget.fraction_used() == pytest.approx(0.75, abs=0.01)
+    assert budget.state()["attributes"]["seconds_used"] == pytest.approx(45.0, abs=0.5)  # what the next save records
+    assert not budget.on_step_end(args, state, TrainerControl()).should_training_stop
+    budget.start -= 15.0  # 15 more seconds: the budget's 60 are used
+    control = budget.on_step_end(args, state, TrainerControl())
+    assert control.should_training_stop and control.should_save and budget.fraction_used() == 1.0
+
+    # a checkpoint that records no time (an older run): the budget counts from the resume, and says so
+    budget, state = TimeBudgetCallback(minutes=1.0), resumed_state(step=40)
+    with caplog.at_level("WARNING"):
+        budget.on_train_begin(args, state, TrainerControl())
+    assert "records no time used" in caplog.text and budget.fraction_used() < 0.01
+    assert "TimeBudgetCallback" in state.stateful_callbacks  # transformers' checkpoint saving expects the entry
+    # a new run (step 0) starts the clock at zero whatever its state holds
+    budget = TimeBudgetCallback(minutes=1.0)
+    budget.on_train_begin(args, resumed_state(step=0, seconds_used=50.0), TrainerControl())
+    assert budget.fraction_used() < 0.01
+
+
+def test_restoring_callback_states_keeps_the_time_budget_the_schedule_reads(tmp_path):
+    """With --restore_callback_states_from_checkpoint, transformers replaces stateful callbacks by new instances; the
+    time budget that the schedule and the weight averaging read must stay the one in the Trainer."""
+    from transformers import MarianConfig, MarianMTModel
+
+    from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
+    from hf_unified_mt.training.run import MTTrainingArguments, TimeBudgetCallback
+
+    model = MarianMTModel(MarianConfig(vocab_size=16, d_model=8, encoder_layers=1, decoder_layers=1,
+                                       encoder_attention_heads=1, decoder_attention_heads=1, encoder_ffn_dim=8,
+                                       decoder_ffn_dim=8, pad_token_id=0, decoder_start_token_id=0))  # fmt: skip
+    args = MTTrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True, eval_strategy="no",
+                               restore_callback_states_from_checkpoint=True)  # fmt: skip
+    budget = TimeBudgetCallback(minutes=1.0)
+    trainer = TokenBatchSeq2SeqTrainer(model=model, args=args, time_budget=budget, callbacks=[budget])
+    trainer.state = resumed_state(step=40, seconds_used=45.0)
+    trainer._load_callback_state()
+    assert any(callback is budget for callback in trainer.callback_handler.callbacks)
+    assert trainer.state.stateful_callbacks["TimeBudgetCallback"]["attributes"]["seconds_used"] == 45.0
+
+
+def test_resuming_a_checkpoint_that_used_the_whole_budget_is_refused_before_any_work(tmp_path):
+    from hf_unified_mt.training import run
+
+    checkpoint = tmp_path / "out" / "checkpoint-200"
+    checkpoint.mkdir(parents=True)
+    resumed_state(step=200, seconds_used=30.0).save_to_json(str(checkpoint / "trainer_state.json"))
+    with pytest.raises(run.UsageError, match="the whole --max_train_minutes 0.5; nothing is left to train"):
+        run.main(
+            ["--output_dir", str(tmp_path / "out"), "--max_train_minutes", "0.5", "--resume_from_checkpoint", "last"]
+        )
+
+
+def test_the_weight_average_saved_with_a_checkpoint_loads_back(tmp_path, caplog):
+    from torch.optim.swa_utils import AveragedModel
+
+    from hf_unified_mt.training.run import load_weight_average, save_weight_average
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 5, bias=False))
+    model[1].weight = model[0].weight  # tied weights are saved once
+    averaged = AveragedModel(model, use_buffers=False)
+    for _ in range(3):
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(1.0)
+        averaged.update_parameters(model)
+    save_weight_average(tmp_path / "average.safetensors", averaged, first_step=17)
+    loaded, first_step = load_weight_average(tmp_path / "average.safetensors", model)
+    assert first_step == 17 and int(loaded.n_averaged) == 3
+    for mine, saved in zip(loaded.module.parameters(), averaged.module.parameters(), strict=True):
+        assert torch.equal(mine, saved)
+    with caplog.at_level("WARNING"):  # another model's average: refused, the average starts anew
+        assert load_weight_average(tmp_path / "average.safetensors", torch.nn.Linear(4, 5)) == (None, None)
+    assert "is not a weight average of this model" in caplog.text
+
+
+def test_the_run_writes_its_files_in_place_of_links_never_through_them(tmp_path):
+    """results.json and the Trainer's metrics and state files of `output_dir`: a symbolic link with the name is replaced
+    by the file, and the file it pointed to is left as it was."""
+    from transformers import MarianConfig, MarianMTModel
+
+    from hf_unified_mt.training import run
+    from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
+
+    output_dir, outside = tmp_path / "out", tmp_path / "outside.txt"
+    output_dir.mkdir()
+    outside.write_text("keep me")
+    names = ("results.json", "train_results.json", "all_results.json", "trainer_state.json")
+    for name in names:
+        (output_dir / name).symlink_to(outside)
+    run.write_results({"bleu": 1.0}, str(output_dir))
+    model = MarianMTModel(MarianConfig(vocab_size=16, d_model=8, encoder_layers=1, decoder_layers=1,
+                                       encoder_attention_heads=1, decoder_attention_heads=1, encoder_ffn_dim=8,
+                                       decoder_ffn_dim=8, pad_token_id=0, decoder_start_token_id=0))  # fmt: skip
+    args = run.MTTrainingArguments(output_dir=str(output_dir), report_to="none", use_cpu=True, eval_strategy="no")
+    trainer = TokenBatchSeq2SeqTrainer(model=model, args=args)
+    (output_dir / "all_results.json").unlink()  # transformers reads it before updating it
+    (output_dir / "all_results.json").symlink_to(tmp_path / "missing.json")
+    trainer.save_metrics("train", {"train_loss": 2.5})
+    trainer.save_state()
+    assert outside.read_text() == "keep me" and not (tmp_path / "missing.json").exists()
+    for name in names:
+        assert not (output_dir / name).is_symlink(), name
+    assert json.loads((output_dir / "all_results.json").read_text()) == {"train_loss": 2.5}
+    assert json.loads((output_dir / "trainer_state.json").read_text())["global_step"] == 0
 
 
 def test_the_last_complete_checkpoint_is_the_newest_the_trainer_finished(tmp_path, caplog):

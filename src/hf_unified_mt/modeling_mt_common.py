@@ -517,6 +517,57 @@ def check_sequence_length(length: int, config: MTConfig, what: str) -> None:
         )
 
 
+def is_tracing() -> bool:
+    """Whether the forward is traced or compiled, where a tensor's values cannot be read on the host: torch.compile,
+    torch.export and the ONNX exporter built on it, TorchScript tracing, CUDA graph capture."""
+    return (
+        torch.compiler.is_compiling()
+        or torch.jit.is_tracing()
+        or torch.onnx.is_in_onnx_export()
+        or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    )
+
+
+def check_right_padded(attention_mask: torch.Tensor | None, name: str = "attention_mask") -> None:
+    """Refuses a `[B, T]` mask (nonzero = token) with a row that is not right-padded or holds no token, with a
+    `ValueError` naming the rows (`padding_error`). Positions count from the first position of the sequence, so padding
+    before a sentence would shift its positions and change its outputs; a row of padding alone has nothing to attend
+    to. One host sync; skipped while tracing or compiling (`is_tracing`), so that a compiled step has no graph break."""
+    if attention_mask is None or attention_mask.ndim != 2 or attention_mask.shape[1] == 0 or is_tracing():
+        return
+    real = attention_mask != 0
+    # a right-padded row with a token starts with a token and never has a token right after padding
+    wrong = ~real[:, 0] | (real[:, 1:] > real[:, :-1]).any(dim=1)
+    if bool(wrong.any()):
+        raise ValueError(padding_error(real.cpu().tolist(), name))
+
+
+def padding_error(rows: list[list], name: str = "attention_mask") -> str:
+    """The message for a mask (`rows`: one list per batch row, truthy = token) that `check_right_padded` refuses; the
+    ONNX Runtime model gives the same one."""
+
+    def listed(indices: list[int], singular: str, plural: str) -> str:
+        """The rows with their verb, `row 1 is` / `rows 1, 3 are` (the first five rows named)."""
+        if len(indices) == 1:
+            return f"row {indices[0]} {singular}"
+        more = f" and {len(indices) - 5} more" if len(indices) > 5 else ""
+        return f"rows {', '.join(map(str, indices[:5]))}{more} {plural}"
+
+    empty = [index for index, row in enumerate(rows) if not any(row)]
+    left = [index for index, row in enumerate(rows) if any(row) and not all(row[: sum(map(bool, row))])]
+    problems, fixes = [], []
+    if left:
+        problems.append(f"{listed(left, 'is', 'are')} left-padded (padding before a token)")
+        fixes.append('pad on the right (`tokenizer.padding_side = "right"`)')
+    if empty:
+        problems.append(f"{listed(empty, 'has', 'have')} no token (only padding)")
+        fixes.append("give every row at least one token (leave empty inputs out of the batch)")
+    return (
+        f"`{name}` {' and '.join(problems)}: the models take right-padded batches only (a row's tokens first, then "
+        f"its padding), since positions count from the first position; {' and '.join(fixes)}"
+    )
+
+
 class MTPreTrainedModel(PreTrainedModel):
     config: MTConfig
     base_model_prefix = "model"
@@ -627,8 +678,10 @@ class MTEncoderBase(MTPreTrainedModel):
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """The encoder's one input preparation, shared by every encoder of the package: the embedded source after
         dropout, the 4D attention mask for the attention interface, and the `[B, T]` boolean padding mask for the
-        sublayers that are not attention (None without padding)."""
+        sublayers that are not attention (None without padding). A 2D `attention_mask` must be right-padded with a
+        token in every row (`check_right_padded`)."""
         hidden_states = self.embed(input_ids, inputs_embeds)
+        check_right_padded(attention_mask)
         hidden_states = dropout_if_training(hidden_states, self.dropout, self.training)
         padding_mask = attention_mask.bool() if attention_mask is not None and attention_mask.ndim == 2 else None
         attention_mask = create_bidirectional_mask(
@@ -909,6 +962,17 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
         self.extra_output_fields = extra_output_fields(self.output_class, Seq2SeqLMOutput)  # passed on from `model`
         self.post_init()
 
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """transformers' `save_pretrained`. With remote code (`register_for_auto_class`), transformers names only the
+        saved class in `auto_map`; the base model (`<Arch>Model`, the class `model` is) is named too, for the Auto class
+        it is registered for (`AutoModel`), so that `AutoModel.from_pretrained(checkpoint, trust_remote_code=True)`
+        loads it where the package is not installed, as a MarianMT checkpoint loads as `MarianModel`."""
+        if self._auto_class is not None:
+            base = type(self.model)
+            entry = {base._auto_class or "AutoModel": f"{base.__module__.rsplit('.', 1)[-1]}.{base.__name__}"}
+            self.config.auto_map = {**entry, **(getattr(self.config, "auto_map", None) or {})}
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
     def _tied_weights_for_config(self) -> dict[str, str]:
         if not self.config.tie_word_embeddings:
             return {}
@@ -1083,6 +1147,15 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
                 f"{type(self).__name__}: its decoder keeps recurrent state in a dynamic cache (use the default cache)"
             )
         return super()._prepare_cache_for_generation(generation_config, *args, **kwargs)
+
+    def _prepare_generation_config(self, generation_config=None, *args, **kwargs):
+        # A `max_length` the caller passes (to generate() or in its generation config) wins over a `max_new_tokens`
+        # saved with the checkpoint, which transformers would let win: saved defaults never override a caller's length.
+        passed = {**(generation_config.to_diff_dict() if generation_config is not None else {}), **kwargs}
+        generation_config, model_kwargs = super()._prepare_generation_config(generation_config, *args, **kwargs)
+        if passed.get("max_length") is not None and passed.get("max_new_tokens") is None:
+            generation_config.max_new_tokens = None
+        return generation_config, model_kwargs
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """Used by `DataCollatorForSeq2Seq(model=...)`."""

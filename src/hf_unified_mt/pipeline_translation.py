@@ -168,6 +168,16 @@ class TranslationPipeline(Pipeline):
             return iter(())  # transformers' `__call__` would index the empty dataset
         return super().__call__(inputs, *args, **kwargs)
 
+    def get_iterator(self, *args, **kwargs):
+        """transformers' batching iterator, padding on the right whatever the tokenizer's `padding_side`: the models
+        take right-padded batches only (positions count from the first position)."""
+        side = self.tokenizer.padding_side
+        self.tokenizer.padding_side = "right"  # read once, when the iterator's collate function is built
+        try:
+            return super().get_iterator(*args, **kwargs)
+        finally:
+            self.tokenizer.padding_side = side
+
     def _position_limit(self):
         limit = getattr(self.model.config, "max_position_embeddings", None)
         return limit if isinstance(limit, int) and limit > 0 else None

@@ -16,6 +16,7 @@ second time; the trainer turns that wrapper into a pass-through, the way `Traine
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import json
 import logging
@@ -32,6 +33,7 @@ from transformers import Seq2SeqTrainer
 from transformers.trainer_pt_utils import LabelSmoother
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, seed_worker
 
+from ..utils.files import write_json, write_text
 from .data import sequence_lengths
 from .schedules import BUDGET_SCHEDULES, budget_schedule
 
@@ -352,8 +354,9 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             )
             os.makedirs(folder, exist_ok=True)
             loss_sum = self._loss_sum_before_resume + self._total_loss_scalar + self._tr_loss.item()
-            with open(os.path.join(folder, LOSS_SUM_NAME), "w", encoding="utf-8") as handle:
-                json.dump({"global_step": self.state.global_step, "loss_sum": loss_sum}, handle)
+            write_json(
+                os.path.join(folder, LOSS_SUM_NAME), {"global_step": self.state.global_step, "loss_sum": loss_sum}
+            )
         super()._save_checkpoint(model, trial)
 
     def _finalize_training(self, trial, num_train_samples, start_time):
@@ -365,6 +368,39 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             # the quotient the whole run's mean (its speed metrics still count this call's steps only).
             self._total_loss_scalar = whole_sum * max(steps_now, 0.001) / self.state.global_step - self._tr_loss.item()
         return super()._finalize_training(trial, num_train_samples, start_time)
+
+    def _load_callback_state(self):
+        # With `restore_callback_states_from_checkpoint`, transformers restores a stateful callback by putting a new
+        # instance in its place; the budget schedule and the callbacks that read the time budget would keep the old
+        # one. The time budget restores its clock itself (`on_train_begin`), in place.
+        name = type(self.time_budget).__name__ if self.time_budget is not None else None
+        saved = self.state.stateful_callbacks.pop(name, None) if name is not None else None
+        try:
+            super()._load_callback_state()
+        finally:
+            if saved is not None:
+                self.state.stateful_callbacks[name] = saved
+
+    def save_metrics(self, split, metrics, combined=True):
+        """`Trainer.save_metrics` (`{split}_results.json`, and `all_results.json` updated with `metrics`), each file
+        written to a temporary file and renamed into place (`hf_unified_mt.utils.files`)."""
+        if not self.is_world_process_zero():
+            return
+        write_json(os.path.join(self.args.output_dir, f"{split}_results.json"), metrics, indent=4, sort_keys=True)
+        if combined:
+            path = os.path.join(self.args.output_dir, "all_results.json")
+            all_metrics = {}
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as handle:
+                    all_metrics = json.load(handle)
+            write_json(path, {**all_metrics, **metrics}, indent=4, sort_keys=True)
+
+    def save_state(self):
+        """`Trainer.save_state` (`trainer_state.json` in `output_dir`), written to a temporary file and renamed into
+        place (`hf_unified_mt.utils.files`)."""
+        if self.is_world_process_zero():
+            state = json.dumps(dataclasses.asdict(self.state), indent=2, sort_keys=True) + "\n"
+            write_text(os.path.join(self.args.output_dir, "trainer_state.json"), state)
 
     def _padding_multiple(self) -> int | None:
         return getattr(self.data_collator, "pad_to_multiple_of", None)

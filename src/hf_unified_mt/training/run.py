@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
+import safetensors
+import safetensors.torch
 import torch
 import transformers
 from huggingface_hub.errors import StrictDataclassError
@@ -47,8 +49,9 @@ from transformers import (
     TrainerCallback,
     set_seed,
 )
-from transformers.trainer_callback import ProgressCallback
-from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_callback import ExportableState, ProgressCallback, TrainerState
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, get_last_checkpoint
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
 from hf_unified_mt.deployment.inference import clean_generation_config, make_generation_config, one_line, translate
@@ -71,6 +74,7 @@ from hf_unified_mt.training.metrics import (
     format_scores,
 )
 from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
+from hf_unified_mt.utils.files import write_bytes, write_json, write_text
 
 
 logger = logging.getLogger("train")
@@ -449,6 +453,9 @@ def setup_logging(training_args: MTTrainingArguments) -> None:
     transformers.utils.logging.set_verbosity(log_level)
     transformers.utils.logging.enable_default_handler()
     transformers.utils.logging.enable_explicit_format()
+    if training_args.disable_tqdm:  # also the bars of dataset preparation and weight loading
+        transformers.utils.logging.disable_progress_bar()
+        datasets.disable_progress_bars()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -619,32 +626,62 @@ def _limit(dataset, count: int | None):
     return dataset if count is None else dataset.select(range(min(count, len(dataset))))
 
 
-class TimeBudgetCallback(TrainerCallback):
-    """Ends training once `minutes` of wall time have passed since the first step, with a final checkpoint and
-    evaluation so that best-checkpoint selection sees the last weights (a fixed compute budget, e.g. on a CPU)."""
+class TimeBudgetCallback(TrainerCallback, ExportableState):
+    """Ends training once `minutes` of wall time have been spent training, with a final checkpoint and evaluation so
+    that best-checkpoint selection sees the last weights (a fixed compute budget, e.g. on a CPU).
+
+    The seconds used are saved with every checkpoint (`trainer_state.json`, under `stateful_callbacks`), and a run
+    resumed from one goes on from there: it trains only what is left of the budget, and the budget schedules and the
+    weight-averaging window, which read this clock, continue where they stopped."""
 
     def __init__(self, minutes: float):
         self.seconds = 60.0 * minutes
         self.start = None
+        self.seconds_before = 0.0  # used by the run (or runs) before a resume
+
+    def state(self) -> dict:
+        return {"args": {"minutes": self.seconds / 60}, "attributes": {"seconds_used": self.elapsed()}}
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self.seconds_before = 0.0
+        if state.global_step > 0:
+            used = seconds_used(state)
+            if used is None:
+                logger.warning(
+                    "Resumed at step %d from a checkpoint that records no time used: the %.1f-minute budget counts "
+                    "from here",
+                    state.global_step,
+                    self.seconds / 60,
+                )
+            else:
+                self.seconds_before = min(used, self.seconds)
+        # transformers updates this entry at each checkpoint: a checkpoint saved without it needs it in place
+        state.stateful_callbacks[type(self).__name__] = self.state()
         self.start = time.monotonic()
         logger.info(
             "Time budget: training stops after %.1f minutes, or at max_steps=%d if that comes first",
             self.seconds / 60,
             state.max_steps,
         )
+        if self.seconds_before:
+            logger.info(
+                "Resumed at step %d with %.1f of the %.1f minutes used",
+                state.global_step,
+                self.seconds_before / 60,
+                self.seconds / 60,
+            )
 
     def elapsed(self) -> float:
-        """Seconds of the budget used so far (at most the budget)."""
-        return min(time.monotonic() - self.start, self.seconds) if self.start is not None else 0.0
+        """Seconds of the budget used so far, by this run and those before a resume (at most the budget)."""
+        running = time.monotonic() - self.start if self.start is not None else 0.0
+        return min(self.seconds_before + running, self.seconds)
 
     def fraction_used(self) -> float:
         """The share of the budget used so far, in [0, 1] (what a budget schedule decays over)."""
         return self.elapsed() / self.seconds
 
     def on_step_end(self, args, state, control, **kwargs):
-        if time.monotonic() - self.start >= self.seconds:
+        if self.elapsed() >= self.seconds:
             logger.info(
                 "Time budget of %.1f minutes reached at step %d: stopping", self.seconds / 60, state.global_step
             )
@@ -655,17 +692,43 @@ class TimeBudgetCallback(TrainerCallback):
         return control
 
 
+def seconds_used(state: TrainerState) -> float | None:
+    """The seconds of a time budget used when `state` (a Trainer state, e.g. loaded from a checkpoint's
+    `trainer_state.json`) was saved, as [`TimeBudgetCallback`] records them; None if it records none."""
+    saved = (state.stateful_callbacks or {}).get(TimeBudgetCallback.__name__)
+    try:
+        return float(saved["attributes"]["seconds_used"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def check_budget_left(checkpoint: str, training_args: MTTrainingArguments) -> None:
+    """Refuses to resume from `checkpoint` under a `--max_train_minutes` that it has already used up."""
+    try:
+        used = seconds_used(TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_NAME)))
+    except (OSError, TypeError, ValueError):
+        return  # no readable Trainer state: the Trainer says what is wrong with the checkpoint
+    if used is not None and used >= 60.0 * training_args.max_train_minutes:
+        raise UsageError(
+            f"--resume_from_checkpoint {checkpoint}: the run had trained {used / 60:.2f} minutes when it saved this "
+            f"checkpoint, the whole --max_train_minutes {training_args.max_train_minutes:g}; nothing is left to "
+            "train (pass a larger --max_train_minutes to train on)"
+        )
+
+
 class WeightAveragingCallback(TrainerCallback):
     """Averages the weights uniformly over the last `fraction` of training, one sample after each update, and puts
     the average into the model when training stops, before the final checkpoint and evaluation (Vaswani et al. 2017
     average their last checkpoints; here every update of the window counts). Progress is the time budget's clock
-    or `global_step / max_steps`, whichever is further (so the window always ends at the update that stops
-    training). The average lives in memory only (a copy of the weights, `torch.optim.swa_utils.AveragedModel`): a
-    run resumed inside the window starts its average anew, and says so."""
+    (which a resumed run continues) or `global_step / max_steps`, whichever is further (so the window always ends at
+    the update that stops training). The average (a copy of the weights, `torch.optim.swa_utils.AveragedModel`) is
+    saved with each checkpoint inside the window (`AVERAGE_NAME`), and a run resumed from that checkpoint
+    (`resume_from`) goes on averaging into it."""
 
-    def __init__(self, fraction: float, time_budget: TimeBudgetCallback | None = None):
+    def __init__(self, fraction: float, time_budget: TimeBudgetCallback | None = None, resume_from: str | None = None):
         self.fraction = fraction
         self.time_budget = time_budget
+        self.resume_from = resume_from
         self.averaged = None
         self.first_step = None
 
@@ -673,11 +736,26 @@ class WeightAveragingCallback(TrainerCallback):
         steps = state.global_step / state.max_steps if state.max_steps > 0 else 0.0
         return max(steps, self.time_budget.fraction_used()) if self.time_budget is not None else steps
 
-    def on_train_begin(self, args, state, control, **kwargs):
-        if state.global_step > 0 and self.progress(state) > 1 - self.fraction:
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.averaged = None
+        if state.global_step == 0:
+            return
+        path = os.path.join(self.resume_from, AVERAGE_NAME) if self.resume_from is not None else None
+        if path is not None and os.path.isfile(path):
+            self.averaged, self.first_step = load_weight_average(path, model)
+            if self.averaged is not None:
+                logger.info(
+                    "Resumed at step %d with the weight average of steps %d-%d",
+                    state.global_step,
+                    self.first_step,
+                    state.global_step,
+                )
+        elif self.progress(state) > 1 - self.fraction:
             logger.warning(
-                "Resumed at step %d, inside the weight-averaging window: the average starts anew from here",
+                "Resumed at step %d, inside the weight-averaging window, from a checkpoint without its average (%s): "
+                "the average starts anew from here",
                 state.global_step,
+                AVERAGE_NAME,
             )
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
@@ -700,6 +778,45 @@ class WeightAveragingCallback(TrainerCallback):
             self.averaged = None
         return control
 
+    def on_save(self, args, state, control, **kwargs):
+        folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        if self.averaged is not None and args.should_save and os.path.isdir(folder):
+            save_weight_average(os.path.join(folder, AVERAGE_NAME), self.averaged, self.first_step)
+
+
+AVERAGE_NAME = "weight_average.safetensors"
+
+
+def save_weight_average(path: str, averaged: AveragedModel, first_step: int) -> None:
+    """Writes the running average of [`WeightAveragingCallback`] (its weights, how many updates it holds and the
+    first of them) to `path`, a safetensors file."""
+    tensors = {name: parameter.detach().cpu().contiguous() for name, parameter in averaged.module.named_parameters()}
+    metadata = {"n_averaged": str(int(averaged.n_averaged)), "first_step": str(first_step)}
+    write_bytes(path, safetensors.torch.save(tensors, metadata=metadata))
+
+
+def load_weight_average(path: str, model: torch.nn.Module) -> tuple[AveragedModel, int] | tuple[None, None]:
+    """The running average that `save_weight_average` wrote to `path`, for `model`, and its first step; (None, None),
+    with a warning, if the file does not hold an average of this model."""
+    try:
+        with safetensors.safe_open(path, framework="pt") as handle:
+            metadata = handle.metadata() or {}
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        n_averaged, first_step = int(metadata["n_averaged"]), int(metadata["first_step"])
+    except (OSError, KeyError, ValueError, safetensors.SafetensorError) as error:
+        logger.warning("%s cannot be read (%s): the weight average starts anew from here", path, error)
+        return None, None
+    averaged = AveragedModel(model, use_buffers=False)
+    parameters = dict(averaged.module.named_parameters())
+    if set(tensors) != set(parameters) or any(tensors[name].shape != p.shape for name, p in parameters.items()):
+        logger.warning("%s is not a weight average of this model: the average starts anew from here", path)
+        return None, None
+    with torch.no_grad():
+        for name, parameter in parameters.items():
+            parameter.copy_(tensors[name])
+        averaged.n_averaged.fill_(n_averaged)
+    return averaged, first_step
+
 
 class TimeBudgetProgressCallback(ProgressCallback):
     """The training progress bar measured against a [`TimeBudgetCallback`]: seconds of the budget used out of the
@@ -715,6 +832,7 @@ class TimeBudgetProgressCallback(ProgressCallback):
         if state.is_world_process_zero:
             self.training_bar = tqdm(
                 total=round(self.budget.seconds),
+                initial=self.budget.elapsed(),  # a resumed run's budget was partly used before
                 desc=f"Training ({self.budget.seconds / 60:g}-minute budget)",
                 unit="s",
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total}s [{elapsed}<{remaining}{postfix}]",
@@ -792,6 +910,9 @@ def prepare_model(model_args: ModelArguments, data_args: DataArguments, training
         bos_token_id=tokenizer.bos_token_id,
         decoder_start_token_id=getattr(model.config, "decoder_start_token_id", None),
     )
+    # The run passes its output lengths to each generation (evaluation: generation_max_length; test:
+    # max_target_length); a max_new_tokens saved with --model_name_or_path would beat a passed max_length in MarianMT.
+    model.generation_config.max_new_tokens = None
     move_label_smoothing_into_model(model, training_args)
     num_parameters = sum(p.numel() for p in model.parameters())
     logger.info("Model: %s (%s), %.2fM parameters", type(model).__name__, model_args.arch, num_parameters / 1e6)
@@ -834,8 +955,10 @@ def build_trainer(
     data_args: DataArguments,
     training_args: MTTrainingArguments,
     callbacks: list | None,
+    checkpoint: str | None = None,
 ) -> TokenBatchSeq2SeqTrainer:
-    """The Trainer: token-budget batches, validation BLEU/chrF, the AutoShuffle projection, the time budget."""
+    """The Trainer: token-budget batches, validation BLEU/chrF, the AutoShuffle projection, the time budget and the
+    weight averaging (which a run resumed from `checkpoint` continues)."""
     has_validation = "validation" in data.splits
     if not has_validation and training_args.eval_strategy != IntervalStrategy.NO:
         logger.warning("No validation split: evaluation during training and best-checkpoint selection are off.")
@@ -862,7 +985,7 @@ def build_trainer(
             *([time_budget] if time_budget else []),
             # after the time budget, which decides at the same step whether training stops
             *(
-                [WeightAveragingCallback(training_args.average_weights_fraction, time_budget)]
+                [WeightAveragingCallback(training_args.average_weights_fraction, time_budget, checkpoint)]
                 if training_args.average_weights_fraction
                 else []
             ),
@@ -906,6 +1029,15 @@ def describe_run(
     }
 
 
+def set_saved_generation_config(model, data_args: DataArguments, training_args: MTTrainingArguments) -> None:
+    """The generation config saved with the trained model: the run's token ids, beam size and n-gram constraint, and
+    its longest target as the default length (`max_new_tokens`). A length a caller passes wins over it (the package's
+    models let a passed `max_length` win over a saved `max_new_tokens`, which `generate()` would not)."""
+    clean_generation_config(
+        model, num_beams=training_args.generation_num_beams, max_new_tokens=data_args.max_target_length
+    )
+
+
 def train_and_save(
     trainer, checkpoint: str | None, data: PreparedData, data_args: DataArguments, training_args: MTTrainingArguments
 ) -> dict[str, Any]:
@@ -914,9 +1046,7 @@ def train_and_save(
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     if hasattr(trainer.model.config, "use_cache"):
         trainer.model.config.use_cache = True  # the Trainer turned it off for training
-    clean_generation_config(
-        trainer.model, num_beams=training_args.generation_num_beams, max_new_tokens=data_args.max_target_length
-    )
+    set_saved_generation_config(trainer.model, data_args, training_args)
     trainer.save_model()
     metrics = {**train_result.metrics, "train_samples": len(data.splits["train"])}
     trainer.log_metrics("train", metrics)
@@ -979,10 +1109,8 @@ def score_test(
     )
     print(format_scores(scores))
     os.makedirs(training_args.output_dir, exist_ok=True)
-    with open(os.path.join(training_args.output_dir, "test_results.json"), "w", encoding="utf-8") as handle:
-        json.dump(test, handle, indent=2)
-    with open(os.path.join(training_args.output_dir, "test_translations.txt"), "w", encoding="utf-8") as handle:
-        handle.write("\n".join(hypotheses) + "\n")
+    write_json(os.path.join(training_args.output_dir, "test_results.json"), test, indent=2)
+    write_text(os.path.join(training_args.output_dir, "test_translations.txt"), "\n".join(hypotheses) + "\n")
     return test
 
 
@@ -1024,8 +1152,7 @@ def sample_translations(
 
 def write_results(results: dict[str, Any], output_dir: str) -> None:
     path = os.path.join(output_dir, "results.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=2, ensure_ascii=False, default=str)
+    write_json(path, results, indent=2, ensure_ascii=False, default=str)
     logger.info("Wrote %s", path)
 
 
@@ -1057,6 +1184,8 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
     setup_logging(training_args)
     apply_cpu_bf16_defaults(model_args, data_args, training_args)
     checkpoint = _resolve_checkpoint(training_args) if training_args.do_train else None
+    if checkpoint is not None and training_args.max_train_minutes:
+        check_budget_left(checkpoint, training_args)
 
     corpus, raw = load_splits(data_args, training_args)
     tokenizer = get_tokenizer(model_args, training_args, raw.get("train"), checkpoint)
@@ -1064,7 +1193,7 @@ def main(argv: list[str] | None = None, callbacks: list | None = None) -> dict[s
     data = prepare_data(corpus, raw, tokenizer, data_args, training_args)
     # After the data checks, so that a problem with the data is not buried under the ~120 lines of this dump.
     logger.info("Training arguments: %s", training_args)
-    trainer = build_trainer(model, tokenizer, data, data_args, training_args, callbacks)
+    trainer = build_trainer(model, tokenizer, data, data_args, training_args, callbacks, checkpoint)
     results = describe_run(model_args, data_args, training_args, model, tokenizer, data)
 
     if training_args.do_train:

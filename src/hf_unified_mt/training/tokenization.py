@@ -157,5 +157,7 @@ def train_tokenizer_on_corpus(
 
 def load_tokenizer(path: str) -> PreTrainedTokenizerFast:
     """Load a saved tokenizer (a directory with `tokenizer.json`) with `AutoTokenizer`, offline. It saves without
-    `LOAD_OPTIONS` (`forget_load_options`): train.py's Trainer writes it into every checkpoint."""
-    return forget_load_options(AutoTokenizer.from_pretrained(path, local_files_only=True))
+    `LOAD_OPTIONS` (`forget_load_options`): train.py's Trainer writes it into every checkpoint. It pads on the right,
+    whatever the saved `padding_side`: the models take right-padded batches only."""
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, padding_side="right")
+    return forget_load_options(tokenizer)
