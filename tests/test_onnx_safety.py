@@ -1,4 +1,6 @@
-"""ONNX exports that never serve stale graphs, never overwrite a model, and fail on one line (issue 45).
+"""ONNX exports that never serve stale graphs, never overwrite a model, and fail on one line (issue 45); that are
+never written through a link, stay loadable when an export into their folder is killed or runs beside another, and
+refuse a tampered manifest for what is wrong with it (issue 62).
 
 Two tiny checkpoints of different architectures are saved once, and each is exported once with the command
 (`python -m hf_unified_mt.deployment.onnx_export`, run in-process); the scenarios copy those folders and change them
@@ -501,3 +503,412 @@ def test_documented_export_onnx_calls_bind_to_its_signature():
         assert bound.arguments.get("tokenizer", tokenizer) is tokenizer, call
         checked += 1
     assert checked >= 2
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Issue 62: nothing written through a link, an earlier export loadable until the new one is complete, one writer at a
+# time, and manifests refused for what is wrong with them
+
+
+def files_of(folder: Path) -> dict[str, str]:
+    """The export's files (what its manifest and the runtime read) with their hashes, without what an interrupted
+    writer left (its lock file, build folders, temporary files)."""
+    return {
+        name: sha
+        for name, sha in snapshot(folder).items()
+        if not name.startswith(".onnx_export.") and not name.endswith(".tmp")
+    }
+
+
+def test_nothing_is_written_through_a_link_in_an_export_folder(checkpoints, exports, tmp_path, capsys):
+    """A link with the name of a file the exporter or the runtime writes (the pending manifest of earlier versions,
+    the lock file, the tokenizer config) is replaced, its target outside the folder left as it was."""
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"is_local": true}\n')
+
+    folder = copy_of(exports["deep"], tmp_path, "export")
+    (folder / "onnx_export.json.tmp").symlink_to(outside)
+    status, err = run_export(capsys, checkpoints["deep"], folder, "--overwrite")
+    assert status == 0, err
+    assert outside.read_text() == '{"is_local": true}\n'
+    assert files_of(folder) == files_of(exports["deep"]) and not (folder / "onnx_export.json.tmp").is_symlink()
+    (folder / ".onnx_export.lock").symlink_to(outside)
+    status, err = run_export(capsys, checkpoints["deep"], folder, "--overwrite")
+    assert status == 0, err
+    assert outside.read_text() == '{"is_local": true}\n'
+    assert not [path.name for path in folder.iterdir() if path.is_symlink()]
+
+    folder = copy_of(exports["deep"], tmp_path, "first-int8-load")
+    (folder / "onnx_export.json.tmp").symlink_to(outside)
+    ORTModelForSeq2SeqLM.from_pretrained(folder, int8=True, num_threads=1)
+    assert outside.read_text() == '{"is_local": true}\n'
+    assert all((folder / name).is_file() for name in INT8_FILES)
+
+    from hf_unified_mt.deployment.tokenizer_files import clean_tokenizer_config
+
+    (folder / "tokenizer_config.json").unlink()
+    (folder / "tokenizer_config.json").symlink_to(outside)
+    clean_tokenizer_config(folder)
+    assert outside.read_text() == '{"is_local": true}\n'
+    assert not (folder / "tokenizer_config.json").is_symlink()
+    assert json.loads((folder / "tokenizer_config.json").read_text()) == {}
+
+
+def _in_a_child_killed_at(step: int | None, action) -> str:
+    """Runs `action` in a forked child process that kills itself with SIGKILL before its `step`-th rename or removal
+    (`os.replace`, `os.unlink`, `os.rmdir`; None: never): "killed", "done", or how the child failed."""
+    import os
+    import signal
+    import traceback
+
+    pid = os.fork()
+    if pid == 0:  # the child: file operations only, then _exit (no pytest teardown)
+        try:
+            count = [0]
+
+            def counted(function):
+                def call(*args, **kwargs):
+                    if count[0] == step:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    count[0] += 1
+                    return function(*args, **kwargs)
+
+                return call
+
+            for name in ("replace", "unlink", "rmdir"):
+                setattr(os, name, counted(getattr(os, name)))
+            action()
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        return "killed"
+    return "done" if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else f"failed ({status})"
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="kills a forked child process")
+def test_an_export_killed_at_any_step_leaves_the_earlier_export_or_the_new_one(checkpoints, exports, tmp_path):
+    """`--overwrite` of the unified export (with int8 graphs) by the deep checkpoint, in a child process killed with
+    SIGKILL while it builds, and before each of its renames and removals from then on: afterwards the folder loads,
+    as the earlier export until the new one has been moved in and as the new one from then on (never a mixture),
+    and `--overwrite` takes it. The child copies the deep checkpoint's export into its build folder instead of
+    tracing the graphs (`_write_export`), so that it only moves files."""
+    import itertools
+    import os
+    import signal
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(checkpoints["deep"], dtype=torch.float32)
+    old, new = files_of(exports["unified"]), files_of(exports["deep"])
+
+    def export(folder: Path, kill_while_building: bool = False):
+        def write_export(model, build, *args):  # the deep export, its manifest last
+            names = sorted(name for name in new if name != MANIFEST_FILE)
+            for i, name in enumerate(names):
+                shutil.copyfile(exports["deep"] / name, Path(build) / name)
+                if kill_while_building and i == len(names) // 2:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            shutil.copyfile(exports["deep"] / MANIFEST_FILE, Path(build) / MANIFEST_FILE)
+
+        def run():
+            onnx_export_module._write_export = write_export
+            export_onnx(model, folder, overwrite=True, source=checkpoints["deep"])
+
+        return run
+
+    outcomes = []
+    for step in itertools.chain([None], itertools.count()):
+        folder = copy_of(exports["unified"], tmp_path, f"killed-{step}")
+        result = _in_a_child_killed_at(step, export(folder, kill_while_building=step is None))
+        if result == "done":
+            break
+        assert result == "killed", result
+        ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
+        loaded = files_of(folder)
+        assert loaded in (old, new), (step, sorted(set(loaded) ^ set(new)))
+        outcomes.append("old" if loaded == old else "new")
+        assert onnx_export_module.check_output_dir(folder, overwrite=True)  # what it left is the exporter's own
+    assert snapshot(folder) == new  # the export that was not killed left nothing else
+    assert outcomes[:2] == ["old", "old"] and outcomes[-1] == "new" and len(outcomes) > 10, outcomes
+    assert outcomes == sorted(outcomes, key=["old", "new"].index), outcomes  # the earlier export, then the new one
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="holds the lock in a forked child process")
+def test_an_export_into_a_folder_another_process_writes_is_refused_naming_it(checkpoints, exports, tmp_path, capsys):
+    """A second export into a folder while another process holds its lock fails on one line naming that process, and
+    changes nothing; once that process is gone (killed: the operating system releases its lock), it goes ahead."""
+    import os
+    import signal
+
+    from hf_unified_mt.deployment.onnx_format import LOCK_FILE, folder_lock
+
+    folder = copy_of(exports["deep"], tmp_path)
+    before = snapshot(folder)
+    ready, release = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            with folder_lock(folder, "onnx_export exporting /models/first"):
+                os.write(release, b"x")
+                while True:
+                    signal.pause()
+        finally:
+            os._exit(1)
+    assert os.read(ready, 1) == b"x"
+    try:
+        status, err = run_export(capsys, checkpoints["unified"], folder, "--overwrite")
+        assert_one_line_error(status, err, f"another process is writing into {folder}", f"pid {child}", "/models/first")
+        assert {name: sha for name, sha in snapshot(folder).items() if name != LOCK_FILE} == before
+        ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)  # loading the float graphs takes no lock
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    status, err = run_export(capsys, checkpoints["unified"], folder, "--overwrite")
+    assert status == 0, err
+    assert not (folder / LOCK_FILE).exists()
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "unified_transformer"
+
+
+def test_first_int8_loads_at_once_quantise_the_graphs_once(exports, tmp_path, monkeypatch):
+    """Three first `int8` loads of an export at the same time (threads: each takes the folder's lock like a process)
+    all load, and the graphs are quantised once, recorded, with nothing left behind."""
+    import threading
+
+    from hf_unified_mt.deployment import onnx_format
+
+    folder = copy_of(exports["deep"], tmp_path)
+    errors, quantised = [], []
+    quantize = onnx_format.quantize_onnx_int8
+
+    def load():
+        try:
+            ORTModelForSeq2SeqLM.from_pretrained(folder, int8=True, num_threads=1)
+        except Exception as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    def counting(source, target, mode="dynamic"):
+        quantised.append(Path(target).name)
+        return quantize(source, target, mode)
+
+    monkeypatch.setattr(onnx_format, "quantize_onnx_int8", counting)
+    threads = [threading.Thread(target=load) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(quantised) == sorted(INT8_FILES)
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    assert sorted(manifest["files"]) == sorted(path.name for path in folder.iterdir() if path.name != MANIFEST_FILE)
+    for name in (ENCODER_FILE, DECODER_FILE):
+        assert manifest["graphs"][int8_file_name(name)]["sha256"] == sha256(folder / int8_file_name(name))
+
+
+@pytest.mark.subprocess
+def test_first_int8_loads_in_three_processes_at_once(exports, tmp_path):
+    """The same with three processes, each loading the fresh export with `int8=True` as `translate.py --int8` does."""
+    import subprocess
+    import sys
+
+    from test_training import run_env
+
+    folder = copy_of(exports["deep"], tmp_path)
+    script = (
+        "import sys\n"
+        "from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM\n"
+        "ORTModelForSeq2SeqLM.from_pretrained(sys.argv[1], int8=True, num_threads=1)\n"
+    )
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script, str(folder)], cwd=ROOT, env=run_env(), stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    errors = [process.communicate(timeout=600)[1].decode()[-2000:] for process in processes]
+    assert [process.returncode for process in processes] == [0, 0, 0], errors
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    assert sorted(manifest["files"]) == sorted(path.name for path in folder.iterdir() if path.name != MANIFEST_FILE)
+    assert set(INT8_FILES) <= set(manifest["graphs"])
+
+
+def _not_json(path: Path) -> None:
+    path.write_text("{not json")
+
+
+def _not_utf8(path: Path) -> None:
+    path.write_bytes(b"\xff\xfe{}")
+
+
+def _not_onnx_exports(path: Path) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), "built_by": "someone"}))
+
+
+def _lists_a_file_outside(path: Path, name: str = "../secret.txt") -> None:
+    manifest = json.loads(path.read_text())
+    path.write_text(json.dumps({**manifest, "files": [*manifest["files"], name]}))
+
+
+def _unreadable(path: Path) -> None:  # a folder in its place: reading it fails, as for a file without permission
+    path.unlink()
+    path.mkdir()
+
+
+@pytest.mark.parametrize(
+    "tamper, says",
+    [
+        (_not_json, r"onnx_export\.json is not JSON \(Expecting property name"),
+        (_not_utf8, r"onnx_export\.json is not JSON: it is not UTF-8 text"),
+        (_not_onnx_exports, r'onnx_export\.json was not written by onnx_export \(it has no "built_by"'),
+        (_lists_a_file_outside, r"onnx_export\.json lists '\.\./secret\.txt', a file outside"),
+        (lambda path: _lists_a_file_outside(path, "/etc/passwd"), r"lists '/etc/passwd', a file outside"),
+        (lambda path: _lists_a_file_outside(path, "sub/encoder.onnx"), r"lists 'sub/encoder\.onnx', which is not the"),
+        (_unreadable, r"onnx_export\.json cannot be read \(Is a directory\)"),
+    ],
+    ids=["not-json", "not-utf8", "not-onnx-export", "dot-dot", "absolute", "subfolder", "unreadable"],
+)
+def test_a_tampered_manifest_is_refused_saying_what_is_wrong(checkpoints, exports, tmp_path, capsys, tamper, says):
+    folder = copy_of(exports["deep"], tmp_path)
+    tamper(folder / MANIFEST_FILE)
+    with pytest.raises(ValueError, match=says) as error:
+        ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
+    assert "has no onnx_export.json" not in str(error.value) and "\n" not in str(error.value)
+    assert "export the model again into a new or empty folder" in str(error.value)
+    translate_script = load_script("translate")
+    with pytest.raises(translate_script.UsageError, match=says):
+        translate_script.main([str(folder), "--backend", "onnx", "--input", source_file(tmp_path)])
+    before = snapshot(folder)
+    status, err = run_export(capsys, checkpoints["deep"], folder, "--overwrite")
+    assert_one_line_error(status, err, f"refusing to export into {folder}", "move the folder away")
+    assert re.search(says, err) and "has no onnx_export.json" not in err
+    assert snapshot(folder) == before
+
+
+def test_an_export_interrupted_while_moving_in_names_its_model_folder_where_it_cannot_be_finished(
+    checkpoints, exports, tmp_path, monkeypatch
+):
+    """An export killed half way through moving its files in, in a folder this process cannot write: the error says
+    so and gives the command that exports the model again, with the model's folder; a process that can write it
+    finishes the move when it loads it."""
+    from hf_unified_mt.deployment import onnx_format
+
+    folder = copy_of(exports["unified"], tmp_path, "export folder")  # a space: the command quotes the path
+    build = onnx_format.build_folder(folder)
+    for path in exports["deep"].iterdir():
+        shutil.copyfile(path, build / path.name)
+    moved = []
+    replace = onnx_format.os.replace
+
+    def killed_after_three(source, target):
+        if len(moved) == 3:
+            raise KeyboardInterrupt  # stands for the kill: nothing after it runs
+        moved.append(target)
+        replace(source, target)
+
+    monkeypatch.setattr(onnx_format.os, "replace", killed_after_three)
+    with pytest.raises(KeyboardInterrupt):
+        onnx_format.replace_export(folder, build, json.loads((folder / MANIFEST_FILE).read_text())["files"])
+    monkeypatch.undo()
+    monkeypatch.setattr(onnx_runtime.os, "access", lambda *a, **k: False)  # the folder is read-only
+    with pytest.raises(ValueError, match="ended while its files were being moved into place") as error:
+        ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
+    command = f"python -m hf_unified_mt.deployment.onnx_export {checkpoints['deep'].absolute()} '{folder}' --overwrite"
+    assert command in str(error.value) and "MODEL" not in str(error.value)
+    monkeypatch.undo()
+    gone = copy_of(folder, tmp_path, "build folder gone")
+    shutil.rmtree(gone / build.name)
+    with pytest.raises(ValueError, match="the folder they were moved from is gone: export the model again") as error:
+        ORTModelForSeq2SeqLM.from_pretrained(gone, num_threads=1)
+    assert str(checkpoints["deep"].absolute()) in str(error.value)
+    ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
+    assert files_of(folder) == files_of(exports["deep"]) and snapshot(folder) == files_of(exports["deep"])
+
+
+def test_what_an_interrupted_first_export_left_is_taken_as_an_empty_folder(checkpoints, tmp_path, capsys):
+    """A first export killed while building leaves its build folder and lock file: the folder is not an export yet
+    (saying why), and an export into it, without --overwrite, goes ahead and removes them."""
+    folder = tmp_path / "export"
+    (folder / ".onnx_export.partial.k1ll3d00").mkdir(parents=True)
+    (folder / ".onnx_export.partial.k1ll3d00" / ENCODER_FILE).write_bytes(b"half a graph")
+    (folder / ".onnx_export.lock").write_text("pid 1, onnx_export exporting /models/first\n")
+    with pytest.raises(ValueError, match="an export into it has not finished"):
+        ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
+    status, err = run_export(capsys, checkpoints["deep"], folder)
+    assert status == 0, err
+    assert sorted(path.name for path in folder.iterdir() if path.name.startswith(".")) == []
+    ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
+
+
+def test_the_reexport_command_quotes_paths_and_says_what_model_stands_for():
+    from hf_unified_mt.deployment.onnx_format import reexport_command
+
+    manifest = {"source": {"path": "/models/my model"}}
+    assert reexport_command(manifest, "out dir", int8="per_row") == (
+        "python -m hf_unified_mt.deployment.onnx_export '/models/my model' 'out dir' --overwrite --int8 "
+        "--int8_mode per_row"
+    )
+    assert reexport_command({"complete": False}, "out") == (
+        "python -m hf_unified_mt.deployment.onnx_export MODEL out --overwrite, MODEL being the saved model it was "
+        "exported from"
+    )
+
+
+def test_a_load_during_which_the_export_is_replaced_reads_the_new_one_whole(exports, tmp_path, monkeypatch):
+    """Another process replaces the export while this one loads it (here: between the check of the folder and the
+    reading of its config): the load reads the folder again and returns the new export, not the earlier one's cache
+    layout with the new one's config and graphs."""
+    from hf_unified_mt.deployment import onnx_format
+
+    folder = copy_of(exports["unified"], tmp_path)
+    read_config = onnx_runtime.AutoConfig.from_pretrained
+    replaced = []
+
+    def replaced_meanwhile(path, *args, **kwargs):
+        if not replaced:
+            build = onnx_format.build_folder(folder)
+            for path_ in exports["deep"].iterdir():
+                shutil.copyfile(path_, build / path_.name)
+            manifest = json.loads((folder / MANIFEST_FILE).read_text())
+            with onnx_format.folder_lock(folder, "onnx_export exporting the deep model"):
+                onnx_format.replace_export(folder, build, manifest["files"])
+            replaced.append(True)
+        return read_config(path, *args, **kwargs)
+
+    monkeypatch.setattr(onnx_runtime.AutoConfig, "from_pretrained", replaced_meanwhile)
+    model = ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
+    assert replaced and model.config.model_type == "deep_transformer"
+    deep = ORTModelForSeq2SeqLM.from_pretrained(exports["deep"], num_threads=1)
+    assert model.layout == deep.layout
+    assert torch.equal(logits(model), logits(deep))
+
+
+def test_a_first_int8_load_that_was_killed_leaves_the_export_loadable(exports, tmp_path, monkeypatch):
+    """What a first `int8` load killed part way leaves: its build folder and lock file (removed by the next one), or
+    the int8 graphs recorded in the manifest but not yet moved into place (quantised again by the next one)."""
+    from hf_unified_mt.deployment import onnx_format
+
+    folder = copy_of(exports["deep"], tmp_path, "killed-while-quantising")
+    (folder / ".onnx_export.partial.k1ll3d00").mkdir()
+    (folder / ".onnx_export.partial.k1ll3d00" / INT8_FILES[0]).write_bytes(b"half a graph")
+    (folder / ".onnx_export.lock").write_text("pid 1, quantising its graphs to int8 (dynamic)\n")
+    ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
+    ORTModelForSeq2SeqLM.from_pretrained(folder, int8=True, num_threads=1)
+    assert [path.name for path in folder.iterdir() if path.name.startswith(".")] == []
+
+    folder = copy_of(exports["deep"], tmp_path, "killed-while-moving")
+    replace = onnx_format.os.replace
+
+    def killed_moving_in(source, target):
+        if Path(target).parent == folder and Path(target).name in INT8_FILES:
+            raise KeyboardInterrupt  # stands for the kill: the manifest records the graphs, which are not there
+        replace(source, target)
+
+    monkeypatch.setattr(onnx_format.os, "replace", killed_moving_in)
+    with pytest.raises(KeyboardInterrupt):
+        ORTModelForSeq2SeqLM.from_pretrained(folder, int8=True, num_threads=1)
+    monkeypatch.undo()
+    assert set(INT8_FILES) <= set(json.loads((folder / MANIFEST_FILE).read_text())["graphs"])
+    assert not any((folder / name).exists() for name in INT8_FILES)
+    ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
+    ORTModelForSeq2SeqLM.from_pretrained(folder, int8=True, num_threads=1)
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    for name in INT8_FILES:
+        assert manifest["graphs"][name]["sha256"] == sha256(folder / name)

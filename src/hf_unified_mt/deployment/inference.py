@@ -253,7 +253,10 @@ def translate(
 
     with tqdm(total=len(todo), desc="Translating", unit="sent", disable=not progress, file=sys.stderr) as bar:
         for batch in batches:
-            features = tokenizer.pad({"input_ids": [encoded[i] for i in batch]}, return_tensors="pt")
+            # on the right whatever the tokenizer's `padding_side`: the models take right-padded batches only
+            features = tokenizer.pad(
+                {"input_ids": [encoded[i] for i in batch]}, padding_side="right", return_tensors="pt"
+            )
             features = {key: value.to(device) for key, value in features.items()}
             new_tokens = max_new_tokens
             if new_tokens is None:

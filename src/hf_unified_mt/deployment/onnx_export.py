@@ -32,9 +32,11 @@ Every export folder has a manifest, `onnx_export.json`: the sha256 of the weight
 known), of `config.json` and `onnx_cache.json`, and of every graph (the int8 ones with the float graph they were
 quantised from and how), and the files the exporter wrote. The runtime refuses a folder whose files do not match it
 (`onnx_runtime.check_export`), and the exporter writes only into a new or empty folder, or, with `overwrite`, into a
-folder it made itself; never into a saved model (`check_output_dir`). The file names, the cache layout and the
-manifest are `onnx_format.py`'s, which the runtime reads too; this module imports nothing from the runtime (the export
-is verified by running its graphs in ONNX Runtime directly, `verify_export`).
+folder it made itself; never into a saved model (`check_output_dir`). One process at a time writes into an export
+folder (`onnx_format.folder_lock`); an export is built in a folder of its own inside it and moved into place once
+complete and verified (`onnx_format.replace_export`), so that the earlier export stays loadable until then. The file
+names, the cache layout and the manifest are `onnx_format.py`'s, which the runtime reads too; this module imports
+nothing from the runtime (the export is verified by running its graphs in ONNX Runtime directly, `verify_export`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from ..cache_mt import StatefulDecoderCacheLayer
+from ..utils.files import write_json
 from .onnx_format import (
     BUILD_FOLDER,
     BUILT_BY,
@@ -61,16 +64,21 @@ from .onnx_format import (
     ENCODER_FILE,
     INT8_MODES,
     LAYOUT_FILE,
+    LOCK_FILE,
     MANIFEST_FILE,
     MANIFEST_FORMAT,
     TOKENIZER_FILES,
     CacheLayout,
     LayerLayout,
     add_int8_graphs,
+    build_folder,
+    check_not_busy,
     file_sha256,
+    folder_lock,
     int8_mode,
     is_onnx_export,
     read_manifest,
+    replace_export,
     weights_files,
     write_manifest,
 )
@@ -610,17 +618,18 @@ def verify_export(model, output_dir: str | os.PathLike, steps: int = 4, atol: fl
 # The export folder: its manifest, and which folders an export may write
 # ---------------------------------------------------------------------------------------------------------------------
 
-# Names inside an export folder that belong to the exporter whatever its manifest lists (the manifest being replaced,
-# the folder an export is built in).
-_OWN_NAMES = frozenset({MANIFEST_FILE, MANIFEST_FILE + ".tmp", BUILD_FOLDER})
+
+def _leftover(name: str, own: set[str]) -> bool:
+    """Whether `name` in an export folder is what an export or int8 quantisation that was interrupted left there: the
+    lock file, a build folder, earlier versions' pending manifest, or the temporary file of an atomic write of one of
+    the folder's files (`own`: the manifest and the files it lists)."""
+    if name in (LOCK_FILE, BUILD_FOLDER, MANIFEST_FILE + ".tmp") or name.startswith(BUILD_FOLDER + "."):
+        return True
+    return name.endswith(".tmp") and any(name.startswith(f".{own_name}.") for own_name in own)
 
 
-def check_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -> list[str]:
-    """Whether an export may be written to `output_dir`; returns the files of an earlier export there that it will
-    replace. An export writes a new or empty folder, or, with `overwrite`, a folder `export_onnx` made itself (its
-    manifest lists the files it wrote, and nothing else may be there); never a saved model. A `ValueError` names
-    what stands against it. Nothing is changed here."""
-    output_dir = Path(output_dir)
+def _export_folder_contents(output_dir: Path, overwrite: bool) -> tuple[list[str], list[str]]:
+    """`check_output_dir`, returning also what interrupted exports left there (`_leftover`)."""
     if output_dir.exists() and not output_dir.is_dir():
         raise ValueError(f"the output folder {output_dir} is a file, not a folder")
     if not output_dir.exists():
@@ -631,20 +640,30 @@ def check_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -> 
             raise ValueError(f"cannot create the output folder {output_dir}: {ancestor} is a file")
         if not os.access(ancestor, os.W_OK | os.X_OK):
             raise ValueError(f"cannot create the output folder {output_dir}: {ancestor} is not writable")
-        return []
+        return [], []
     if not os.access(output_dir, os.W_OK | os.X_OK):
         raise ValueError(f"cannot write into the output folder {output_dir}: it is not writable")
     present = sorted(path.name for path in output_dir.iterdir())
     if not present:
-        return []
+        return [], []
     weights = weights_files(output_dir)
     if weights:
         raise ValueError(
             f"refusing to export into {output_dir}: it holds a saved model ({', '.join(weights)}), whose config and "
             "tokenizer the export would overwrite; choose a new or empty folder"
         )
-    manifest = read_manifest(output_dir)
+    try:
+        manifest = read_manifest(output_dir)
+    except ValueError as error:
+        raise ValueError(
+            f"refusing to export into {output_dir}: {error}, so nothing tells which of its files onnx_export wrote; "
+            "move the folder away or choose a new or empty one"
+        ) from error
+    own = {MANIFEST_FILE, *(manifest["files"] if manifest is not None else ())}
+    leftovers = [name for name in present if _leftover(name, own)]
     if manifest is None:
+        if len(leftovers) == len(present):  # only what an interrupted first export left: as good as empty
+            return [], leftovers
         raise ValueError(
             f"refusing to export into {output_dir}: it is not empty and not a folder onnx_export made (it has no "
             f"{MANIFEST_FILE}); choose a new or empty folder"
@@ -654,21 +673,22 @@ def check_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -> 
             f"{output_dir} holds an ONNX export already: pass --overwrite (export_onnx(..., overwrite=True)) to "
             "replace it"
         )
-    own = set(manifest["files"]) | _OWN_NAMES
-    foreign = [name for name in present if name not in own]
+    foreign = [name for name in present if name not in own and name not in leftovers]
     if foreign:
         raise ValueError(
             f"refusing to replace the ONNX export in {output_dir}: besides the files onnx_export wrote it holds "
             f"{', '.join(foreign)}, which it did not write; move them away or choose another folder"
         )
-    return [name for name in present if name in own]
+    earlier = [name for name in present if name in own and name != MANIFEST_FILE and name not in leftovers]
+    return earlier, leftovers
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
+def check_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -> list[str]:
+    """Whether an export may be written to `output_dir`; returns the files of an earlier export there that it will
+    replace. An export writes a new or empty folder (or one holding only what an interrupted export left), or, with
+    `overwrite`, a folder `export_onnx` made itself (its manifest lists the files it wrote, and nothing else may be
+    there); never a saved model. A `ValueError` names what stands against it. Nothing is changed here."""
+    return _export_folder_contents(Path(output_dir), overwrite)[0]
 
 
 def _source_record(source: str | os.PathLike | None) -> dict:
@@ -699,7 +719,7 @@ def _write_export(
             export_decoder_step(model, folder / DECODER_FILE, layout)
         for name in (ENCODER_FILE, DECODER_FILE):
             onnx.checker.check_model(str(folder / name), full_check=True)
-        (folder / LAYOUT_FILE).write_text(json.dumps(layout.to_json(), indent=2) + "\n")
+        write_json(folder / LAYOUT_FILE, layout.to_json(), indent=2)
         model.config.save_pretrained(folder)
         if model.generation_config is not None:
             model.generation_config.save_pretrained(folder)
@@ -726,7 +746,7 @@ def _write_export(
             model.unfuse_projections()
         model.train(was_training)
     if int8 is not None:
-        add_int8_graphs(folder, mode=int8)
+        add_int8_graphs(folder, mode=int8, lock=False)  # the folder is this export's own
 
 
 def export_onnx(
@@ -753,8 +773,10 @@ def export_onnx(
     its weights files go into the manifest.
 
     `output_dir` must be new or empty, or, with `overwrite`, an earlier export (`check_output_dir`): never a saved
-    model. The export is built and verified in a folder inside it and then moved into place, so a failed export leaves
-    an earlier one as it was. Options the graphs cannot carry raise a `ValueError` naming them (`check_exportable`).
+    model. The export is built and verified in a folder of its own inside it and then moved into place
+    (`onnx_format.replace_export`), so an export that fails or is killed leaves an earlier one loadable; an export
+    into a folder another process is writing into (`onnx_format.folder_lock`) is refused with a `ValueError` naming
+    that process. Options the graphs cannot carry raise a `ValueError` naming them (`check_exportable`).
     Layers that fuse their projections for inference (`config.fuse_projections_for_inference`) are exported fused, as
     `generate()` runs them.
     """
@@ -762,43 +784,32 @@ def export_onnx(
     check_exportable(model, encoder_kwargs)
     int8 = int8_mode(int8)
     output_dir = Path(output_dir)
-    replaced = check_output_dir(output_dir, overwrite)
+    check_output_dir(output_dir, overwrite)
     source_record = _source_record(source)
     created = not output_dir.exists()
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ValueError(f"cannot create the output folder {output_dir}: {error.strerror or error}") from error
-    manifest_path = output_dir / MANIFEST_FILE
-    previous = manifest_path.read_bytes() if manifest_path.is_file() else None
-    earlier = sorted(set(replaced) - _OWN_NAMES)
-    # The folder is marked as the exporter's first: an export that stops half-way leaves a folder `overwrite` replaces.
-    pending = {"built_by": BUILT_BY, "format": MANIFEST_FORMAT, "complete": False}
-    write_manifest(output_dir, {**pending, "files": sorted({*earlier, BUILD_FOLDER})})
-    build = output_dir / BUILD_FOLDER
+    doing = f"onnx_export exporting {source_record['path'] or type(model).__name__}"
     try:
-        _remove(build)
-        build.mkdir()
-        _write_export(model, build, tokenizer, encoder_kwargs, int8, verify, source_record)
+        with folder_lock(output_dir, doing, wait=False):
+            # the folder as it is now that no other process writes into it
+            earlier, leftovers = _export_folder_contents(output_dir, overwrite)
+            build = build_folder(output_dir)
+            try:
+                _write_export(model, build, tokenizer, encoder_kwargs, int8, verify, source_record)
+            except BaseException:
+                shutil.rmtree(build, ignore_errors=True)
+                raise
+            if earlier:
+                logger.info("Replacing the ONNX export in %s: removing %s", output_dir, ", ".join(earlier))
+            replace_export(output_dir, build, [*earlier, *leftovers])
     except BaseException:
-        shutil.rmtree(build, ignore_errors=True)
-        if previous is not None:
-            manifest_path.write_bytes(previous)
-        else:
-            manifest_path.unlink(missing_ok=True)
-            if created:
+        if created:  # a folder this export made, unless another process writes into it
+            with contextlib.suppress(OSError):
                 output_dir.rmdir()
         raise
-    if earlier:
-        logger.info("Replacing the ONNX export in %s: removing %s", output_dir, ", ".join(earlier))
-    new = sorted(path.name for path in build.iterdir() if path.name != MANIFEST_FILE)
-    write_manifest(output_dir, {**pending, "files": sorted({*earlier, *new, BUILD_FOLDER})})
-    for name in earlier:
-        _remove(output_dir / name)
-    for name in new:
-        os.replace(build / name, output_dir / name)
-    os.replace(build / MANIFEST_FILE, manifest_path)
-    build.rmdir()
     return output_dir
 
 
@@ -848,6 +859,7 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"{args.model} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): save it with the model first")
     try:
         replaced = check_output_dir(args.output_dir, args.overwrite)
+        check_not_busy(args.output_dir)  # before the model is loaded; export_onnx takes the lock
     except ValueError as error:
         fail(error)
     try:
@@ -869,9 +881,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     except (OSError, ValueError) as error:
         fail(error)
-    earlier = sorted(set(replaced) - _OWN_NAMES)
-    if earlier:
-        print(f"Wrote {args.output_dir}, replacing the earlier export's {', '.join(earlier)}", file=sys.stderr)
+    if replaced:
+        print(f"Wrote {args.output_dir}, replacing the earlier export's {', '.join(replaced)}", file=sys.stderr)
     else:
         print(f"Wrote {args.output_dir}", file=sys.stderr)
 

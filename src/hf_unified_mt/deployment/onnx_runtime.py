@@ -57,8 +57,9 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
 import hf_unified_mt  # noqa: F401  (registers the configs and the stateful cache layer)
 
-from ..modeling_mt_common import CACHE_FIELD
+from ..modeling_mt_common import CACHE_FIELD, check_right_padded
 from .onnx_format import (
+    BUILD_FOLDER,
     CONFIG_FILES,
     DECODER_FILE,
     ENCODER_FILE,
@@ -70,6 +71,7 @@ from .onnx_format import (
     CacheLayout,
     add_int8_graphs,
     file_sha256,
+    finish_interrupted_export,
     int8_file_name,
     int8_mode,
     is_onnx_export,
@@ -134,8 +136,14 @@ def check_export(path: str | os.PathLike, int8: bool | str = False) -> dict:
     exports the model again."""
     path = Path(path)
     mode = int8_mode(int8)
-    manifest = read_manifest(path)
     weights = weights_files(path)
+    try:
+        manifest = read_manifest(path)
+    except ValueError as error:  # there, but unreadable, not JSON, not onnx_export's, or naming files outside
+        raise ValueError(
+            f"{error}, so nothing tells which model the graphs in {path} are: export the model again into a new or "
+            f"empty folder ({EXPORT_COMMAND} MODEL NEW_FOLDER, MODEL being the saved model they were exported from)"
+        ) from error
     if manifest is None:
         if weights:
             raise ValueError(
@@ -143,11 +151,10 @@ def check_export(path: str | os.PathLike, int8: bool | str = False) -> dict:
                 "recording what the graphs were exported from, so they may be another model's: export the model "
                 f"into a new folder ({EXPORT_COMMAND} {path} NEW_FOLDER) and use that"
             )
-        what = "an unreadable" if (path / MANIFEST_FILE).exists() else "no"
         raise ValueError(
-            f"{path} has {what} {MANIFEST_FILE}: it was exported by an earlier version of hf-unified-mt, or not by "
+            f"{path} has no {MANIFEST_FILE}: it was exported by an earlier version of hf-unified-mt, or not by "
             f"onnx_export, so nothing tells which model its graphs are; export the model again into a new or empty "
-            f"folder ({EXPORT_COMMAND} MODEL NEW_FOLDER)"
+            f"folder ({EXPORT_COMMAND} MODEL NEW_FOLDER, MODEL being the saved model they were exported from)"
         )
     if manifest.get("format") != MANIFEST_FORMAT:
         raise ValueError(
@@ -155,8 +162,20 @@ def check_export(path: str | os.PathLike, int8: bool | str = False) -> dict:
             f"export the model again ({reexport_command(manifest, path)})"
         )
     if not manifest.get("complete"):
+        if manifest.get("moving_in"):
+            ended = f"the export into {path} ended while its files were being moved into place"
+            if not (path / manifest["moving_in"]["folder"]).is_dir():
+                raise ValueError(
+                    f"{ended}, and the folder they were moved from is gone: export the model again "
+                    f"({reexport_command(manifest, path)})"
+                )
+            raise ValueError(
+                f"{ended}, which a process that can write {path} finishes when it loads the folder; or export the "
+                f"model again ({reexport_command(manifest, path)})"
+            )
         raise ValueError(
-            f"the export into {path} did not finish; export the model again ({reexport_command(manifest, path)})"
+            f"the export into {path} did not finish (it is still running, or was interrupted); export the model "
+            f"again ({reexport_command(manifest, path)})"
         )
     again = reexport_command(manifest, path)
     exported_from = (manifest.get("source") or {}).get("weights") or {}
@@ -214,6 +233,15 @@ def check_export(path: str | os.PathLike, int8: bool | str = False) -> dict:
     return manifest
 
 
+def _manifest_bytes(path: Path) -> bytes | None:
+    """The manifest of the export in `path` as it is on disk now (None if there is none or it cannot be read): every
+    change of the export's files goes with a new manifest (`onnx_format.replace_export`, `add_int8_graphs`)."""
+    try:
+        return (path / MANIFEST_FILE).read_bytes()
+    except OSError:
+        return None
+
+
 def _refuse_maps(output_attentions: bool | None, output_hidden_states: bool | None) -> None:
     if output_attentions or output_hidden_states:
         raise ValueError("The ONNX graphs return no attention maps or hidden states; run the PyTorch model for them")
@@ -259,6 +287,7 @@ class ORTEncoder(nn.Module):
                 f"The source has {input_ids.shape[1]} positions but the exported encoder takes at most "
                 f"{self.layout.max_source_length}; shorten the input"
             )
+        check_right_padded(attention_mask)  # as the PyTorch encoders: right-padded, a token in every row
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         outputs = self.session.run(
@@ -325,31 +354,64 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
         on the batch; `int8="per_row"` its weight-only int8 (`*.int8.per_row.onnx`, `MatMulNBits`), whose output does
         not. Each mode reads only its own graphs, quantised next to the float ones on first use and recorded in the
         manifest. `native_search=False` decodes through transformers' loops only; `search_graphs=False` runs greedy
-        and beam search in the native loop of `onnx_search.py` rather than as one graph (`onnx_search_graph.py`)."""
+        and beam search in the native loop of `onnx_search.py` rather than as one graph (`onnx_search_graph.py`).
+
+        A folder another process writes into meanwhile (an export replacing this one, int8 graphs quantised) is read
+        again once it has: each load reads one export, the earlier or the new one, never half of each. An export that
+        was killed while its files were being moved into place is finished first, where the folder can be written
+        (`onnx_format.finish_interrupted_export`)."""
         if kwargs:
             raise TypeError(f"ORTModelForSeq2SeqLM.from_pretrained() got unexpected arguments {sorted(kwargs)}")
         mode = int8_mode(int8)
         path = Path(path)
         if not is_onnx_export(path):
+            if path.is_dir() and any(name.startswith(BUILD_FOLDER) for name in os.listdir(path)):
+                raise ValueError(
+                    f"{path} has no {MANIFEST_FILE} yet: an export into it has not finished (it is still running, or "
+                    "was interrupted; export the model again)"
+                )
             raise ValueError(f"{path} is not an ONNX export of this package: it has no {MANIFEST_FILE}")
+        tries = 3
+        for attempt in range(tries):
+            stamp = _manifest_bytes(path)
+            try:
+                model = cls._load_export(path, mode, num_threads, native_search, search_graphs)
+            except (OSError, ValueError):
+                if attempt + 1 < tries and _manifest_bytes(path) != stamp:
+                    continue  # the folder changed while it was read: read it again
+                raise
+            if model is not None and _manifest_bytes(path) == stamp:
+                return model
+        raise ValueError(
+            f"{path} changed while it was being loaded, {tries} times (another process is exporting or quantising "
+            "into it): load it again once that process is done"
+        )
+
+    @classmethod
+    def _load_export(cls, path: Path, mode: str | None, num_threads, native_search: bool, search_graphs: bool):
+        """One reading of the export in `path` for `from_pretrained`: the model, or None where int8 graphs were
+        quantised into the folder first (the folder, and its manifest, then have to be read again)."""
+        writable = os.access(path, os.W_OK)
+        if writable:
+            finish_interrupted_export(path)
         check_export(path, int8=mode)
+        files = [path / ENCODER_FILE, path / DECODER_FILE]
+        scratch = None
+        if mode:  # quantised next to the graphs, or in a scratch folder when that one is read-only
+            present = [path / int8_file_name(file.name, mode) for file in files]
+            if all(f.is_file() for f in present):
+                files = present
+            elif writable:  # under the folder's lock: processes loading it at once quantise it once
+                add_int8_graphs(path, mode=mode)
+                return None
+            else:  # kept with the model: the search graphs are built from its step graph when first used
+                scratch = tempfile.TemporaryDirectory()
+                files = add_int8_graphs(path, scratch.name, mode)
         layout = CacheLayout.from_json(json.loads((path / LAYOUT_FILE).read_text()))
         config = AutoConfig.from_pretrained(path)
         generation_config = None
         if (path / "generation_config.json").is_file():
             generation_config = GenerationConfig.from_pretrained(path)
-        files = [path / ENCODER_FILE, path / DECODER_FILE]
-        scratch = None
-        if mode:  # quantised next to the graphs, or in a scratch folder when that one is read-only
-            if os.access(path, os.W_OK):
-                files = add_int8_graphs(path, mode=mode)
-            else:
-                present = [path / int8_file_name(file.name, mode) for file in files]
-                if all(f.is_file() for f in present):
-                    files = present
-                else:  # kept with the model: the search graphs are built from its step graph when first used
-                    scratch = tempfile.TemporaryDirectory()
-                    files = add_int8_graphs(path, scratch.name, mode)
         encoder, decoder = (_session(file, num_threads) for file in files)
         model = cls(
             config,
@@ -461,6 +523,14 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             return output
         with torch.no_grad():
             return self._run_plan(plan, input_ids, kwargs.get("attention_mask"))
+
+    def _prepare_generation_config(self, generation_config=None, *args, **kwargs):
+        # As the PyTorch models (MTForConditionalGeneration): a passed `max_length` wins over a saved `max_new_tokens`.
+        passed = {**(generation_config.to_diff_dict() if generation_config is not None else {}), **kwargs}
+        generation_config, model_kwargs = super()._prepare_generation_config(generation_config, *args, **kwargs)
+        if passed.get("max_length") is not None and passed.get("max_new_tokens") is None:
+            generation_config.max_new_tokens = None
+        return generation_config, model_kwargs
 
     def _keep_plan(self, search: str, input_ids, generation_config, logits_processor, stopping_criteria, kwargs):
         """Keeps the call generate() prepared as the plan of its options, where a plan can repeat it: one start

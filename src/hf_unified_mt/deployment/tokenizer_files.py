@@ -10,6 +10,8 @@ import json
 import os
 from pathlib import Path
 
+from ..utils.files import write_json
+
 
 # What transformers 5 writes into the `tokenizer_config.json` of a tokenizer it loaded from a folder: how that tokenizer
 # was loaded, not what it is (a model published with them says `"is_local": true`). Saved tokenizers leave them out.
@@ -27,7 +29,8 @@ def forget_load_options(tokenizer):
 
 def clean_tokenizer_config(folder: str | os.PathLike) -> None:
     """Removes `LOAD_OPTIONS` from the `tokenizer_config.json` in `folder`, if it has them (a file saved or copied as
-    it was); the rest is kept, written as `save_pretrained` writes it."""
+    it was); the rest is kept, written as `save_pretrained` writes it, in one step and never through a link
+    (`utils.files.write_json`)."""
     path = Path(folder) / "tokenizer_config.json"
     if not path.is_file():
         return
@@ -35,7 +38,7 @@ def clean_tokenizer_config(folder: str | os.PathLike) -> None:
     if isinstance(config, dict) and set(LOAD_OPTIONS) & config.keys():
         for key in LOAD_OPTIONS:
             config.pop(key, None)
-        path.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(path, config, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def save_tokenizer(tokenizer, folder: str | os.PathLike) -> None:
