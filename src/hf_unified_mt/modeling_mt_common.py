@@ -945,7 +945,20 @@ class MTModel(MTPreTrainedModel):
         )
 
 
-class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
+class CallersLengthMixin:
+    """Put before `GenerationMixin` in a model's bases: a `max_length` the caller passes (to `generate()` or in its
+    generation config) wins over a `max_new_tokens` saved with the checkpoint, which transformers would let win, so
+    saved generation defaults never override a caller's length (the PyTorch models and the ONNX Runtime model)."""
+
+    def _prepare_generation_config(self, generation_config=None, *args, **kwargs):
+        passed = {**(generation_config.to_diff_dict() if generation_config is not None else {}), **kwargs}
+        generation_config, model_kwargs = super()._prepare_generation_config(generation_config, *args, **kwargs)
+        if passed.get("max_length") is not None and passed.get("max_new_tokens") is None:
+            generation_config.max_new_tokens = None
+        return generation_config, model_kwargs
+
+
+class MTForConditionalGeneration(MTPreTrainedModel, CallersLengthMixin, GenerationMixin):
     """`MTModel` + output projection over the target vocabulary; the class `generate()` and the Trainer use."""
 
     base_model_class: type[MTModel] = None
@@ -1147,15 +1160,6 @@ class MTForConditionalGeneration(MTPreTrainedModel, GenerationMixin):
                 f"{type(self).__name__}: its decoder keeps recurrent state in a dynamic cache (use the default cache)"
             )
         return super()._prepare_cache_for_generation(generation_config, *args, **kwargs)
-
-    def _prepare_generation_config(self, generation_config=None, *args, **kwargs):
-        # A `max_length` the caller passes (to generate() or in its generation config) wins over a `max_new_tokens`
-        # saved with the checkpoint, which transformers would let win: saved defaults never override a caller's length.
-        passed = {**(generation_config.to_diff_dict() if generation_config is not None else {}), **kwargs}
-        generation_config, model_kwargs = super()._prepare_generation_config(generation_config, *args, **kwargs)
-        if passed.get("max_length") is not None and passed.get("max_new_tokens") is None:
-            generation_config.max_new_tokens = None
-        return generation_config, model_kwargs
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         """Used by `DataCollatorForSeq2Seq(model=...)`."""

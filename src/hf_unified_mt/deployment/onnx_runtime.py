@@ -57,7 +57,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
 import hf_unified_mt  # noqa: F401  (registers the configs and the stateful cache layer)
 
-from ..modeling_mt_common import CACHE_FIELD, check_right_padded
+from ..modeling_mt_common import CACHE_FIELD, CallersLengthMixin, check_right_padded
 from .onnx_format import (
     BUILD_FOLDER,
     CONFIG_FILES,
@@ -297,7 +297,7 @@ class ORTEncoder(nn.Module):
         return ORTEncoderOutput(last_hidden_state=torch.from_numpy(outputs[0]), cross_key_values=cross)
 
 
-class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
+class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin):
     """A model of this package exported with `export_onnx`, run by ONNX Runtime on CPU (see the module docstring)."""
 
     main_input_name = "input_ids"
@@ -523,14 +523,6 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, GenerationMixin):
             return output
         with torch.no_grad():
             return self._run_plan(plan, input_ids, kwargs.get("attention_mask"))
-
-    def _prepare_generation_config(self, generation_config=None, *args, **kwargs):
-        # As the PyTorch models (MTForConditionalGeneration): a passed `max_length` wins over a saved `max_new_tokens`.
-        passed = {**(generation_config.to_diff_dict() if generation_config is not None else {}), **kwargs}
-        generation_config, model_kwargs = super()._prepare_generation_config(generation_config, *args, **kwargs)
-        if passed.get("max_length") is not None and passed.get("max_new_tokens") is None:
-            generation_config.max_new_tokens = None
-        return generation_config, model_kwargs
 
     def _keep_plan(self, search: str, input_ids, generation_config, logits_processor, stopping_criteria, kwargs):
         """Keeps the call generate() prepared as the plan of its options, where a plan can repeat it: one start
