@@ -1,13 +1,30 @@
 """Token-based batching: the max-tokens batch sampler (single and multi-rank) and its Seq2SeqTrainer integration."""
 
+import itertools
+import logging
+
 import numpy as np
 import pytest
 import torch
 from datasets import Dataset
-from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel, Seq2SeqTrainingArguments
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    DataCollatorForSeq2Seq,
+    MarianConfig,
+    MarianMTModel,
+    Seq2SeqTrainingArguments,
+)
 
+import hf_unified_mt
 from hf_unified_mt.deployment.inference import token_batches_for_inference
-from hf_unified_mt.training.batching import ExampleTooLongError, MaxTokensBatchSampler, TokenBatchSeq2SeqTrainer
+from hf_unified_mt.training.batching import (
+    BucketPaddingCollator,
+    ExampleTooLongError,
+    MaxTokensBatchSampler,
+    TokenBatchSeq2SeqTrainer,
+    choose_length_buckets,
+)
+from hf_unified_mt.training.data import sequence_lengths
 from hf_unified_mt.training.tokenization import train_tokenizer
 
 
@@ -140,6 +157,7 @@ def tiny_marian(tokenizer, seed=0):
 
 def make_trainer(tokenizer, dataset, tmp_path, **kwargs):
     max_tokens = kwargs.pop("max_tokens", None)
+    length_buckets = kwargs.pop("length_buckets", None)
     model = tiny_marian(tokenizer)
     args = Seq2SeqTrainingArguments(
         output_dir=str(tmp_path),
@@ -162,6 +180,7 @@ def make_trainer(tokenizer, dataset, tmp_path, **kwargs):
         data_collator=collator,
         processing_class=tokenizer,
         max_tokens=max_tokens,
+        length_buckets=length_buckets,
     )
 
 
@@ -201,3 +220,181 @@ def test_gradient_accumulation_weighs_tokens_like_one_big_batch(tiny_setup, tmp_
     reference, update = parameter_update(one_batch), parameter_update(accumulated)
     assert update.norm() / reference.norm() == pytest.approx(1.0, abs=1e-4)
     assert torch.nn.functional.cosine_similarity(update, reference, dim=0) > 0.9999
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Length buckets: a bounded set of batch shapes
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def bucketed_padding(buckets, source, target, multiple) -> int:
+    """The padded tokens of pairs in `buckets`: each pair in the shortest that holds both its (rounded) lengths, each
+    bucket's pairs padded to its longest source and longest target."""
+
+    def up(lengths):
+        return -(-lengths // multiple) * multiple if multiple else lengths
+
+    source, target = up(source), up(target)
+    bucket = np.searchsorted(np.asarray(buckets), np.maximum(source, target))
+    return sum(
+        (bucket == b).sum() * (source[bucket == b].max() + target[bucket == b].max()) for b in set(bucket.tolist())
+    )
+
+
+def test_choose_length_buckets_minimises_the_padding():
+    """The chosen bucket lengths give the fewest padded tokens among every choice of as many buckets, checked
+    exhaustively."""
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        source = rng.integers(1, 25, size=rng.integers(1, 25))
+        target = np.maximum(1, source + rng.integers(-6, 7, size=len(source)))
+        count, multiple = int(rng.integers(1, 5)), [None, 4][trial % 2]
+        chosen = choose_length_buckets(source, target, count, multiple)
+        rounded = np.maximum(source, target) if multiple is None else -(-np.maximum(source, target) // 4) * 4
+        distinct = sorted(set(rounded.tolist()))
+        best = min(
+            bucketed_padding([*inner, distinct[-1]], source, target, multiple)
+            for k in range(min(count, len(distinct)))
+            for inner in itertools.combinations(distinct[:-1], k)
+        )
+        assert bucketed_padding(chosen, source, target, multiple) == best
+        assert chosen == sorted(set(chosen)) and chosen[-1] == distinct[-1] and len(chosen) <= count
+    with pytest.raises(ValueError, match="at least 1"):
+        choose_length_buckets([3, 4], [3, 4], 0)
+
+
+@pytest.mark.parametrize("world_size,multiple", [(1, None), (3, 8)])
+def test_length_buckets_bound_the_batch_shapes(world_size, multiple):
+    """Over epochs and ranks every batch has one of at most `length_buckets` shapes, within max_tokens, holding each
+    of its pairs; every example is seen once; only one batch per bucket has rows of padding."""
+    source, target = random_lengths(count=601)
+    samplers = [
+        MaxTokensBatchSampler(
+            source,
+            target,
+            max_tokens=2000,
+            num_replicas=world_size,
+            rank=rank,
+            seed=5,
+            pad_to_multiple_of=multiple,
+            length_buckets=4,
+        )
+        for rank in range(world_size)
+    ]
+    shapes = samplers[0].bucket_shapes
+    assert len(shapes) == 4 and all(s.rows * (s.source_length + s.target_length) <= 2000 for s in shapes)
+    if multiple:
+        assert all(s.source_length % multiple == 0 and s.target_length % multiple == 0 for s in shapes)
+    seen_shapes = set()
+    for epoch in (0, 1):
+        seen = []
+        for sampler in samplers:
+            sampler.set_epoch(epoch)
+            for batch in sampler:
+                shape = sampler.batch_shape(batch)
+                seen_shapes.add(shape)
+                assert len(batch) <= shape.rows
+                assert source[batch].max() <= shape.source_length and target[batch].max() <= shape.target_length
+                seen.extend(batch)
+        assert sorted(seen) == list(range(len(source)))
+    assert seen_shapes == set(shapes)
+    if world_size == 1:
+        partial = [b for b in samplers[0] if len(b) < samplers[0].batch_shape(b).rows]
+        assert len(partial) <= len(shapes)
+    # Without buckets the same data gives many more shapes.
+    plain = MaxTokensBatchSampler(source, target, max_tokens=2000, seed=5, pad_to_multiple_of=multiple)
+    assert plain.statistics()["batch_shapes"] > 4 * len(shapes)
+
+
+def test_padding_overhead_is_reported():
+    """statistics() counts the padded tokens of the bucket shapes, rows of padding included."""
+    source, target = random_lengths(count=300)
+    sampler = MaxTokensBatchSampler(source, target, max_tokens=1500, length_buckets=3, seed=2)
+    stats = sampler.statistics()
+    real = int(source.sum() + target.sum())
+    padded = sum(
+        shape.rows * (shape.source_length + shape.target_length) for shape in map(sampler.batch_shape, sampler)
+    )
+    assert stats["padded_tokens_per_real_token"] == pytest.approx(padded / real)
+    assert stats["padding_efficiency"] == pytest.approx(real / padded)
+    assert stats["batch_shapes"] == 3 and stats["batches"] == len(sampler)
+    # More buckets, less padding (the padding-optimal lengths of 8 buckets include a choice as good as 3)
+    finer = MaxTokensBatchSampler(source, target, max_tokens=1500, length_buckets=8, seed=2).statistics()
+    assert finer["padded_tokens_per_real_token"] < stats["padded_tokens_per_real_token"]
+
+
+def test_explicit_bucket_lengths():
+    source, target = np.array([3, 5, 9, 30, 31]), np.array([4, 6, 8, 29, 33])
+    sampler = MaxTokensBatchSampler(source, target, max_tokens=200, length_buckets=[8, 16, 40, 64])
+    # a bucket's shape is its longest source and target; no pair falls in the 64 bucket: left out
+    assert sampler.bucket_lengths == [8, 16, 40]
+    assert [tuple(s) for s in sampler.bucket_shapes] == [(200 // 11, 5, 6), (200 // 17, 9, 8), (200 // 64, 31, 33)]
+    with pytest.raises(ValueError, match=r"does not hold every pair: example 4 has 33 tokens"):
+        MaxTokensBatchSampler(source, target, max_tokens=200, length_buckets=[8, 32])
+    with pytest.raises(ExampleTooLongError, match="length bucket of 10 tokens pads its pairs to 10 source"):
+        MaxTokensBatchSampler([10, 1], [1, 10], max_tokens=15, length_buckets=[10])
+
+
+def bucket_collator(tokenizer, model, sampler, pad_to_multiple_of=None):
+    collator = DataCollatorForSeq2Seq(
+        tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=pad_to_multiple_of
+    )
+    return collator, BucketPaddingCollator(
+        collator, sampler.bucket_lengths, sampler.bucket_shapes, tokenizer.pad_token_id
+    )
+
+
+def test_bucket_padding_changes_neither_the_loss_nor_the_gradients(tiny_setup):
+    """A batch padded to its bucket's shape (longer rows, added rows without labels) gives a package model the loss
+    and the gradients of the batch padded to its own longest pair."""
+    tokenizer, dataset = tiny_setup
+    torch.manual_seed(0)
+    config = hf_unified_mt.get_config("unified_transformer", "tiny", vocab_size=len(tokenizer), dropout=0.0)
+    config.conv_weight_dropout = 0.0
+    model = AutoModelForSeq2SeqLM.from_config(config).train()
+    sampler = MaxTokensBatchSampler(
+        sequence_lengths(dataset, "input_ids"), sequence_lengths(dataset, "labels"), max_tokens=600, length_buckets=2
+    )
+    plain, bucketed = bucket_collator(tokenizer, model, sampler)
+    batch = next(b for b in sampler if len(b) < sampler.batch_shape(b).rows - 1)
+    features = [dataset[i] for i in batch]
+    shape = sampler.batch_shape(batch)
+    padded = bucketed(features)
+    assert padded["input_ids"].shape == (shape.rows, shape.source_length)
+    assert padded["labels"].shape == padded["decoder_input_ids"].shape == (shape.rows, shape.target_length)
+    assert (padded["labels"][len(batch) :] == -100).all()
+
+    def loss_and_gradients(inputs):
+        model.zero_grad()
+        loss = model(**inputs).loss
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    unpadded = plain(features)
+    assert unpadded["input_ids"].shape[1] < shape.source_length or unpadded["labels"].shape[1] < shape.target_length
+    loss, gradients = loss_and_gradients(unpadded)
+    padded_loss, padded_gradients = loss_and_gradients(padded)
+    torch.testing.assert_close(padded_loss, loss, rtol=1e-6, atol=1e-6)
+    for gradient, padded_gradient in zip(gradients, padded_gradients):
+        torch.testing.assert_close(padded_gradient, gradient, rtol=1e-5, atol=1e-6)
+
+
+def test_trainer_pads_batches_to_bucket_shapes_and_logs_the_overhead(tiny_setup, tmp_path, caplog):
+    tokenizer, dataset = tiny_setup
+    trainer = make_trainer(tokenizer, dataset, tmp_path, max_tokens=300, max_steps=1, length_buckets=3)
+    with caplog.at_level(logging.INFO, logger="hf_unified_mt.training.batching"):
+        dataloader = trainer.get_train_dataloader()
+    sampler = trainer._token_batch_sampler
+    shapes = {(s.rows, s.source_length, s.target_length) for s in sampler.bucket_shapes}
+    seen, rows = set(), 0
+    for batch in dataloader:
+        seen.add((*batch["input_ids"].shape, batch["labels"].shape[1]))
+        assert batch["decoder_input_ids"].shape == batch["labels"].shape
+        rows += int((batch["labels"] != -100).any(dim=1).sum())
+    assert seen == shapes and rows == len(dataset)
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Token batching")]
+    stats = sampler.statistics()
+    assert len(logged) == 1 and f"{stats['padded_tokens_per_real_token']:.3f} padded tokens per real token" in logged[0]
+    assert "3 batch shapes (rows x source x target: " in logged[0]
+    with pytest.raises(ValueError, match="length_buckets needs max_tokens"):
+        make_trainer(tokenizer, dataset, tmp_path, per_device_train_batch_size=8, length_buckets=3)

@@ -12,7 +12,8 @@ import torch
 import torch._dynamo
 from transformers import AutoModelForSeq2SeqLM
 
-from conftest import tiny_config
+from conftest import VOCAB_SIZE, make_tokenizer, tiny_config
+from hf_unified_mt.training.batching import MaxTokensBatchSampler
 from test_model_contract import PAD, TINY, VARIANTS, batch, make_model
 
 
@@ -107,3 +108,129 @@ def test_seq2seq_trainer_trains_with_torch_compile(name, tmp_path):
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert losses[-1] < 0.8 * losses[0], losses
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Compiled training under token batching: a bounded number of compilations
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def varied_pairs(count: int = 96, seed: int = 0):
+    """Token-id pairs of 2 to 30 tokens (ending in </s>, the target about as long as the source): batches of them
+    have many shapes."""
+    from datasets import Dataset
+
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(count):
+        length = int(torch.randint(1, 30, (1,), generator=generator))
+        source = torch.randint(4, VOCAB_SIZE, (length,), generator=generator).tolist() + [2]
+        target = source[: max(1, length - 2)][::-1] + [2]
+        rows.append({"input_ids": source, "attention_mask": [1] * len(source), "labels": target})
+    return Dataset.from_list(rows)
+
+
+def compiled_trainer(tmp_path, trainer_class, **kwargs):
+    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
+
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(tiny_config("unified_transformer", encoder_layers=1, decoder_layers=1))
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path),
+        torch_compile=True,
+        torch_compile_backend="aot_eager",
+        per_device_train_batch_size=kwargs.pop("per_device_train_batch_size", 8),
+        num_train_epochs=2,
+        learning_rate=1e-3,
+        logging_steps=1000,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+    )
+    collator = DataCollatorForSeq2Seq(make_tokenizer(), model=model, label_pad_token_id=-100)
+    return trainer_class(model=model, args=args, train_dataset=varied_pairs(), data_collator=collator, **kwargs)
+
+
+def test_length_buckets_bound_the_compilations_of_a_compiled_trainer(tmp_path):
+    """`TokenBatchSeq2SeqTrainer(length_buckets=2, compile_dynamic=False)`: two epochs of batches with many natural
+    shapes compile two static graphs, one per bucket, without a graph break; the report counts them."""
+    from torch._dynamo.utils import counters
+
+    from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
+
+    torch._dynamo.reset()
+    counters.clear()
+    trainer = compiled_trainer(
+        tmp_path, TokenBatchSeq2SeqTrainer, max_tokens=240, length_buckets=2, compile_dynamic=False
+    )
+    assert trainer.accelerator.state.dynamo_plugin.dynamic is False
+    trainer.train()
+    sampler = trainer._token_batch_sampler
+    assert len(sampler) > 8 and len(sampler.bucket_shapes) == 2
+    unbucketed = MaxTokensBatchSampler(sampler.source_lengths, sampler.target_lengths, max_tokens=240)
+    assert unbucketed.statistics()["batch_shapes"] > 6  # what the buckets saved
+    report = trainer.compile_report.statistics
+    assert report["compiled_graphs"] == 2 and report["graph_breaks"] == 0, report
+    assert report["compile_seconds"] > 0
+    losses = [entry["train_loss"] for entry in trainer.state.log_history if "train_loss" in entry]
+    assert losses and all(loss == loss for loss in losses)  # not NaN: the rows of padding hold no label
+
+
+def test_plain_seq2seq_trainer_with_torch_compile_compiles_at_most_twice(tmp_path):
+    """A plain `Seq2SeqTrainer(torch_compile=True)` on a package model, 24 batches of 8 pairs padded to their own
+    longest (many shapes): torch's default compiles a static graph, then one dynamic graph at the second shape, and
+    no graph break."""
+    from torch._dynamo.utils import counters
+    from transformers import Seq2SeqTrainer
+
+    torch._dynamo.reset()
+    counters.clear()
+    trainer = compiled_trainer(tmp_path, Seq2SeqTrainer)
+    trainer.train()
+    assert trainer.state.global_step == 24
+    assert counters["stats"]["unique_graphs"] == 2 and not counters["graph_break"], dict(counters["graph_break"])
+
+
+def test_train_py_compile_options_are_checked():
+    from hf_unified_mt.training.run import UsageError, parse_arguments, validate_arguments
+
+    with pytest.raises(UsageError, match="--length_buckets needs --max_tokens"):
+        validate_arguments(*parse_arguments(["--length_buckets", "4", "--use_cpu"]))
+    with pytest.raises(UsageError, match="--torch_compile_dynamic needs --torch_compile True"):
+        validate_arguments(*parse_arguments(["--torch_compile_dynamic", "True", "--use_cpu"]))
+    with pytest.raises(UsageError, match="--length_buckets must be at least 1, not 0"):
+        validate_arguments(*parse_arguments(["--max_tokens", "512", "--length_buckets", "0", "--use_cpu"]))
+
+
+def compile_benchmark():
+    import importlib.util
+
+    from mt_checks import ROOT
+
+    spec = importlib.util.spec_from_file_location("compile_training", ROOT / "benchmarks" / "compile_training.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, ROOT
+
+
+def test_compile_benchmark_arms_are_valid_main_job_commands_and_the_committed_result_meets_the_target():
+    """Each run arm of `benchmarks/compile_training.py` passes train.py's option checks over the main job; the
+    committed result: at most 1 + buckets compilations, no graph break, losses at equal updates as close to eager's as
+    float32's are (bf16 noise), and its summary computed from its measurements."""
+    import json
+
+    from hf_unified_mt.training.run import parse_arguments, validate_arguments
+
+    module, root = compile_benchmark()
+    for options in module.ARMS.values():
+        options = [option.format(buckets=4) for option in options]
+        validate_arguments(*parse_arguments([str(module.MAIN_JOB), *options, "--max_steps", "300"]))
+    result = json.loads((root / "benchmarks" / "results" / "compile_training.json").read_text())
+    summary = result["summary"]
+    assert summary == module.summarize(result)
+    assert all(0 < count <= summary["compilation_bound"] for count in summary["compiled_graphs"].values())
+    assert set(summary["graph_breaks"].values()) == {0}
+    differences = summary["largest_loss_difference_from_eager_buckets"]
+    assert max(differences["compiled_static"], differences["compiled_dynamic"]) < 2 * differences["float32_buckets"]

@@ -15,6 +15,7 @@ second time; the trainer turns that wrapper into a pass-through, the way `Traine
 
 from __future__ import annotations
 
+import bisect
 import copy
 import dataclasses
 import inspect
@@ -24,12 +25,13 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from accelerate.data_loader import BatchSamplerShard, DataLoaderDispatcher
 from torch.utils.data import DataLoader, Sampler
-from transformers import Seq2SeqTrainer
+from transformers import Seq2SeqTrainer, TrainerCallback
 from transformers.trainer_pt_utils import LabelSmoother
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, seed_worker
 
@@ -67,6 +69,65 @@ def _round_up(length: int, multiple: int | None) -> int:
     return int(math.ceil(length / multiple) * multiple)
 
 
+class BatchShape(NamedTuple):
+    """The padded shape of a length bucket's batches: `rows` sentences, `source_length` and `target_length` tokens."""
+
+    rows: int
+    source_length: int
+    target_length: int
+
+
+def choose_length_buckets(
+    source_lengths: Sequence[int],
+    target_lengths: Sequence[int],
+    count: int,
+    pad_to_multiple_of: int | None = None,
+) -> list[int]:
+    """The at most `count` bucket lengths (ascending, the last one holding every pair) that pad the pairs least.
+
+    A pair goes to the shortest bucket that holds both its source and its target (lengths rounded up to
+    `pad_to_multiple_of`), and a bucket pads its pairs to its longest source and its longest target; the lengths are
+    chosen by exact dynamic programming over the distinct pair lengths, for the fewest padded tokens in all."""
+    if count < 1:
+        raise ValueError(f"the number of length buckets must be at least 1, got {count}")
+    sources = _round_up_array(np.asarray(source_lengths, dtype=np.int64), pad_to_multiple_of)
+    targets = _round_up_array(np.asarray(target_lengths, dtype=np.int64), pad_to_multiple_of)
+    values, where, counts = np.unique(np.maximum(sources, targets), return_inverse=True, return_counts=True)
+    if len(values) == 0:
+        raise ValueError("cannot choose length buckets for no lengths")
+    size, count = len(values), min(count, len(values))
+    longest_source, longest_target = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
+    np.maximum.at(longest_source, where, sources)
+    np.maximum.at(longest_target, where, targets)
+    # cost[j, k]: the padded tokens of the pairs of lengths values[j..k] in one bucket
+    below = np.concatenate([[0], np.cumsum(counts)])
+    cost = np.full((size, size), np.inf)
+    for j in range(size):
+        widest = np.maximum.accumulate(longest_source[j:]) + np.maximum.accumulate(longest_target[j:])
+        cost[j, j:] = widest * (below[j + 1 :] - below[j])
+    # best[k]: the least padding of the pairs up to values[k] in m buckets, the last one ending at k (starting at
+    # starts[m][k])
+    best, starts = cost[0], []
+    for _ in range(1, count):
+        total = np.concatenate([[np.inf], best[:-1]])[:, None] + cost
+        start = np.argmin(total, axis=0)
+        best = total[start, np.arange(size)]
+        starts.append(start)
+    ends, end = [], size - 1
+    for start in reversed(starts):
+        ends.append(end)
+        end = int(start[end]) - 1
+    ends.append(end)
+    return [int(values[index]) for index in reversed(ends)]
+
+
+def _round_up_array(lengths: np.ndarray, multiple: int | None) -> np.ndarray:
+    """`_round_up` of every length of an integer array."""
+    if not multiple:
+        return lengths
+    return -(-lengths // multiple) * multiple
+
+
 class MaxTokensBatchSampler(Sampler[list[int]]):
     """Batch sampler that fills batches up to a number of padded tokens instead of a number of sentences.
 
@@ -78,6 +139,13 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
     the identity of equally long examples changes. If the number of batches is not a multiple of `num_replicas`, the
     batches with the most sentences are split in two until it is (no example is dropped or repeated); only when every
     batch holds a single sentence are the first batches repeated (or, with `drop_last`, the last ones dropped).
+
+    With `length_buckets`, every batch has one of a few fixed shapes, as `torch.compile` with static shapes and CUDA
+    graphs need (fairseq's `--num-batch-buckets`): a pair goes to the shortest bucket whose length holds both its
+    source and its target, and each bucket's batches are padded to one [`BatchShape`] (its longest source and target,
+    rounded up to `pad_to_multiple_of`, and as many rows as fit in `max_tokens`; [`BucketPaddingCollator`] pads them).
+    Within a bucket the pairs are shuffled freely (the padding is the same), then cut into batches of the bucket's
+    rows; only the last batch of a bucket has rows of padding. `statistics()` reports what the padding costs.
 
     Args:
         source_lengths (`Sequence[int]`): length in tokens of each source (the encoder input).
@@ -91,9 +159,13 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         pad_to_multiple_of (`int`, *optional*): the collator's `pad_to_multiple_of`, used when counting padded tokens.
         drop_last (`bool`, defaults to `False`): drop batches to make the count divisible by `num_replicas` instead of
             splitting batches (only used when splitting is impossible).
+        length_buckets (`int` or `Sequence[int]`, *optional*): batch in length buckets: their number (the bucket
+            lengths that minimise the padding of this data, [`choose_length_buckets`]) or the bucket lengths
+            themselves (the longest must hold every pair; buckets no pair falls in are left out).
 
     Raises:
-        [`ExampleTooLongError`] if one example alone has more than `max_tokens` padded tokens.
+        [`ExampleTooLongError`] if one example alone has more than `max_tokens` padded tokens, or a bucket's rows of
+        its longest source and longest target do not fit in `max_tokens`.
     """
 
     def __init__(
@@ -108,6 +180,7 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         pad_to_multiple_of: int | None = None,
         drop_last: bool = False,
+        length_buckets: int | Sequence[int] | None = None,
     ):
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
@@ -135,11 +208,8 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         self.drop_last = drop_last
         self.epoch = 0
 
-        padded = np.array(
-            [
-                _round_up(s, pad_to_multiple_of) + _round_up(t, pad_to_multiple_of)
-                for s, t in zip(self.source_lengths.tolist(), self.target_lengths.tolist())
-            ]
+        padded = _round_up_array(self.source_lengths, pad_to_multiple_of) + _round_up_array(
+            self.target_lengths, pad_to_multiple_of
         )
         too_long = np.flatnonzero(padded > max_tokens)
         if len(too_long):
@@ -151,9 +221,53 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
                 "Raise max_tokens, or lower max_source_length/max_target_length and skip longer pairs "
                 "(--overlong skip)."
             )
+        self._epoch_batches: tuple[int, list[np.ndarray]] | None = None  # the batches of the last epoch built
+        self.bucket_lengths: list[int] | None = None
+        self.bucket_shapes: list[BatchShape] | None = None
+        if length_buckets is not None:
+            self._make_buckets(length_buckets)
         self._num_batches = len(self._global_batches(epoch=0))
 
     # -- construction --------------------------------------------------------------------------------------------
+
+    def _make_buckets(self, length_buckets: int | Sequence[int]) -> None:
+        """Each bucket's length, batch shape and examples (`self._bucket_members`)."""
+        longest = np.maximum(self.source_lengths, self.target_lengths)
+        if isinstance(length_buckets, (int, np.integer)):
+            lengths = choose_length_buckets(
+                self.source_lengths, self.target_lengths, int(length_buckets), self.pad_to_multiple_of
+            )
+        else:
+            lengths = sorted({int(length) for length in length_buckets})
+            if not lengths or lengths[0] < 1:
+                raise ValueError(f"length buckets must be positive lengths, got {list(length_buckets)}")
+            if longest.max() > lengths[-1]:
+                raise ValueError(
+                    f"the longest length bucket ({lengths[-1]} tokens) does not hold every pair: example "
+                    f"{int(np.argmax(longest))} has {int(longest.max())} tokens on one side"
+                )
+        bucket = np.searchsorted(np.asarray(lengths), longest, side="left")
+        members = np.split(
+            np.argsort(bucket, kind="stable"), np.cumsum(np.bincount(bucket, minlength=len(lengths)))[:-1]
+        )
+        multiple = self.pad_to_multiple_of
+        self.bucket_lengths, self.bucket_shapes, self._bucket_members = [], [], []
+        for length, indices in zip(lengths, members):
+            if len(indices) == 0:
+                continue
+            source = _round_up(int(self.source_lengths[indices].max()), multiple)
+            target = _round_up(int(self.target_lengths[indices].max()), multiple)
+            rows = self.max_tokens // (source + target)
+            if self.max_sentences is not None:
+                rows = min(rows, self.max_sentences)
+            if rows < 1:
+                raise ExampleTooLongError(
+                    f"the length bucket of {length} tokens pads its pairs to {source} source + {target} target tokens, "
+                    f"more than max_tokens={self.max_tokens}: raise max_tokens or use more length buckets"
+                )
+            self.bucket_lengths.append(length)
+            self.bucket_shapes.append(BatchShape(rows, source, target))
+            self._bucket_members.append(indices)
 
     def _sorted_indices(self, rng: np.random.Generator | None) -> np.ndarray:
         """Indices sorted by source length, then target length, then a random (or index) tie-break."""
@@ -163,29 +277,34 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         # np.lexsort sorts by the last key first.
         return np.lexsort((tie_break, self.target_lengths, self.source_lengths))
 
-    def _greedy_batches(self, order: np.ndarray) -> list[list[int]]:
-        batches: list[list[int]] = []
-        batch: list[int] = []
-        longest_source = longest_target = 0
+    def _greedy_batches(self, order: np.ndarray) -> list[np.ndarray]:
+        """Cuts `order` into consecutive batches, each grown while its padded size stays within `max_tokens` (and its
+        sentences within `max_sentences`); one example at least. Each cut is found with array operations over a
+        window of the next examples (twice the last batch, doubled until the cut is inside), not example by example."""
         multiple = self.pad_to_multiple_of
-        for index in order.tolist():
-            source = max(longest_source, _round_up(int(self.source_lengths[index]), multiple))
-            target = max(longest_target, _round_up(int(self.target_lengths[index]), multiple))
-            size = len(batch) + 1
-            too_many_tokens = size * (source + target) > self.max_tokens
-            too_many_sentences = self.max_sentences is not None and size > self.max_sentences
-            if batch and (too_many_tokens or too_many_sentences):
-                batches.append(batch)
-                batch = []
-                source = _round_up(int(self.source_lengths[index]), multiple)
-                target = _round_up(int(self.target_lengths[index]), multiple)
-            batch.append(index)
-            longest_source, longest_target = source, target
-        if batch:
-            batches.append(batch)
+        sources = _round_up_array(self.source_lengths[order], multiple)
+        targets = _round_up_array(self.target_lengths[order], multiple)
+        most = len(order) if self.max_sentences is None else self.max_sentences
+        batches: list[np.ndarray] = []
+        start, window = 0, 64
+        while start < len(order):
+            end = min(start + min(window, most), len(order))
+            sizes = np.arange(1, end - start + 1)
+            padded = sizes * (np.maximum.accumulate(sources[start:end]) + np.maximum.accumulate(targets[start:end]))
+            over = np.flatnonzero(padded > self.max_tokens)
+            if len(over):
+                stop = start + max(int(over[0]), 1)
+            elif end == len(order) or end - start == most:
+                stop = end
+            else:
+                window *= 2
+                continue
+            batches.append(order[start:stop])
+            window = max(64, 2 * (stop - start))
+            start = stop
         return batches
 
-    def _make_divisible(self, batches: list[list[int]]) -> list[list[int]]:
+    def _make_divisible(self, batches: list[np.ndarray]) -> list[np.ndarray]:
         """Split the largest batches (or, if impossible, repeat/drop batches) until every rank gets as many."""
         remainder = len(batches) % self.num_replicas
         if remainder == 0:
@@ -206,12 +325,28 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
                 batches = batches + batches[: self.num_replicas - remainder]
         return batches
 
-    def _global_batches(self, epoch: int) -> list[list[int]]:
-        """All batches of one epoch, in the order they are dealt out; identical on every rank."""
+    def _bucket_batches(self, rng: np.random.Generator | None) -> list[np.ndarray]:
+        """Each bucket's examples (shuffled, or in index order) cut into batches of the bucket's rows."""
+        batches: list[np.ndarray] = []
+        for shape, indices in zip(self.bucket_shapes, self._bucket_members):
+            if rng is not None:
+                indices = rng.permutation(indices)
+            batches.extend(np.split(indices, range(shape.rows, len(indices), shape.rows)))
+        return batches
+
+    def _global_batches(self, epoch: int) -> list[np.ndarray]:
+        """All batches of one epoch, in the order they are dealt out; identical on every rank. The last epoch's are
+        kept: counting, `statistics()` and iterating build them once."""
+        if self._epoch_batches is not None and self._epoch_batches[0] == epoch:
+            return self._epoch_batches[1]
         rng = np.random.default_rng(self.seed + epoch) if self.shuffle else None
-        batches = self._make_divisible(self._greedy_batches(self._sorted_indices(rng)))
+        if self.bucket_shapes is not None:
+            batches = self._make_divisible(self._bucket_batches(rng))
+        else:
+            batches = self._make_divisible(self._greedy_batches(self._sorted_indices(rng)))
         if rng is not None:
             batches = [batches[i] for i in rng.permutation(len(batches))]
+        self._epoch_batches = (epoch, batches)
         return batches
 
     # -- Sampler API ---------------------------------------------------------------------------------------------
@@ -224,31 +359,141 @@ class MaxTokensBatchSampler(Sampler[list[int]]):
         batches = self._global_batches(self.epoch)
         if len(batches) != self._num_batches:  # cannot happen: the sorted length sequence is epoch-independent
             raise RuntimeError(f"epoch {self.epoch} has {len(batches)} batches instead of {self._num_batches}")
-        yield from batches[self.rank :: self.num_replicas]
+        for batch in batches[self.rank :: self.num_replicas]:
+            yield batch.tolist()
 
     def __len__(self) -> int:
         return self._num_batches // self.num_replicas
 
+    def batch_shape(self, batch: Sequence[int]) -> BatchShape:
+        """The padded shape of `batch` (indices of this dataset): its bucket's with length buckets, else its own
+        longest source and target (rounded up to `pad_to_multiple_of`) in as many rows as it has."""
+        index = np.asarray(batch)
+        if self.bucket_shapes is not None:
+            longest = int(np.maximum(self.source_lengths[index], self.target_lengths[index]).max())
+            return self.bucket_shapes[bisect.bisect_left(self.bucket_lengths, longest)]
+        multiple = self.pad_to_multiple_of
+        return BatchShape(
+            len(index),
+            _round_up(int(self.source_lengths[index].max()), multiple),
+            _round_up(int(self.target_lengths[index].max()), multiple),
+        )
+
     def statistics(self) -> dict[str, float]:
-        """Batch count and padding efficiency of the current epoch (useful to choose `max_tokens`)."""
+        """Batch count, padding and batch shapes of the current epoch (useful to choose `max_tokens` and
+        `length_buckets`): `padded_tokens_per_real_token` is the padding overhead (source + target tokens computed
+        per token of the data, rows of padding included), `padding_efficiency` its inverse, `batch_shapes` the number
+        of distinct padded batch shapes (each one compilation of a static-shape `torch.compile`)."""
         batches = self._global_batches(self.epoch)
         real = sum(int(self.source_lengths[b].sum() + self.target_lengths[b].sum()) for b in batches)
-        multiple = self.pad_to_multiple_of
-        padded = sum(
-            len(b)
-            * (
-                _round_up(int(self.source_lengths[b].max()), multiple)
-                + _round_up(int(self.target_lengths[b].max()), multiple)
-            )
-            for b in batches
-        )
+        shapes = [self.batch_shape(b) for b in batches]
+        padded = sum(shape.rows * (shape.source_length + shape.target_length) for shape in shapes)
         return {
             "batches": len(batches),
             "batches_per_rank": len(batches) // self.num_replicas,
             "mean_sentences_per_batch": float(np.mean([len(b) for b in batches])),
             "mean_padded_tokens_per_batch": padded / len(batches),
             "padding_efficiency": real / padded if padded else 1.0,
+            "padded_tokens_per_real_token": padded / real if real else 1.0,
+            "batch_shapes": len(set(shapes)),
         }
+
+
+class BucketPaddingCollator:
+    """Pads the batches of a [`MaxTokensBatchSampler`] with `length_buckets` to their bucket's [`BatchShape`].
+
+    `collator` (e.g. `DataCollatorForSeq2Seq`) pads a batch to its own longest source and target; this pads the source
+    columns (`input_ids`, `attention_mask`) and the target columns (`labels`, `decoder_input_ids`,
+    `decoder_attention_mask`) on to the bucket's lengths, and adds rows up to the bucket's: each a copy of the batch's
+    first row with every label ignored (-100). Neither changes the loss or its gradients: padded positions are masked
+    and ignored, and added rows hold no label (dropout draws its masks over the padded shape, though).
+
+    Args:
+        collator (`Callable`): the collator to wrap.
+        bucket_lengths (`list[int]`), bucket_shapes (`list[BatchShape]`): the sampler's.
+        pad_token_id (`int`): the padding token of `input_ids` and `decoder_input_ids`.
+    """
+
+    source_keys = ("input_ids", "attention_mask")
+    target_keys = ("labels", "decoder_input_ids", "decoder_attention_mask")
+
+    def __init__(self, collator, bucket_lengths: list[int], bucket_shapes: list[BatchShape], pad_token_id: int):
+        self.collator = collator
+        self.bucket_lengths = list(bucket_lengths)
+        self.bucket_shapes = list(bucket_shapes)
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: list[dict]) -> dict:
+        longest = max(max(len(feature["input_ids"]), len(feature.get("labels", ()))) for feature in features)
+        shape = self.bucket_shapes[bisect.bisect_left(self.bucket_lengths, longest)]
+        batch = self.collator(features)
+        rows = len(features)
+        for key, value in list(batch.items()):
+            if key in self.source_keys:
+                length = shape.source_length
+            elif key in self.target_keys:
+                length = shape.target_length
+            else:
+                raise ValueError(
+                    f"length buckets pad only {self.source_keys + self.target_keys}; the batch also has {key!r}"
+                )
+            if value.shape[0] != rows or value.shape[1] > length or rows > shape.rows:
+                raise RuntimeError(
+                    f"a batch of {tuple(value.shape)} {key!r} does not fit its bucket's shape {tuple(shape)}: the "
+                    "collator's pad_to_multiple_of must be the sampler's"
+                )
+            fill = {"labels": -100, "input_ids": self.pad_token_id, "decoder_input_ids": self.pad_token_id}.get(key, 0)
+            padded = value.new_full((shape.rows, length), fill)
+            padded[:rows, : value.shape[1]] = value
+            if key != "labels":
+                padded[rows:] = padded[0]
+            batch[key] = padded
+        return batch
+
+
+class CompileReport(TrainerCallback):
+    """What `torch.compile` did during one `train()` call, logged once at its end: the graphs TorchDynamo compiled
+    (one per batch shape it specialised on, and one per piece a graph break leaves), the seconds spent compiling
+    (TorchDynamo's forward and AOTAutograd's backward compilation, `torch._dynamo.utils.calculate_time_spent`) and the
+    graph breaks with their reasons (`torch._dynamo.utils.counters`). `statistics` holds the last report."""
+
+    def __init__(self):
+        self.statistics: dict | None = None
+        self._start: tuple[int, float, dict] | None = None
+
+    @staticmethod
+    def _now() -> tuple[int, float, dict]:
+        from torch._dynamo.utils import calculate_time_spent, counters
+
+        return (
+            counters["stats"]["unique_graphs"],
+            calculate_time_spent()["total_wall_time"],
+            dict(counters["graph_break"]),
+        )
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._start = self._now()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._start is None:
+            return
+        (graphs, seconds, breaks), (graphs_before, seconds_before, breaks_before) = self._now(), self._start
+        reasons = {reason: count - breaks_before.get(reason, 0) for reason, count in breaks.items()}
+        reasons = {reason: count for reason, count in reasons.items() if count > 0}
+        self.statistics = {
+            "compiled_graphs": graphs - graphs_before,
+            "compile_seconds": round(max(seconds - seconds_before, 0.0), 3),
+            "graph_breaks": sum(reasons.values()),
+            "graph_break_reasons": reasons,
+        }
+        if args.should_log:
+            logger.info(
+                "torch.compile: %d graphs compiled in %.1f s, %d graph breaks%s",
+                self.statistics["compiled_graphs"],
+                self.statistics["compile_seconds"],
+                self.statistics["graph_breaks"],
+                "".join(f"\n  {count} x {reason}" for reason, count in reasons.items()),
+            )
 
 
 class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
@@ -262,6 +507,15 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             Evaluation and prediction keep `per_device_eval_batch_size`.
         max_sentences (`int`, *optional*):
             With `max_tokens`, also cap the sentences per batch.
+        length_buckets (`int` or `list[int]`, *optional*):
+            With `max_tokens`, batch in length buckets (see [`MaxTokensBatchSampler`]): every training batch is padded
+            to one of a few shapes ([`BucketPaddingCollator`]), so that `torch_compile` compiles the step once per
+            bucket (static shapes, CUDA graphs) instead of once per batch shape.
+        compile_dynamic (`bool`, *optional*):
+            With `torch_compile`, `torch.compile`'s `dynamic`: `False` compiles one graph per batch shape (with
+            `length_buckets`, one per bucket; the recompilation limit is raised to the number of buckets), `True` a
+            graph for any shape (and another when a batch breaks an equality of the first, such as equal source and
+            target lengths), `None` (the default) a static graph first and a dynamic one at the second shape.
         time_budget (*optional*):
             An object whose `fraction_used()` gives the share of a training time budget used so far (e.g.
             `TimeBudgetCallback`). With it, `lr_scheduler_type` `linear` or `cosine` decays over the budget's clock
@@ -281,15 +535,25 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
         *args,
         max_tokens: int | None = None,
         max_sentences: int | None = None,
+        length_buckets: int | Sequence[int] | None = None,
+        compile_dynamic: bool | None = None,
         time_budget=None,
         normalize_loss_by_tokens: bool = True,
         **kwargs,
     ):
+        if length_buckets is not None and max_tokens is None:
+            raise ValueError("length_buckets needs max_tokens (token-based batches)")
+        self.compile_dynamic = compile_dynamic  # read while the parent builds its Accelerator
         super().__init__(*args, **kwargs)
         self.time_budget = time_budget
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
+        self.length_buckets = length_buckets
         self._token_batch_sampler: MaxTokensBatchSampler | None = None
+        self.compile_report: CompileReport | None = None
+        if self.args.torch_compile:
+            self.compile_report = CompileReport()
+            self.add_callback(self.compile_report)
         # Models of this package already normalise their loss by `num_items_in_batch` (exact gradient accumulation)
         # and may add terms of their own to it (e.g. MUTE's AutoShuffle penalty): they keep their labels.
         model_loss_is_exact = getattr(self.model, "loss_uses_num_items_in_batch", False)
@@ -301,6 +565,13 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             and self.model_accepts_loss_kwargs
         ):
             self.label_smoother = LabelSmoother(epsilon=0.0)
+
+    def _build_accelerator_args(self, **kwargs) -> dict:
+        args = super()._build_accelerator_args(**kwargs)
+        plugin = args.get("dynamo_plugin")
+        if plugin is not None and self.compile_dynamic is not None:
+            plugin.dynamic = self.compile_dynamic
+        return args
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         """transformers' schedule, except that under a time budget `linear` and `cosine` decay over the budget's
@@ -405,6 +676,14 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
     def _padding_multiple(self) -> int | None:
         return getattr(self.data_collator, "pad_to_multiple_of", None)
 
+    def _pad_token_id(self) -> int:
+        pad_token_id = getattr(self.processing_class, "pad_token_id", None)
+        if pad_token_id is None:
+            pad_token_id = getattr(getattr(self.model, "config", None), "pad_token_id", None)
+        if pad_token_id is None:
+            raise ValueError("length_buckets pad batches: the tokenizer or the model config must name a pad token")
+        return pad_token_id
+
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         """`Seq2SeqTrainer.prediction_step`, leaving `model.generation_config` as it was: the parent fills it with
         transformers' legacy defaults (`max_length=20`, ...) after each generation to size its padding, so that the
@@ -432,6 +711,7 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             seed=seed,
             pad_to_multiple_of=self._padding_multiple(),
             drop_last=self.args.dataloader_drop_last,
+            length_buckets=self.length_buckets,
         )
 
     def get_train_dataloader(self) -> DataLoader:
@@ -469,6 +749,14 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             dataset = self._remove_unused_columns(dataset, description="Training")
         else:
             data_collator = self._get_collator_with_removed_columns(data_collator, description="Training")
+        if sampler.bucket_shapes is not None:
+            data_collator = BucketPaddingCollator(
+                data_collator, sampler.bucket_lengths, sampler.bucket_shapes, self._pad_token_id()
+            )
+            if self.args.torch_compile and self.compile_dynamic is False:
+                # one graph per bucket, where dynamo would fall back to eager after `recompile_limit` (8) graphs
+                limit = torch._dynamo.config.recompile_limit
+                torch._dynamo.config.recompile_limit = max(limit, len(sampler.bucket_shapes))
 
         dataloader_params = {
             "batch_sampler": sampler,
@@ -501,13 +789,22 @@ class TokenBatchSeq2SeqTrainer(Seq2SeqTrainer):
             stats = sampler.statistics()
             logger.info(
                 "Token batching: max_tokens=%d per device, %d batches per epoch (%d per rank), %.1f sentences and "
-                "%.0f padded tokens per batch on average, padding efficiency %.1f%%",
+                "%.0f padded tokens per batch on average, padding efficiency %.1f%% (%.3f padded tokens per real "
+                "token)%s",
                 self.max_tokens,
                 stats["batches"],
                 stats["batches_per_rank"],
                 stats["mean_sentences_per_batch"],
                 stats["mean_padded_tokens_per_batch"],
                 100 * stats["padding_efficiency"],
+                stats["padded_tokens_per_real_token"],
+                (
+                    f", {stats['batch_shapes']} batch shapes (rows x source x target: "
+                    + ", ".join(f"{r}x{s}x{t}" for r, s, t in sampler.bucket_shapes)
+                    + ")"
+                    if sampler.bucket_shapes is not None
+                    else ""
+                ),
             )
         return dataloader
 

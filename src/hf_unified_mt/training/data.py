@@ -24,7 +24,8 @@ import gzip
 import json
 import logging
 import lzma
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +33,9 @@ from typing import Any, Literal
 import datasets
 import numpy as np
 import pyarrow.compute as pc
+from datasets.fingerprint import Hasher
+from datasets.utils import tqdm as hf_tqdm
+from transformers import PreTrainedTokenizerFast
 
 
 logger = logging.getLogger(__name__)
@@ -57,6 +61,11 @@ VALIDATION_SPLIT_ALIASES = ("validation", "valid", "dev", "val")
 TRANSLATION_COLUMN = "translation"
 
 OverlongPolicy = Literal["skip", "error", "truncate"]
+
+# A step's progress bar appears once the step has lasted this many seconds (small files show none).
+PROGRESS_DELAY_S = 2.0
+# Lines between two updates of a file check's progress bar.
+_PROGRESS_EVERY = 1 << 16
 
 
 class DataValidationError(ValueError):
@@ -165,11 +174,17 @@ def _is_ascii_compatible(encoding: str) -> bool:
     return "\n".encode(encoding).endswith(b"\n") and len("\n".encode(encoding).lstrip(b"\xef\xbb\xbf")) == 1
 
 
+def progress_bar(description: str, unit: str = " lines", total: int | None = None):
+    """A `datasets` progress bar (hidden by `datasets.disable_progress_bars()`, as train.py's `--disable_tqdm` does)
+    that appears only once its step has lasted `PROGRESS_DELAY_S` seconds."""
+    return hf_tqdm(desc=description, unit=unit, unit_scale=True, total=total, delay=PROGRESS_DELAY_S)
+
+
 def _decoded_lines(path: Path, encoding: str, problems: list[str], max_problems: int) -> Iterator[tuple[int, str]]:
     """Yield `(line_number, text)` for each physical line of `path`, recording undecodable lines as problems.
 
     Lines are split on `\\n` only (other Unicode line separators are text), and keep their line terminator so that
-    CSV readers can rebuild quoted multi-line fields.
+    CSV readers can rebuild quoted multi-line fields. Lines are read one at a time, with a progress bar.
     """
     with _open_binary(path) as handle:
         head = handle.read(8)
@@ -198,8 +213,10 @@ def _decoded_lines(path: Path, encoding: str, problems: list[str], max_problems:
             else:
                 yield line_number, piece + "\n"
         return
-    with _open_binary(path) as handle:
+    with _open_binary(path) as handle, progress_bar(f"Checking {path.name}") as bar:
         for line_number, raw in enumerate(handle, start=1):
+            if line_number % _PROGRESS_EVERY == 0:
+                bar.update(_PROGRESS_EVERY)
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as error:
@@ -241,15 +258,16 @@ def _lookup(record: dict, column: str) -> tuple[bool, Any]:
 
 def _scan_delimited(
     path: Path, delimiter: str, quoted: bool, source_field: str, target_field: str, encoding: str, max_problems: int
-) -> tuple[list[str], list[int]]:
-    """Check a TSV/CSV file; return its header and the line at which each data record starts."""
+) -> tuple[list[str], np.ndarray]:
+    """Check a TSV/CSV file record by record; return its header and the line at which each data record starts (an
+    int64 array: no Python object per record is kept)."""
     problems: list[str] = []
     lines = _decoded_lines(path, encoding, problems, max_problems)
-    line_numbers: list[int] = []
+    line_numbers = array("q")
 
     if quoted:
-        # CSV: let the csv module join quoted multi-line fields; remember where each record starts.
-        starts: list[int] = []
+        # CSV: let the csv module join quoted multi-line fields; remember where the current record starts.
+        starts: list[int] = []  # the physical lines of the record being read
 
         def texts() -> Iterator[str]:
             for number, text in lines:
@@ -259,10 +277,9 @@ def _scan_delimited(
         reader = csv.reader(texts(), delimiter=delimiter)
 
         def csv_records() -> Iterator[tuple[int, list[str]]]:
-            consumed = 0  # physical lines read before the current record
-            for row in reader:
-                yield starts[consumed], row
-                consumed = len(starts)
+            for row in reader:  # the reader reads no further than the end of the record it returns
+                yield starts[0], row
+                starts.clear()
 
         records = csv_records()
     else:
@@ -317,13 +334,14 @@ def _scan_delimited(
     _raise_problems(path, problems, max_problems)
     if not line_numbers:
         raise DataValidationError(f"{path}: the file has a header but no sentence pairs")
-    return header, line_numbers
+    return header, np.frombuffer(line_numbers, dtype=np.int64)
 
 
 def _scan_json(
     path: Path, source_field: str, target_field: str, encoding: str, max_problems: int
-) -> tuple[Literal["line", "record"], list[int]]:
-    """Check a JSON-lines file or a JSON array of objects; return the unit and the position of each record."""
+) -> tuple[Literal["line", "record"], np.ndarray]:
+    """Check a JSON-lines file (one line at a time) or a JSON array of objects (read whole: prefer JSON lines for large
+    corpora); return the unit and the position of each record (an int64 array)."""
     problems: list[str] = []
     with _open_binary(path) as handle:
         head = handle.read(4096)
@@ -332,13 +350,13 @@ def _scan_json(
         raise DataValidationError(hint)
     first_char = head.decode(encoding, errors="ignore").lstrip("\ufeff \t\r\n")[:1]
 
-    records: list[tuple[int, Any]] = []
+    records: Iterator[tuple[int, Any]]
     if first_char == "[":
         unit: Literal["line", "record"] = "record"
         with _open_binary(path) as handle:
             raw = handle.read()
         try:
-            array = json.loads(raw.decode(encoding))
+            items = json.loads(raw.decode(encoding))
         except UnicodeDecodeError as error:
             line = raw[: error.start].count(b"\n") + 1
             raise DataValidationError(
@@ -346,21 +364,26 @@ def _scan_json(
             ) from error
         except json.JSONDecodeError as error:
             raise DataValidationError(f"{path}, line {error.lineno}: invalid JSON ({error.msg})") from error
-        records = list(enumerate(array, start=1))
+        del raw
+        records = enumerate(items, start=1)
     else:
         unit = "line"
-        for number, text in _decoded_lines(path, encoding, problems, max_problems):
-            if not text.strip():
-                problems.append(f"{path}, line {number}: empty line")
-                continue
-            try:
-                records.append((number, json.loads(text)))
-            except json.JSONDecodeError as error:
-                problems.append(f"{path}, line {number}: invalid JSON ({error.msg} at column {error.colno})")
-            if len(problems) >= max_problems:
-                break
 
-    positions = []
+        def json_lines() -> Iterator[tuple[int, Any]]:
+            for number, text in _decoded_lines(path, encoding, problems, max_problems):
+                if not text.strip():
+                    problems.append(f"{path}, line {number}: empty line")
+                else:
+                    try:
+                        yield number, json.loads(text)
+                    except json.JSONDecodeError as error:
+                        problems.append(f"{path}, line {number}: invalid JSON ({error.msg} at column {error.colno})")
+                if len(problems) >= max_problems:
+                    return
+
+        records = json_lines()
+
+    positions = array("q")
     for number, record in records:
         positions.append(number)
         if not isinstance(record, dict):
@@ -382,7 +405,7 @@ def _scan_json(
     _raise_problems(path, problems, max_problems)
     if not positions:
         raise DataValidationError(f"{path}: the file contains no sentence pairs")
-    return unit, positions
+    return unit, np.frombuffer(positions, dtype=np.int64)
 
 
 def _raise_problems(path: Path | str, problems: list[str], max_problems: int) -> None:
@@ -492,15 +515,17 @@ def load_parallel_file(
 def _validate_loaded_split(dataset: datasets.Dataset, origin: SplitOrigin, max_problems: int) -> None:
     """Check every row of an already loaded split (used for Hub datasets, which have no file lines to point at)."""
     problems: list[str] = []
-    for start in range(0, len(dataset), 10_000):
-        batch = dataset[start : start + 10_000]
-        for offset, (source, target) in enumerate(zip(batch["source"], batch["target"])):
-            for value, role in ((source, "source"), (target, "target")):
-                issue = _check_text(value, role, role)
-                if issue:
-                    problems.append(f"{origin.locate(start + offset + 1)}: {issue}")
-            if len(problems) >= max_problems:
-                _raise_problems(origin.description, problems, max_problems)
+    batch_size = 10_000
+    with progress_bar(f"Checking {origin.description}", " rows", total=len(dataset)) as bar:
+        for start, batch in zip(range(0, len(dataset), batch_size), dataset.iter(batch_size)):
+            for offset, (source, target) in enumerate(zip(batch["source"], batch["target"])):
+                for value, role in ((source, "source"), (target, "target")):
+                    issue = _check_text(value, role, role)
+                    if issue:
+                        problems.append(f"{origin.locate(start + offset + 1)}: {issue}")
+                if len(problems) >= max_problems:
+                    _raise_problems(origin.description, problems, max_problems)
+            bar.update(len(batch["source"]))
     _raise_problems(origin.description, problems, max_problems)
 
 
@@ -534,7 +559,7 @@ def load_hub_dataset(
         origin = SplitOrigin(f"{name}, split '{hub_split}'", "row")
         dataset = _select_fields(loaded[hub_split], source_field, target_field, origin.description)
         _validate_loaded_split(dataset, origin, max_problems)
-        splits[split] = dataset.add_column("line", list(range(1, len(dataset) + 1)))
+        splits[split] = dataset.add_column("line", np.arange(1, len(dataset) + 1, dtype=np.int64))
         origins[split] = origin
     if not splits:
         raise DataValidationError(f"{name}: no train/validation/test split; found {list(loaded)}")
@@ -606,44 +631,116 @@ def load_parallel_data(
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+# Token ids and attention masks as the tokenized splits store them (Python ints would be stored as int64).
+TOKEN_IDS_FEATURE = datasets.List(datasets.Value("int32"))
+ATTENTION_MASK_FEATURE = datasets.List(datasets.Value("int8"))
+
+
 def preprocess_function(
-    examples: dict[str, list], tokenizer, source_column: str = "source", target_column: str = "target"
+    examples: dict[str, list],
+    tokenizer,
+    source_column: str = "source",
+    target_column: str = "target",
+    attention_mask: bool = True,
 ):
-    """Tokenize a batch of pairs: sources with `tokenizer(...)`, targets with `tokenizer(text_target=...)` as `labels`.
+    """Tokenize a batch of pairs: sources with `tokenizer(...)` as `input_ids` (and their `attention_mask` unless
+    `attention_mask=False`: a batch collator pads and builds the masks itself), targets with
+    `tokenizer(text_target=...)` as `labels`.
 
     Nothing is truncated here; lengths are checked afterwards by [`handle_overlong`] so that over-long pairs are
     reported instead of being cut silently.
     """
-    model_inputs = tokenizer(examples[source_column])
-    labels = tokenizer(text_target=examples[target_column])
-    model_inputs["labels"] = labels["input_ids"]
+    sources = tokenizer(examples[source_column], return_attention_mask=attention_mask)
+    targets = tokenizer(text_target=examples[target_column], return_attention_mask=False)
+    model_inputs = {"input_ids": sources["input_ids"]}
+    if attention_mask:
+        model_inputs["attention_mask"] = sources["attention_mask"]
+    model_inputs["labels"] = targets["input_ids"]
     return model_inputs
 
 
+def tokenization_fingerprint(dataset: datasets.Dataset, tokenizer, settings: dict[str, Any]) -> str | None:
+    """The `datasets` fingerprint of `dataset` tokenized by [`preprocess_function`] with `tokenizer` and `settings`,
+    from what the tokenizer computes (its `tokenizer.json` pipeline) rather than from the Python object: the tokenizer
+    a run trains and the same one loaded from its output folder or a checkpoint find the same cache files.
+
+    None, for `datasets` to hash the object itself, unless `tokenizer` is a plain `tokenizers`-backed tokenizer (the
+    kind this package trains): subclasses may switch their pipeline between sources and targets.
+    """
+    if type(tokenizer) is not PreTrainedTokenizerFast:
+        return None
+    pipeline = json.loads(tokenizer.backend_tokenizer.to_str())
+    for runtime_setting in ("truncation", "padding"):  # set and reset by each call
+        pipeline.pop(runtime_setting, None)
+    return Hasher.hash(
+        [
+            dataset._fingerprint,
+            Hasher.hash(preprocess_function),
+            pipeline,
+            list(tokenizer.model_input_names),
+            bool(getattr(tokenizer, "split_special_tokens", False)),
+            settings,
+        ]
+    )
+
+
 def tokenize_corpus(
-    corpus: ParallelCorpus | datasets.DatasetDict, tokenizer, num_proc: int | None = None, keep_columns=("line",)
+    corpus: ParallelCorpus | datasets.DatasetDict | Mapping[str, datasets.Dataset],
+    tokenizer,
+    num_proc: int | None = None,
+    keep_columns: Sequence[str] | Mapping[str, Sequence[str]] = ("line",),
+    attention_mask: bool = True,
+    batch_size: int = 1000,
 ) -> datasets.DatasetDict:
-    """Tokenize every split; the result has `input_ids`, `attention_mask`, `labels` and the `keep_columns`."""
+    """Tokenize every split with `datasets.Dataset.map`, in batches, into its cache (a later run that tokenizes the
+    same split with the same tokenizer reads the cache instead: [`tokenization_fingerprint`]).
+
+    Args:
+        corpus: the splits, each with `source` and `target` columns.
+        tokenizer: a `transformers` tokenizer.
+        num_proc: processes to tokenize with (`datasets` splits each split into as many shards).
+        keep_columns: the input columns to keep beside the token ids, for every split, or by split name (a split
+            the mapping does not name keeps `line`).
+        attention_mask: also store the sources' attention masks (all ones before padding).
+        batch_size: pairs per call of the tokenizer.
+
+    Returns:
+        The splits with `input_ids` and `labels` (int32 lists), `attention_mask` (int8, if asked for) and the kept
+        columns.
+    """
     splits = corpus.splits if isinstance(corpus, ParallelCorpus) else corpus
     tokenized = {}
     for split, dataset in splits.items():
+        keep = keep_columns.get(split, ("line",)) if isinstance(keep_columns, Mapping) else keep_columns
+        kept = [c for c in dataset.column_names if c in keep]
+        features = datasets.Features({column: dataset.features[column] for column in kept})
+        features["input_ids"] = TOKEN_IDS_FEATURE
+        if attention_mask:
+            features["attention_mask"] = ATTENTION_MASK_FEATURE
+        features["labels"] = TOKEN_IDS_FEATURE
+        settings = {"keep": kept, "attention_mask": attention_mask, "features": features.to_dict()}
         tokenized[split] = dataset.map(
             preprocess_function,
             batched=True,
+            batch_size=batch_size,
             num_proc=num_proc,
-            fn_kwargs={"tokenizer": tokenizer},
-            remove_columns=[c for c in dataset.column_names if c not in keep_columns],
+            fn_kwargs={"tokenizer": tokenizer, "attention_mask": attention_mask},
+            remove_columns=[c for c in dataset.column_names if c not in kept],
+            features=features,
+            new_fingerprint=tokenization_fingerprint(dataset, tokenizer, settings),
             desc=f"Tokenizing {split}",
         )
     return datasets.DatasetDict(tokenized)
 
 
 def sequence_lengths(dataset: datasets.Dataset, column: str) -> np.ndarray:
-    """Lengths of the token lists in `column`, computed in Arrow (no Python loop over rows)."""
-    if len(dataset) == 0:
-        return np.zeros(0, dtype=np.int64)
-    table = dataset.with_format("arrow")[:]
-    return pc.list_value_length(table[column]).to_numpy(zero_copy_only=False).astype(np.int64)
+    """Lengths of the token lists in `column` as an int64 array, computed in Arrow on the memory-mapped table (no
+    Python object per row); for a split selected by indices (`select`, `filter`), taken at those indices."""
+    lengths = pc.list_value_length(dataset.data.column(column)).to_numpy()
+    indices = dataset._indices  # the selection `select`/`filter` made, or None (no public accessor in datasets)
+    if indices is not None:
+        lengths = lengths[indices.column(0).to_numpy()]
+    return lengths.astype(np.int64, copy=False)
 
 
 @dataclass

@@ -114,6 +114,14 @@ class ModelArguments:
     tokenizer_type: str = field(default="bpe", metadata={"help": "Subword model to train: bpe or unigram."})
     tokenizer_vocab_size: int = field(default=8000, metadata={"help": "Shared source+target vocabulary size."})
     tokenizer_min_frequency: int = field(default=2, metadata={"help": "BPE: minimum pair count for a merge."})
+    tokenizer_max_train_pairs: int | None = field(
+        default=1_000_000,
+        metadata={
+            "help": "Train the tokenizer on at most this many training pairs: a larger train split gives a random "
+            "sample of this many, the same in every run (as SentencePiece's input_sentence_size; Marian samples "
+            "2,000,000 lines, --sentencepiece-max-lines)."
+        },
+    )
     attn_implementation: str | None = field(
         default=None,
         metadata={
@@ -171,6 +179,14 @@ class DataArguments:
     pad_to_multiple_of: int | None = field(
         default=None,
         metadata={"help": "Pad batches to a multiple of this many tokens (default: 8 under bf16 on a CPU, else none)."},
+    )
+    length_buckets: int | None = field(
+        default=None,
+        metadata={
+            "help": "With --max_tokens: pad every training batch to one of N shapes (N length buckets chosen to "
+            "minimise padding, a fixed number of rows per bucket), so that --torch_compile compiles the step at most "
+            "N times (and CUDA graphs replay one graph per bucket); the padding overhead is logged."
+        },
     )
     num_sample_translations: int = field(
         default=DEFAULT_SAMPLE_COUNT, metadata={"help": "Test sentences to translate and print at the end."}
@@ -236,6 +252,16 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
         metadata={
             "help": "Forbid translations to repeat any n-gram of this many tokens (generate()'s no_repeat_ngram_size), "
             "in evaluation and test and in the saved model's generation config; 0: no constraint."
+        },
+    )
+
+    torch_compile_dynamic: bool | None = field(
+        default=None,
+        metadata={
+            "help": "With --torch_compile: torch.compile's dynamic. False: one graph per batch shape (with "
+            "--length_buckets, one per bucket); True: a graph for any shape (and one more when a batch breaks an "
+            "equality of the first, such as equal source and target lengths). Default: False with --length_buckets, "
+            "else torch's default (a static graph, then a dynamic one at the second batch shape)."
         },
     )
 
@@ -374,6 +400,7 @@ def validate_arguments(
                 except ValueError as error:
                     problems.append(str(error))
     _at_least(problems, "tokenizer_vocab_size", model_args.tokenizer_vocab_size, 1)
+    _at_least(problems, "tokenizer_max_train_pairs", model_args.tokenizer_max_train_pairs, 1)
     _at_least(problems, "max_source_length", data_args.max_source_length, 2, " (tokens, </s> included)")
     _at_least(problems, "max_target_length", data_args.max_target_length, 2, " (tokens, </s> included)")
     for name in (
@@ -383,10 +410,15 @@ def validate_arguments(
         "max_tokens",
         "max_sentences",
         "pad_to_multiple_of",
+        "length_buckets",
         "preprocessing_num_workers",
     ):
         _at_least(problems, name, getattr(data_args, name), 1)
     _at_least(problems, "num_sample_translations", data_args.num_sample_translations, 0)
+    if data_args.length_buckets is not None and data_args.max_tokens is None:
+        problems.append("--length_buckets needs --max_tokens (length buckets pad token-based batches)")
+    if training_args.torch_compile_dynamic is not None and not training_args.torch_compile:
+        problems.append("--torch_compile_dynamic needs --torch_compile True")
     for name in (
         "per_device_train_batch_size",
         "per_device_eval_batch_size",
@@ -475,18 +507,25 @@ def get_tokenizer(model_args: ModelArguments, training_args: MTTrainingArguments
         raise ValueError("No tokenizer to load and no training data to train one: pass --tokenizer_name_or_path.")
     with training_args.main_process_first(local=True, desc="training the tokenizer"):
         if training_args.local_process_index == 0:
+            sample = model_args.tokenizer_max_train_pairs
             logger.info(
-                "Training a shared %s tokenizer (vocabulary %d) on %d training pairs",
+                "Training a shared %s tokenizer (vocabulary %d) on %s training pairs",
                 model_args.tokenizer_type,
                 model_args.tokenizer_vocab_size,
-                len(train_split),
+                f"a random sample of {sample:,} of the {len(train_split):,} (--tokenizer_max_train_pairs)"
+                if sample is not None and len(train_split) > sample
+                else f"the {len(train_split):,}",
             )
+            started = time.perf_counter()
             tokenizer = train_tokenizer_on_corpus(
                 train_split,
                 vocab_size=model_args.tokenizer_vocab_size,
                 tokenizer_type=model_args.tokenizer_type,
                 min_frequency=model_args.tokenizer_min_frequency,
+                max_pairs=sample,
+                cache=True,
             )
+            logger.info("Tokenizer ready in %.1f s", time.perf_counter() - started)
             os.makedirs(training_args.output_dir, exist_ok=True)
             tokenizer.save_pretrained(training_args.output_dir)
         else:
@@ -854,9 +893,9 @@ class TimeBudgetProgressCallback(ProgressCallback):
 
 @dataclass
 class PreparedData:
-    """The tokenized splits within the length limits, their raw texts (for scoring and samples) and, per split, the
-    number of pairs left out as over-long (`skipped`) or, for the test split, kept truncated (`truncated`: its
-    translations stay one per test pair)."""
+    """The tokenized splits within the length limits, the raw texts of the evaluation splits (for scoring and samples)
+    and, per split, the number of pairs left out as over-long (`skipped`) or, for the test split, kept truncated
+    (`truncated`: its translations stay one per test pair)."""
 
     splits: dict[str, datasets.Dataset]
     texts: dict[str, dict[str, list[str]]]
@@ -925,11 +964,14 @@ def prepare_model(model_args: ModelArguments, data_args: DataArguments, training
 def prepare_data(corpus, raw: dict, tokenizer, data_args: DataArguments, training_args: MTTrainingArguments):
     """Tokenizes the raw splits and applies the length limits (--overlong decides what happens to longer pairs)."""
     with training_args.main_process_first(desc="tokenizing"):
+        # The texts of the evaluation splits are kept for scoring and samples; the train split keeps only its token
+        # ids (no copy of its texts in the cache), and the collator builds the attention masks as it pads.
         tokenized = tokenize_corpus(
             datasets.DatasetDict(raw),
             tokenizer,
             num_proc=data_args.preprocessing_num_workers,
-            keep_columns=("line", "source", "target"),
+            keep_columns={split: ("line",) if split == "train" else ("line", "source", "target") for split in raw},
+            attention_mask=False,
         )
     data = PreparedData(splits={}, texts={}, skipped={})
     for split, dataset in tokenized.items():
@@ -943,8 +985,10 @@ def prepare_data(corpus, raw: dict, tokenizer, data_args: DataArguments, trainin
             data.skipped[split], data.truncated[split] = 0, report.overlong
         else:
             data.skipped[split] = report.overlong
-        data.texts[split] = {"source": dataset["source"], "target": dataset["target"]}
-        data.splits[split] = dataset.remove_columns(["line", "source", "target"])
+        if "source" in dataset.column_names:
+            data.texts[split] = {"source": dataset["source"], "target": dataset["target"]}
+        text_columns = [c for c in ("line", "source", "target") if c in dataset.column_names]
+        data.splits[split] = dataset.remove_columns(text_columns)
     return data
 
 
@@ -992,6 +1036,12 @@ def build_trainer(
         ],
         max_tokens=data_args.max_tokens,
         max_sentences=data_args.max_sentences,
+        length_buckets=data_args.length_buckets,
+        compile_dynamic=(
+            training_args.torch_compile_dynamic
+            if training_args.torch_compile_dynamic is not None or data_args.length_buckets is None
+            else False
+        ),
         time_budget=time_budget,
     )
     if time_budget is not None and trainer.pop_callback(ProgressCallback) is not None:
@@ -1053,6 +1103,8 @@ def train_and_save(
     trainer.save_metrics("train", metrics)
     trainer.save_state()
     results = {"train": metrics}
+    if trainer.compile_report is not None and trainer.compile_report.statistics is not None:
+        results["torch_compile"] = trainer.compile_report.statistics
     if trainer.state.best_metric is not None:
         results["best_checkpoint"] = trainer.state.best_model_checkpoint
         results[f"best_eval_{training_args.metric_for_best_model}"] = trainer.state.best_metric

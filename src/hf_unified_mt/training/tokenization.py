@@ -8,18 +8,28 @@ encoded sequence (sources and targets alike). It returns a [`transformers.PreTra
 `save_pretrained` writes as `tokenizer.json` + `tokenizer_config.json`, and which `AutoTokenizer.from_pretrained`
 reloads offline.
 
-Training is deterministic: the same texts and settings give the same vocabulary.
+Training is deterministic: the same texts and settings give the same vocabulary. [`train_tokenizer_on_corpus`] reads
+a `datasets.Dataset` a batch of rows at a time (at most `max_pairs` of them, a random sample, like SentencePiece's
+`input_sentence_size`), and can keep the result in the dataset's cache folder for the next run.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Literal
 
+import numpy as np
+import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from hf_unified_mt.deployment.tokenizer_files import forget_load_options
+from hf_unified_mt.utils.files import write_text
+
+
+logger = logging.getLogger(__name__)
 
 
 PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, UNK_TOKEN = "<pad>", "<s>", "</s>", "<unk>"
@@ -122,17 +132,58 @@ def train_tokenizer(
         A `PreTrainedTokenizerFast` with `<pad>`=0, `<s>`=1, `</s>`=2, `<unk>`=3 that appends `</s>` to each encoded
         sequence.
     """
+    return wrap_tokenizer(_train_backend(texts, vocab_size, tokenizer_type, min_frequency, show_progress, length=None))
+
+
+def _train_backend(
+    texts: Iterable[str],
+    vocab_size: int,
+    tokenizer_type: TokenizerType,
+    min_frequency: int,
+    show_progress: bool,
+    length: int | None,
+) -> Tokenizer:
+    """The trained `tokenizers.Tokenizer`, with the `</s>` post-processor."""
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must be larger than the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
     tokenizer, trainer = build_tokenizer_trainer(tokenizer_type, vocab_size, min_frequency, show_progress)
-    # One ordered iterator of batches; `length` is unknown and only used for the progress bar.
-    tokenizer.train_from_iterator(_batched(texts), trainer=trainer)
+    # One ordered iterator of batches; `length` (the number of texts) only sizes the progress bar.
+    tokenizer.train_from_iterator(_batched(texts), trainer=trainer, length=length)
     for expected_id, token in enumerate(SPECIAL_TOKENS):
         actual_id = tokenizer.token_to_id(token)
         if actual_id != expected_id:
             raise RuntimeError(f"special token {token} got id {actual_id}, expected {expected_id}")
     add_eos_post_processor(tokenizer)
-    return wrap_tokenizer(tokenizer)
+    return tokenizer
+
+
+def training_sample(num_rows: int, max_pairs: int | None, seed: int = 0) -> np.ndarray | None:
+    """The rows a tokenizer trains on: None (all of them) when there are at most `max_pairs`, else `max_pairs` row
+    indices drawn at random without replacement (by `seed`), in increasing order."""
+    if max_pairs is not None and max_pairs <= 0:
+        raise ValueError(f"max_pairs must be positive, got {max_pairs}")
+    if max_pairs is None or num_rows <= max_pairs:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(num_rows, size=max_pairs, replace=False))
+
+
+def tokenizer_cache_file(dataset, settings: dict) -> Path | None:
+    """Where a tokenizer trained on `dataset` with `settings` is kept: beside the dataset's cache files, named by the
+    dataset's fingerprint, the settings, the untrained pipeline and the versions. None for an in-memory dataset."""
+    from datasets.fingerprint import Hasher
+
+    import hf_unified_mt
+
+    cache_files = getattr(dataset, "cache_files", None)
+    if not cache_files:
+        return None
+    untrained, _ = build_tokenizer_trainer(
+        settings["tokenizer_type"], settings["vocab_size"], settings["min_frequency"]
+    )
+    key = Hasher.hash(
+        [dataset._fingerprint, settings, untrained.to_str(), hf_unified_mt.__version__, tokenizers.__version__]
+    )
+    return Path(cache_files[0]["filename"]).parent / f"tokenizer-{key}.json"
 
 
 def train_tokenizer_on_corpus(
@@ -143,16 +194,63 @@ def train_tokenizer_on_corpus(
     source_column: str = "source",
     target_column: str = "target",
     show_progress: bool = False,
+    max_pairs: int | None = None,
+    cache: bool = False,
 ) -> PreTrainedTokenizerFast:
-    """Train a shared tokenizer on the source and target columns of a `datasets.Dataset` (usually the train split)."""
+    """Train a shared tokenizer on the source and target columns of a `datasets.Dataset` (usually the train split),
+    read 10,000 rows at a time (no list of all its sentences), with a progress bar.
+
+    Args:
+        max_pairs: train on at most this many pairs: a split with more gives a random sample of this many (the same
+            one in every run, [`training_sample`]), like SentencePiece's `input_sentence_size`. None: every pair.
+        cache: keep the trained tokenizer beside the dataset's cache files ([`tokenizer_cache_file`]) and load it
+            from there when a previous run trained it on the same split with the same settings.
+        Others: as [`train_tokenizer`].
+    """
+    from datasets.utils import tqdm as hf_tqdm
+
+    from .data import PROGRESS_DELAY_S
+
+    settings = dict(
+        vocab_size=vocab_size,
+        tokenizer_type=tokenizer_type,
+        min_frequency=min_frequency,
+        source_column=source_column,
+        target_column=target_column,
+        max_pairs=max_pairs if max_pairs is not None and len(dataset) > max_pairs else None,
+    )
+    cache_file = tokenizer_cache_file(dataset, settings) if cache else None
+    if cache_file is not None and cache_file.is_file():
+        try:
+            cached = Tokenizer.from_file(str(cache_file))
+        except Exception as error:  # the tokenizers library raises a bare Exception for a file it cannot read
+            logger.warning("Cannot read the cached tokenizer %s (%s); training it again", cache_file, error)
+        else:
+            logger.info("Loading the tokenizer trained on these pairs with these settings from %s", cache_file)
+            return wrap_tokenizer(cached)
+
+    indices = training_sample(len(dataset), max_pairs)
+    total = len(dataset) if indices is None else len(indices)
 
     def texts() -> Iterator[str]:
-        for start in range(0, len(dataset), 10_000):
-            batch = dataset[start : start + 10_000]
-            yield from batch[source_column]
-            yield from batch[target_column]
+        # contiguous Arrow batches of the memory-mapped table; the sampled rows are taken from each batch
+        rows = dataset.with_format("arrow", columns=[source_column, target_column])
+        bar = hf_tqdm(
+            desc="Training the tokenizer", unit=" pairs", unit_scale=True, total=total, delay=PROGRESS_DELAY_S
+        )
+        with bar:
+            for start, batch in zip(range(0, len(dataset), 10_000), rows.iter(10_000)):
+                if indices is not None:
+                    first, last = np.searchsorted(indices, [start, start + batch.num_rows])
+                    batch = batch.take(indices[first:last] - start)
+                yield from batch.column(source_column).to_pylist()
+                yield from batch.column(target_column).to_pylist()
+                bar.update(batch.num_rows)
 
-    return train_tokenizer(texts(), vocab_size, tokenizer_type, min_frequency, show_progress)
+    tokenizer = _train_backend(texts(), vocab_size, tokenizer_type, min_frequency, show_progress, length=2 * total)
+    if cache_file is not None:
+        write_text(cache_file, tokenizer.to_str())
+    return wrap_tokenizer(tokenizer)
 
 
 def load_tokenizer(path: str) -> PreTrainedTokenizerFast:
