@@ -1068,20 +1068,14 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _read_training_args(path: str | None) -> dict[str, Any] | None:
+    from hf_unified_mt.utils.options import read_option_file
+
     if path is None:
         return None
-    if not os.path.isfile(path):
-        raise HubUploadError(f"--training_args {path}: no such file")
-    with open(path, encoding="utf-8") as handle:
-        if path.endswith((".yaml", ".yml")):
-            import yaml
-
-            values = yaml.safe_load(handle)
-        else:
-            values = json.load(handle)
-    if not isinstance(values, dict):
-        raise HubUploadError(f"--training_args {path}: expected a mapping of option names to values")
-    return values
+    try:
+        return read_option_file(path)
+    except (OSError, ValueError) as error:
+        raise HubUploadError(f"--training_args {error}") from error
 
 
 def main(argv: list[str] | None = None) -> Path:

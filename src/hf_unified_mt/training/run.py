@@ -75,6 +75,7 @@ from hf_unified_mt.training.metrics import (
 )
 from hf_unified_mt.training.tokenization import load_tokenizer, train_tokenizer_on_corpus
 from hf_unified_mt.utils.files import write_bytes, write_json, write_text
+from hf_unified_mt.utils.options import read_option_file
 
 
 logger = logging.getLogger("train")
@@ -297,19 +298,6 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def _read_config_file(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as handle:
-        if path.endswith((".yaml", ".yml")):
-            import yaml
-
-            values = yaml.safe_load(handle)
-        else:
-            values = json.load(handle)
-    if not isinstance(values, dict):
-        raise ValueError(f"{path}: expected a mapping of option names to values")
-    return values
-
-
 def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, MTTrainingArguments]:
     """Parse the command line; a leading `config.{json,yaml}` (or `--config FILE`) supplies defaults."""
     parser = HfArgumentParser((ModelArguments, DataArguments, MTTrainingArguments))
@@ -327,7 +315,7 @@ def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, Data
             del argv[position]
             break
     if config_path is not None:
-        values = _read_config_file(config_path)
+        values = read_option_file(config_path)
         known = {action.dest for action in parser._actions}
         unknown = sorted(set(values) - known)
         if unknown:

@@ -1,1 +1,2 @@
-"""Helpers every layer of the package shares and no model needs: writing files safely (`files`)."""
+"""Helpers every layer of the package shares and no model needs: writing files safely (`files`), reading option
+files (`options`)."""
