@@ -1,10 +1,10 @@
-"""hub_upload.py: the Hub folder of every registered architecture loads and translates where hf_unified_mt is not
-installed, the model card carries valid metadata, and the upload goes through huggingface_hub to a local stand-in of
-the Hub that records what it receives (no network)."""
+"""hub_upload.py, the library `hf_unified_mt.publishing` behind it: the Hub folder of every registered architecture
+loads and translates where hf_unified_mt is not installed, the model card carries valid metadata, and the upload goes
+through huggingface_hub to a local stand-in of the Hub that records what it receives (no network). The command is
+called as a library (`hf_unified_mt.publishing.cli.main`); the tests marked `subprocess` run the script itself."""
 
 import base64
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -24,6 +24,10 @@ from transformers import AutoModelForSeq2SeqLM, GenerationConfig
 
 import hf_unified_mt
 from conftest import make_tokenizer
+from hf_unified_mt.publishing import HubUploadError, cli
+from hf_unified_mt.publishing.card import available_templates, composed_mechanisms
+from hf_unified_mt.publishing.checkpoint import inspect_checkpoint
+from hf_unified_mt.publishing.repository import MARKER_NAME
 from mt_checks import run_without_package
 
 
@@ -33,17 +37,6 @@ CHRF_SIGNATURE = "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0"
 SENTENCES = ["hola mundo", "el gato ve al perro en la casa grande"]
 # Untrained tiny models tend to repeat <s>; suppressing the special tokens makes the outputs real words.
 GENERATE = dict(num_beams=2, max_new_tokens=6, min_new_tokens=3, suppress_tokens=[0, 1, 3])
-
-
-def load_hub_upload():
-    spec = importlib.util.spec_from_file_location("hub_upload", ROOT / "hub_upload.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-hub_upload = load_hub_upload()
 
 
 def write_checkpoint(
@@ -102,7 +95,7 @@ def built(tmp_path_factory):
     folders = {}
     for arch in hf_unified_mt.ARCHITECTURES:
         checkpoint = write_checkpoint(root / f"{arch}-checkpoint", arch)
-        folder = hub_upload.main(
+        folder = cli.main(
             [str(checkpoint), "--repo_id", f"tester/{arch}-es-en", "--dry-run", "--output_dir", str(root / arch)]
         )
         folders[arch] = (checkpoint, folder)
@@ -110,7 +103,7 @@ def built(tmp_path_factory):
 
 
 def test_every_registered_architecture_has_a_card_template():
-    missing = set(hf_unified_mt.ARCHITECTURES) - set(hub_upload.available_templates())
+    missing = set(hf_unified_mt.ARCHITECTURES) - set(available_templates())
     assert not missing, f"add model_cards/<model_type>.md for {sorted(missing)}"
 
 
@@ -242,7 +235,7 @@ def test_card_reports_recorded_training_arguments_and_other_datasets(tmp_path):
         "output_dir": "/home/someone/outputs/run",
     }
     checkpoint = write_checkpoint(tmp_path / "ckpt", arch, training_arguments=recorded)
-    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "a")])
+    folder = cli.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "a")])
     text = (folder / "README.md").read_text(encoding="utf-8")
     assert "| learning_rate | `0.0007` |" in text and "| max_tokens | `4096` |" in text
     assert "/home/someone" not in text
@@ -250,13 +243,13 @@ def test_card_reports_recorded_training_arguments_and_other_datasets(tmp_path):
     assert "your-username/ckpt" in text  # dry run without --repo_id
 
     # Without --output_dir a dry run builds CHECKPOINT-hub next to the checkpoint.
-    assert hub_upload.main([str(checkpoint), "--dry-run"]) == tmp_path / "ckpt-hub"
+    assert cli.main([str(checkpoint), "--dry-run"]) == tmp_path / "ckpt-hub"
     assert (tmp_path / "ckpt-hub" / "README.md").read_text(encoding="utf-8") == text
 
     # A Hub dataset given on the command line replaces the Bible corpus, and its languages come from its config.
     options = tmp_path / "train.yaml"
     options.write_text(yaml.safe_dump({"learning_rate": 0.002, "seed": 7}))
-    folder = hub_upload.main(
+    folder = cli.main(
         [
             str(checkpoint),
             "--dry-run",
@@ -285,7 +278,7 @@ def test_sharded_weights_are_copied_and_counted(tmp_path):
     model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
     (checkpoint / "model.safetensors").unlink()
     model.save_pretrained(checkpoint, max_shard_size="50KB")
-    inspected = hub_upload.inspect_checkpoint(checkpoint)
+    inspected = inspect_checkpoint(checkpoint)
     shards = sorted(p.name for p in checkpoint.glob("model-*.safetensors"))
     assert len(shards) > 1 and inspected.weight_files == ["model.safetensors.index.json", *shards]
     assert inspected.num_parameters == sum(p.numel() for p in model.parameters())
@@ -302,7 +295,7 @@ def test_the_hub_folder_tokenizer_config_says_nothing_of_how_it_was_loaded(tmp_p
     AutoTokenizer.from_pretrained(checkpoint).save_pretrained(checkpoint)
     written = json.loads((checkpoint / "tokenizer_config.json").read_text())
     assert {"is_local", "local_files_only"} <= set(written)
-    folder = hub_upload.main(
+    folder = cli.main(
         [str(checkpoint), "--repo_id", "tester/clean", "--dry-run", "--output_dir", str(tmp_path / "hub")]
     )
     published = json.loads((folder / "tokenizer_config.json").read_text())
@@ -323,8 +316,8 @@ def test_missing_files_and_broken_checkpoints_are_named(built, tmp_path):
     results = json.loads((checkpoint / "results.json").read_text())
     del results["test"]
     (checkpoint / "results.json").write_text(json.dumps(results))
-    with pytest.raises(hub_upload.HubUploadError) as error:
-        hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "out")])
+    with pytest.raises(HubUploadError) as error:
+        cli.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "out")])
     message = str(error.value)
     for name in missing:
         assert name in message, (name, message)
@@ -336,22 +329,22 @@ def test_missing_files_and_broken_checkpoints_are_named(built, tmp_path):
     del config["auto_map"]
     (checkpoint / "config.json").write_text(json.dumps(config))
     (checkpoint / "pipeline_translation.py").write_text("from hf_unified_mt import TranslationPipeline\n")
-    with pytest.raises(hub_upload.HubUploadError, match="auto_map") as error:
-        hub_upload.inspect_checkpoint(checkpoint)
+    with pytest.raises(HubUploadError, match="auto_map") as error:
+        inspect_checkpoint(checkpoint)
     (checkpoint / "model.safetensors").unlink()
     config["auto_map"] = json.loads((source / "config.json").read_text())["auto_map"]
     (checkpoint / "config.json").write_text(json.dumps(config))
-    with pytest.raises(hub_upload.HubUploadError) as error:
-        hub_upload.inspect_checkpoint(checkpoint)
+    with pytest.raises(HubUploadError) as error:
+        inspect_checkpoint(checkpoint)
     assert "model.safetensors" in str(error.value)
     assert "pipeline_translation.py imports hf_unified_mt" in str(error.value)
 
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("keep me")
-    with pytest.raises(hub_upload.HubUploadError, match="not empty"):
-        hub_upload.main([str(source), "--dry-run", "--output_dir", str(tmp_path / "out")])
-    with pytest.raises(hub_upload.HubUploadError, match="does not look like a Hub folder"):
-        hub_upload.main([str(source), "--dry-run", "--output_dir", str(tmp_path / "out"), "--overwrite"])
+    with pytest.raises(HubUploadError, match="not empty"):
+        cli.main([str(source), "--dry-run", "--output_dir", str(tmp_path / "out")])
+    with pytest.raises(HubUploadError, match="does not look like a Hub folder"):
+        cli.main([str(source), "--dry-run", "--output_dir", str(tmp_path / "out"), "--overwrite"])
     assert (tmp_path / "out" / "notes.txt").read_text() == "keep me"
 
 
@@ -536,7 +529,7 @@ def fake_hub(monkeypatch):
 def test_upload_creates_the_repo_and_commits_the_folder(built, fake_hub, tmp_path):
     _, (checkpoint, _) = next(iter(built.items()))
     folder = tmp_path / "folder"
-    hub_upload.main(
+    cli.main(
         [
             str(checkpoint),
             "--repo_id",
@@ -572,13 +565,13 @@ def test_upload_creates_the_repo_and_commits_the_folder(built, fake_hub, tmp_pat
 
     repo = fake_hub.repos["tester/mt-model"]
     assert repo["visibility"] == "private" and repo["commits"] == ["First upload"]
-    local = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != hub_upload.MARKER_NAME}
+    local = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != MARKER_NAME}
     assert set(repo["files"]) == set(local) and all(repo["files"][n] == local[n] for n in local)
     assert {"README.md", "config.json", "model.safetensors", "pipeline_translation.py", "tokenizer.json"} <= set(local)
 
     # Again, public by default: the existing repository is kept (409 from create_repo) and a second commit lands.
     fake_hub.requests.clear()
-    hub_upload.main([str(checkpoint), "--repo_id", "tester/mt-model"])
+    cli.main([str(checkpoint), "--repo_id", "tester/mt-model"])
     create = json.loads(fake_hub.requests[0][3])
     assert "visibility" not in create, "without --private the namespace default applies"
     assert len(repo["commits"]) == 2 and repo["commits"][1].startswith("Upload ") and "BLEU 12.35" in repo["commits"][1]
@@ -592,29 +585,29 @@ def test_overwrite_replaces_only_a_folder_hub_upload_built(tmp_path, capsys):
     (parent / "train.log").write_text("logs")
     before = sorted(p.relative_to(parent) for p in parent.rglob("*"))
     for output_dir in (parent, checkpoint):
-        with pytest.raises(hub_upload.HubUploadError, match="is the checkpoint directory"):
-            hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(output_dir), "--overwrite"])
+        with pytest.raises(HubUploadError, match="is the checkpoint directory"):
+            cli.main([str(checkpoint), "--dry-run", "--output_dir", str(output_dir), "--overwrite"])
     assert sorted(p.relative_to(parent) for p in parent.rglob("*")) == before
 
     # A downloaded model folder (README.md and config.json, no marker) is not replaced.
     downloaded = tmp_path / "downloaded"
     shutil.copytree(checkpoint, downloaded)
     (downloaded / "README.md").write_text("someone else's card")
-    with pytest.raises(hub_upload.HubUploadError, match="does not look like a Hub folder built by hub_upload.py"):
-        hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(downloaded), "--overwrite"])
+    with pytest.raises(HubUploadError, match="does not look like a Hub folder built by hub_upload.py"):
+        cli.main([str(checkpoint), "--dry-run", "--output_dir", str(downloaded), "--overwrite"])
     assert (downloaded / "README.md").read_text() == "someone else's card"
 
     # A folder it built is replaced, and it says what it removes; not once the user has put files of their own in it.
     folder = tmp_path / "hub"
-    hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(folder)])
-    assert (folder / hub_upload.MARKER_NAME).is_file()
+    cli.main([str(checkpoint), "--dry-run", "--output_dir", str(folder)])
+    assert (folder / MARKER_NAME).is_file()
     capsys.readouterr()
-    hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
+    cli.main([str(checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
     removed = capsys.readouterr().err
     assert f"Replacing the Hub folder {folder}" in removed and "model.safetensors" in removed
     (folder / "notes.txt").write_text("mine")
-    with pytest.raises(hub_upload.HubUploadError, match="notes.txt, which it did not create"):
-        hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
+    with pytest.raises(HubUploadError, match="notes.txt, which it did not create"):
+        cli.main([str(checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
     assert (folder / "notes.txt").read_text() == "mine" and (folder / "model.safetensors").is_file()
 
 
@@ -629,7 +622,7 @@ def test_card_of_a_local_file_run_names_its_files_not_the_default_corpus(tmp_pat
         "target_field": "en",
     }
     checkpoint = write_checkpoint(tmp_path / "ckpt", arch, training_arguments=recorded)
-    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
+    folder = cli.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
     text = (folder / "README.md").read_text(encoding="utf-8")
     assert "bible_es_en" not in text and "Reina-Valera" not in text
     assert (
@@ -642,7 +635,7 @@ def test_card_of_a_local_file_run_names_its_files_not_the_default_corpus(tmp_pat
 def rendered_card(tmp_path, name, arch, **checkpoint_options) -> str:
     """The dry-run model card of a tiny checkpoint of `arch`, its whitespace collapsed (for phrase assertions)."""
     checkpoint = write_checkpoint(tmp_path / name, arch, **checkpoint_options)
-    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"hub-{name}")])
+    folder = cli.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"hub-{name}")])
     return " ".join((folder / "README.md").read_text(encoding="utf-8").split())
 
 
@@ -659,7 +652,7 @@ COMPOSITIONS = [
 @pytest.mark.parametrize("arch, preset, overrides, mechanism, authors", COMPOSITIONS, ids=lambda x: str(x)[:24])
 def test_the_card_of_a_composition_credits_each_paper_it_uses(tmp_path, arch, preset, overrides, mechanism, authors):
     checkpoint = write_checkpoint(tmp_path / "ckpt", arch, preset=preset, overrides=overrides)
-    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
+    folder = cli.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
     text = (folder / "README.md").read_text(encoding="utf-8")
     credits = text.split("also uses mechanisms of other papers", 1)[1].split("## Model description", 1)[0]
     line = next(line for line in credits.splitlines() if mechanism in line)
@@ -670,7 +663,7 @@ def test_a_card_credits_no_other_paper_where_the_architecture_uses_none(built):
     for _, folder in built.values():
         assert "also uses mechanisms of other papers" not in (folder / "README.md").read_text(encoding="utf-8")
     own = {"init_law": "ds_init", "decoder_attention_type": "merged"}  # the Deep Transformer's own paper
-    assert hub_upload.composed_mechanisms("deep_transformer", own) == []
+    assert composed_mechanisms("deep_transformer", own) == []
 
 
 def test_the_card_of_the_prime_dual_family_states_what_the_study_measured_and_a_plain_dual_card_does_not(tmp_path):
@@ -713,7 +706,7 @@ def test_the_card_of_a_composition_cites_each_paper_it_uses(tmp_path, arch, pres
     """The citation section held only the architecture's own BibTeX: a composed checkpoint must cite every paper
     whose mechanism it uses, each once."""
     checkpoint = write_checkpoint(tmp_path / "ckpt", arch, preset=preset, overrides=overrides)
-    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
+    folder = cli.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
     citation = (folder / "README.md").read_text(encoding="utf-8").split("## Citation", 1)[1]
     key = next(key for name, key in CITATION_KEYS.items() if name in authors)
     assert citation.count(key) == 1
@@ -734,7 +727,7 @@ def test_the_bibtex_of_a_composed_paper_is_the_one_its_own_card_cites():
 def test_the_card_credits_the_unified_transformer_authors_initialisation_on_another_architecture(tmp_path):
     text = rendered_card(tmp_path, "deep-km", "deep_transformer", overrides={"init_law": "km"})
     assert "the Unified Transformer authors' initialisation" in text and "@misc{zhao-unified-transformer," in text
-    assert hub_upload.composed_mechanisms("unified_transformer", {"init_law": "km"}) == []
+    assert composed_mechanisms("unified_transformer", {"init_law": "km"}) == []
 
 
 def test_a_card_credits_only_the_fields_its_architecture_reads():
@@ -745,8 +738,8 @@ def test_a_card_credits_only_the_fields_its_architecture_reads():
         "encoder_layer": {"type": "prime"},
         "encoder_branches": [{"type": "prime"}],
     }
-    assert hub_upload.composed_mechanisms("deep_transformer", stray) == []
-    assert hub_upload.composed_mechanisms("multi_unit_transformer", {"unit_layer": {"type": "prime"}}) != []
+    assert composed_mechanisms("deep_transformer", stray) == []
+    assert composed_mechanisms("multi_unit_transformer", {"unit_layer": {"type": "prime"}}) != []
 
 
 @pytest.mark.parametrize("train_samples, expected", [(2530, "Trained on 2,530 Bible verse pairs"), (None, None)])
@@ -964,8 +957,8 @@ def test_a_file_name_from_the_checkpoint_that_leads_out_of_it_is_refused(unified
     checkpoint = copy_checkpoint(unified_checkpoint, tmp_path / "runs" / "ckpt")
     expected = escape(checkpoint)
     before = tree(tmp_path)
-    with pytest.raises(hub_upload.HubUploadError) as error:
-        hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "runs" / "out")])
+    with pytest.raises(HubUploadError) as error:
+        cli.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "runs" / "out")])
     message = str(error.value)
     for part in expected:
         assert part in message, (part, message)
@@ -1001,9 +994,7 @@ def test_a_bad_repo_id_is_refused_before_anything_is_built(unified_checkpoint, t
     """Issue 62: a dry run accepted any --repo_id, and a real upload built the folder, then failed with
     huggingface_hub's validation traceback. huggingface_hub's own validator now checks it as the options are read."""
     with pytest.raises(SystemExit) as exit_info:
-        hub_upload.main(
-            [str(unified_checkpoint), "--dry-run", "--repo_id", repo_id, "--output_dir", str(tmp_path / "out")]
-        )
+        cli.main([str(unified_checkpoint), "--dry-run", "--repo_id", repo_id, "--output_dir", str(tmp_path / "out")])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert f"hub_upload.py: error: argument --repo_id: {repo_id!r} is not a Hub repository id" in err
@@ -1013,13 +1004,13 @@ def test_a_bad_repo_id_is_refused_before_anything_is_built(unified_checkpoint, t
 
 def test_a_bad_repo_id_stops_an_upload_before_any_request(unified_checkpoint, fake_hub, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        hub_upload.main([str(unified_checkpoint), "--repo_id", "me/../../etc", "--output_dir", str(tmp_path / "out")])
+        cli.main([str(unified_checkpoint), "--repo_id", "me/../../etc", "--output_dir", str(tmp_path / "out")])
     assert fake_hub.requests == [] and not (tmp_path / "out").exists()
     assert "argument --repo_id: 'me/../../etc'" in capsys.readouterr().err
 
 
 def test_a_repo_id_without_namespace_is_accepted(unified_checkpoint, tmp_path):
-    folder = hub_upload.main(
+    folder = cli.main(
         [str(unified_checkpoint), "--dry-run", "--repo_id", "my-model", "--output_dir", str(tmp_path / "out")]
     )
     assert 'from_pretrained("my-model"' in (folder / "README.md").read_text(encoding="utf-8")
@@ -1054,8 +1045,8 @@ def test_an_onnx_export_is_named_as_such_with_the_folder_to_pass(unified_checkpo
     """Issue 62: hub_upload.py on an ONNX export listed the files it lacks (weights, results.json ...) instead of
     saying what it is and what to pass: the saved model folder it was exported from."""
     export = fake_onnx_export(unified_checkpoint, tmp_path / "export", manifest)
-    with pytest.raises(hub_upload.HubUploadError) as error:
-        hub_upload.main([str(export), "--dry-run", "--output_dir", str(tmp_path / "out")])
+    with pytest.raises(HubUploadError) as error:
+        cli.main([str(export), "--dry-run", "--output_dir", str(tmp_path / "out")])
     message = str(error.value)
     assert f"{export} is an ONNX export" in message and "not a saved model" in message
     assert "is missing" not in message
@@ -1071,7 +1062,7 @@ def test_a_checkpoint_saved_before_auto_map_named_the_base_model_is_still_publis
     published unchanged."""
     checkpoint = copy_checkpoint(unified_checkpoint, tmp_path / "old")
     edit_json(checkpoint / "config.json", lambda c: c["auto_map"].pop("AutoModel"))
-    folder = hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
+    folder = cli.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / "hub")])
     assert (folder / "config.json").read_bytes() == (checkpoint / "config.json").read_bytes()
     assert "AutoModel" not in json.loads((folder / "config.json").read_text())["auto_map"]
 
@@ -1094,9 +1085,7 @@ def test_auto_model_loads_the_base_model_of_a_hub_folder_without_the_package(tmp
     expected, folders = {}, {}
     for arch, (_, base_class, _) in hf_unified_mt.ARCHITECTURES.items():
         checkpoint = write_checkpoint(tmp_path / f"{arch}-ckpt", arch, preset=AUTO_MODEL_PRESETS.get(arch, "tiny"))
-        folders[arch] = str(
-            hub_upload.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"{arch}-hub")])
-        )
+        folders[arch] = str(cli.main([str(checkpoint), "--dry-run", "--output_dir", str(tmp_path / f"{arch}-hub")]))
         base = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).eval().model
         assert type(base) is base_class
         with torch.no_grad():
@@ -1165,17 +1154,17 @@ def test_a_dry_run_that_fails_leaves_the_earlier_folder_as_it_was(unified_checkp
     """Issue 62: --overwrite removed the earlier build before writing the new one, so a build that failed half-way
     (a full disk) left neither. The folder is now built beside --output_dir and moved in once complete."""
     folder = tmp_path / "hub"
-    hub_upload.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder)])
+    cli.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder)])
     before = tree(tmp_path)
     FailingCopy(monkeypatch, fail_at=3)
-    with pytest.raises((hub_upload.HubUploadError, OSError), match="No space left on device") as error:
-        hub_upload.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
+    with pytest.raises((HubUploadError, OSError), match="No space left on device") as error:
+        cli.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
     assert tree(tmp_path) == before, "the earlier folder is intact and no partial folder is left beside it"
-    assert isinstance(error.value, hub_upload.HubUploadError), "reported as one line, without a traceback"
+    assert isinstance(error.value, HubUploadError), "reported as one line, without a traceback"
 
     # a new --output_dir in folders that do not exist yet: none is left behind
-    with pytest.raises(hub_upload.HubUploadError):
-        hub_upload.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(tmp_path / "new" / "deep" / "hub")])
+    with pytest.raises(HubUploadError):
+        cli.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(tmp_path / "new" / "deep" / "hub")])
     assert not (tmp_path / "new").exists() and tree(tmp_path) == before
 
 
@@ -1183,18 +1172,16 @@ def test_a_failing_upload_leaves_the_output_dir_as_it_was(unified_checkpoint, fa
     """An upload builds the folder, uploads it, and only then puts it at --output_dir: a failed upload changes
     nothing there."""
     folder = tmp_path / "hub"
-    hub_upload.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder)])
+    cli.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder)])
     before = tree(tmp_path)
 
     def refused(*args, **kwargs):
         raise RuntimeError("403 Forbidden: you do not have write access")
 
-    monkeypatch.setattr(hub_upload, "upload_folder", refused)
+    monkeypatch.setattr(cli, "upload_folder", refused)
     for output_dir in (folder, tmp_path / "new"):
         with pytest.raises(RuntimeError, match="403"):
-            hub_upload.main(
-                [str(unified_checkpoint), "--repo_id", "tester/x", "--output_dir", str(output_dir), "--overwrite"]
-            )
+            cli.main([str(unified_checkpoint), "--repo_id", "tester/x", "--output_dir", str(output_dir), "--overwrite"])
         assert tree(tmp_path) == before and not (tmp_path / "new").exists()
 
 
@@ -1202,26 +1189,100 @@ def test_every_file_of_the_folder_is_written_anew_never_through_a_link(unified_c
     """A link left in an earlier build (README.md pointing at a file of the user's) is replaced by the new file, its
     target untouched; a marker that is a link does not make a folder one that hub_upload.py built."""
     folder = tmp_path / "hub"
-    hub_upload.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder)])
+    cli.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder)])
     mine = tmp_path / "notes.md"
     mine.write_text("my notes")
     (folder / "README.md").unlink()
     (folder / "README.md").symlink_to(mine)
-    hub_upload.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
+    cli.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
     assert mine.read_text() == "my notes"
     assert not (folder / "README.md").is_symlink() and "## Citation" in (folder / "README.md").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hub", "notes.md"], "nothing left beside the folder"
 
-    marker = folder / hub_upload.MARKER_NAME
+    marker = folder / MARKER_NAME
     (tmp_path / "marker.json").write_text(marker.read_text())
     marker.unlink()
     marker.symlink_to(tmp_path / "marker.json")
-    with pytest.raises(hub_upload.HubUploadError, match="does not look like a Hub folder built by hub_upload.py"):
-        hub_upload.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
+    with pytest.raises(HubUploadError, match="does not look like a Hub folder built by hub_upload.py"):
+        cli.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(folder), "--overwrite"])
 
     # an existing empty folder is filled file by file; the permissions of a new one are those mkdir gives
     (tmp_path / "empty").mkdir()
-    hub_upload.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(tmp_path / "empty")])
+    cli.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(tmp_path / "empty")])
     assert (tmp_path / "empty" / "README.md").is_file()
-    new = hub_upload.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(tmp_path / "fresh")])
+    new = cli.main([str(unified_checkpoint), "--dry-run", "--output_dir", str(tmp_path / "fresh")])
     assert new.stat().st_mode & 0o777 == (tmp_path / "empty").stat().st_mode & 0o777
+
+
+# ---------------------------------------------------------------------------------------------- library and script
+
+BARE_PACKAGE = """
+import importlib.util, json, sys, types
+# The package without its __init__, which imports torch and transformers to register the models: what publishing
+# itself imports.
+package = types.ModuleType("hf_unified_mt")
+package.__path__ = list(importlib.util.find_spec("hf_unified_mt").submodule_search_locations)
+sys.modules["hf_unified_mt"] = package
+before = set(sys.modules)
+import hf_unified_mt.publishing.cli
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+@pytest.mark.subprocess
+def test_the_publishing_library_imports_only_the_standard_library_and_light_package_modules():
+    """`hf_unified_mt.publishing` (`cli`, which imports the rest) imports no torch, transformers, huggingface_hub,
+    Jinja2 or YAML (each step imports what it uses), and nothing of training or analysis: besides the standard library
+    only `hf_unified_mt.utils` and the two light modules of `hf_unified_mt.deployment` it reads. `import
+    hf_unified_mt`, which any import of the package runs first, still brings torch and transformers."""
+    result = subprocess.run(
+        [sys.executable, "-c", BARE_PACKAGE], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    added = json.loads(result.stdout.strip().splitlines()[-1])
+    outside = [name for name in added if name.split(".")[0] not in sys.stdlib_module_names]
+    assert sorted(outside) == [
+        "hf_unified_mt.deployment",
+        "hf_unified_mt.deployment.onnx_format",
+        "hf_unified_mt.deployment.tokenizer_files",
+        "hf_unified_mt.publishing",
+        "hf_unified_mt.publishing.card",
+        "hf_unified_mt.publishing.checkpoint",
+        "hf_unified_mt.publishing.cli",
+        "hf_unified_mt.publishing.repository",
+        "hf_unified_mt.utils",
+        "hf_unified_mt.utils.files",
+        "hf_unified_mt.utils.options",
+    ]
+
+
+@pytest.mark.subprocess
+def test_the_script_renders_the_card_from_the_templates_beside_it(unified_checkpoint, tmp_path):
+    """`hub_upload.py` gives the library the `model_cards/` beside itself (the templates are not package data, and the
+    package may be installed elsewhere); the library's own default is the source checkout's `model_cards/`."""
+    from hf_unified_mt.publishing.card import MODEL_CARDS_DIR
+
+    assert MODEL_CARDS_DIR == ROOT / "model_cards"
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.copy(ROOT / "hub_upload.py", checkout / "hub_upload.py")
+    shutil.copytree(ROOT / "model_cards", checkout / "model_cards")
+    template = checkout / "model_cards" / "_base.md"  # what every architecture's template extends
+    template.write_text(template.read_text(encoding="utf-8") + "\nRendered from the copy.\n", encoding="utf-8")
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(checkout / "hub_upload.py"),
+            str(unified_checkpoint),
+            "--dry-run",
+            "--output_dir",
+            str(tmp_path / "hub"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Dry run: nothing uploaded." in result.stdout
+    assert "Rendered from the copy." in (tmp_path / "hub" / "README.md").read_text(encoding="utf-8")
