@@ -1,6 +1,8 @@
 """Which part of the package may import which, read from the source (every import statement, including those inside
-functions): deployment never depends on training, the ONNX runtime reads only the export format (never the exporter),
-the exporter never the runtime, the format module neither, and no deployment module imports itself in a circle."""
+functions): deployment never depends on training; the ONNX runtime reads an export through the folder and format
+modules only (never the exporter or its module substitutions), the exporter never the runtime; loading an export reads
+one way (runtime -> folder -> int8 -> format); the format module imports no deployment module; and no deployment
+module imports itself in a circle."""
 
 import ast
 
@@ -42,9 +44,16 @@ def imported_modules(path) -> set[str]:
 MODULES = {module_name(path): imported_modules(path) for path in sorted(PACKAGE.rglob("*.py"))}
 
 
+# The modules of the deployment package, by their short names (`onnx_export`, ...).
+DEPLOYMENT_MODULES = {name.removeprefix(f"{DEPLOYMENT}.") for name in MODULES if name.startswith(f"{DEPLOYMENT}.")}
+EXPORTER = {"onnx_export", "onnx_patcher"}  # tracing, verification, writing; the module substitutions
+RUNTIME = {"onnx_runtime", "onnx_search", "onnx_search_graph"}  # ORTModelForSeq2SeqLM and its search loops
+
+
 def test_the_import_reader_sees_relative_absolute_and_function_level_imports():
     assert "hf_unified_mt.cache_mt" in MODULES["hf_unified_mt.deployment.onnx_export"]  # `from ..cache_mt import`
-    assert "hf_unified_mt.deployment.onnx_format" in MODULES["hf_unified_mt.deployment.onnx_runtime"]
+    assert "hf_unified_mt.deployment.onnx_folder" in MODULES["hf_unified_mt.deployment.onnx_runtime"]
+    assert "hf_unified_mt.deployment.onnx_format" in MODULES["hf_unified_mt.deployment.onnx_folder"]
     assert "hf_unified_mt.training.run" in MODULES["hf_unified_mt.analysis.ablation_study"]  # inside a function
 
 
@@ -53,18 +62,29 @@ def test_deployment_does_not_depend_on_training(module):
     assert not {name for name in MODULES[module] if name.startswith("hf_unified_mt.training")}
 
 
-@pytest.mark.parametrize(
-    "module, forbidden",
-    [
-        ("onnx_runtime", {"onnx_export", "onnx_backend"}),  # reads what the exporter wrote, through the format only
-        ("onnx_export", {"onnx_runtime", "onnx_search", "onnx_backend"}),
-        ("onnx_search", {"onnx_export", "onnx_runtime", "onnx_backend"}),  # the runtime's search loops
-        ("onnx_format", {"onnx_export", "onnx_runtime", "onnx_search", "onnx_backend", "inference"}),
-    ],
-)
-def test_the_onnx_runtime_and_exporter_share_only_the_format_module(module, forbidden):
+# What each ONNX module of deployment must not import (`onnx_backend`, the one module that uses both sides, has no row).
+ONNX_LAYERS = [
+    # reads what the exporter wrote through `onnx_folder` (which quantises int8 graphs under the folder's lock)
+    ("onnx_runtime", {*EXPORTER, "onnx_backend", "onnx_int8"}),
+    ("onnx_search", {*EXPORTER, "onnx_runtime", "onnx_backend", "onnx_folder", "onnx_int8"}),  # the search loops
+    ("onnx_search_graph", {*EXPORTER, "onnx_runtime", "onnx_backend", "onnx_folder", "onnx_int8"}),
+    ("onnx_export", {*RUNTIME, "onnx_backend"}),
+    ("onnx_patcher", {*RUNTIME, "onnx_export", "onnx_backend", "onnx_folder", "onnx_int8"}),  # touches the model only
+    ("onnx_folder", {*EXPORTER, *RUNTIME, "onnx_backend", "inference"}),  # read by the runtime, written by the exporter
+    ("onnx_int8", DEPLOYMENT_MODULES - {"onnx_format"}),  # quantises one graph
+    ("onnx_format", DEPLOYMENT_MODULES),  # the contract of both sides: names and the cache layout
+]
+
+
+@pytest.mark.parametrize("module, forbidden", ONNX_LAYERS)
+def test_the_onnx_runtime_and_exporter_share_only_the_folder_and_format_modules(module, forbidden):
     imported = MODULES[f"{DEPLOYMENT}.{module}"]
     assert not imported & {f"{DEPLOYMENT}.{name}" for name in forbidden}
+
+
+def test_every_onnx_module_of_deployment_has_its_row_in_the_layering_table():
+    onnx_modules = {name for name in DEPLOYMENT_MODULES if name.startswith("onnx_")}
+    assert onnx_modules == {"onnx_backend", *(module for module, _ in ONNX_LAYERS)}
 
 
 def test_no_deployment_module_imports_itself_in_a_circle():
@@ -80,3 +100,15 @@ def test_no_deployment_module_imports_itself_in_a_circle():
         )
 
     assert not [name for name in graph if reaches(name, name)]
+
+
+PUBLISHING = "hf_unified_mt.publishing"
+
+
+@pytest.mark.parametrize("module", sorted(name for name in MODULES if name.startswith(PUBLISHING)))
+def test_publishing_depends_on_neither_training_nor_analysis(module):
+    """Publishing (`hub_upload.py`'s library) sits beside deployment: it reads checkpoints and writes the Hub folder,
+    never trains or measures."""
+    assert not {
+        name for name in MODULES[module] if name.startswith(("hf_unified_mt.training", "hf_unified_mt.analysis"))
+    }

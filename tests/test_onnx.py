@@ -30,7 +30,14 @@ pytest.importorskip("onnxscript")
 
 from hf_unified_mt.deployment.inference import quantize_int8, translate  # noqa: E402
 from hf_unified_mt.deployment.onnx_export import export_onnx  # noqa: E402
-from hf_unified_mt.deployment.onnx_format import DECODER_FILE, ENCODER_FILE, LAYOUT_FILE, int8_file_name  # noqa: E402
+from hf_unified_mt.deployment.onnx_format import (  # noqa: E402
+    DECODER_FILE,
+    ENCODER_FILE,
+    ENCODER_INPUTS,
+    LAYOUT_FILE,
+    CacheLayout,
+    int8_file_name,
+)
 from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM  # noqa: E402
 from mt_checks import load_script  # noqa: E402
 from test_model_contract import PAD, TINY, VARIANTS, VOCAB, batch  # noqa: E402
@@ -124,6 +131,12 @@ def test_onnx_export_folder_and_graphs(exported):
     names = [f"past.{i}.{kind}" for i in range(2) for kind in ("key", "value", "state.prime_conv")]
     assert [value.name for value in decoder.input if value.name.startswith("past.")] == names
     assert [value.name for value in decoder.output][1:] == [name.replace("past", "present") for name in names]
+    # the names are the contract's (`onnx_format`), which the runtime feeds and reads
+    contract, encoder = CacheLayout.from_json(layout), onnx.load(folder / ENCODER_FILE).graph
+    assert [value.name for value in encoder.input] == list(ENCODER_INPUTS)
+    assert [value.name for value in encoder.output] == contract.encoder_output_names()
+    assert [value.name for value in decoder.input] == contract.step_input_names()
+    assert [value.name for value in decoder.output] == contract.step_output_names()
     assert {"config.json", "generation_config.json", "tokenizer.json"} <= {path.name for path in folder.iterdir()}
 
 

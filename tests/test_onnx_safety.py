@@ -276,7 +276,7 @@ def test_per_row_quantisation_leaves_the_logging_of_the_process_as_it_was(export
 
     script = f"""
 import logging
-from hf_unified_mt.deployment.onnx_format import quantize_onnx_int8
+from hf_unified_mt.deployment.onnx_int8 import quantize_onnx_int8
 quantize_onnx_int8({str(exports["deep"] / ENCODER_FILE)!r}, {str(tmp_path / "encoder.onnx")!r}, "per_row")
 logging.getLogger("user").info("an INFO record the user did not ask to see")
 print(logging.getLogger().handlers, logging.getLevelName(logging.getLogger().level))
@@ -641,7 +641,8 @@ def test_an_export_into_a_folder_another_process_writes_is_refused_naming_it(che
     import os
     import signal
 
-    from hf_unified_mt.deployment.onnx_format import LOCK_FILE, folder_lock
+    from hf_unified_mt.deployment.onnx_folder import folder_lock
+    from hf_unified_mt.deployment.onnx_format import LOCK_FILE
 
     folder = copy_of(exports["deep"], tmp_path)
     before = snapshot(folder)
@@ -675,11 +676,11 @@ def test_first_int8_loads_at_once_quantise_the_graphs_once(exports, tmp_path, mo
     all load, and the graphs are quantised once, recorded, with nothing left behind."""
     import threading
 
-    from hf_unified_mt.deployment import onnx_format
+    from hf_unified_mt.deployment import onnx_folder
 
     folder = copy_of(exports["deep"], tmp_path)
     errors, quantised = [], []
-    quantize = onnx_format.quantize_onnx_int8
+    quantize = onnx_folder.quantize_onnx_int8
 
     def load():
         try:
@@ -691,7 +692,7 @@ def test_first_int8_loads_at_once_quantise_the_graphs_once(exports, tmp_path, mo
         quantised.append(Path(target).name)
         return quantize(source, target, mode)
 
-    monkeypatch.setattr(onnx_format, "quantize_onnx_int8", counting)
+    monkeypatch.setattr(onnx_folder, "quantize_onnx_int8", counting)
     threads = [threading.Thread(target=load) for _ in range(3)]
     for thread in threads:
         thread.start()
@@ -788,14 +789,14 @@ def test_an_export_interrupted_while_moving_in_names_its_model_folder_where_it_c
     """An export killed half way through moving its files in, in a folder this process cannot write: the error says
     so and gives the command that exports the model again, with the model's folder; a process that can write it
     finishes the move when it loads it."""
-    from hf_unified_mt.deployment import onnx_format
+    from hf_unified_mt.deployment import onnx_folder
 
     folder = copy_of(exports["unified"], tmp_path, "export folder")  # a space: the command quotes the path
-    build = onnx_format.build_folder(folder)
+    build = onnx_folder.build_folder(folder)
     for path in exports["deep"].iterdir():
         shutil.copyfile(path, build / path.name)
     moved = []
-    replace = onnx_format.os.replace
+    replace = onnx_folder.os.replace
 
     def killed_after_three(source, target):
         if len(moved) == 3:
@@ -803,11 +804,11 @@ def test_an_export_interrupted_while_moving_in_names_its_model_folder_where_it_c
         moved.append(target)
         replace(source, target)
 
-    monkeypatch.setattr(onnx_format.os, "replace", killed_after_three)
+    monkeypatch.setattr(onnx_folder.os, "replace", killed_after_three)
     with pytest.raises(KeyboardInterrupt):
-        onnx_format.replace_export(folder, build, json.loads((folder / MANIFEST_FILE).read_text())["files"])
+        onnx_folder.replace_export(folder, build, json.loads((folder / MANIFEST_FILE).read_text())["files"])
     monkeypatch.undo()
-    monkeypatch.setattr(onnx_runtime.os, "access", lambda *a, **k: False)  # the folder is read-only
+    monkeypatch.setattr(onnx_folder.os, "access", lambda *a, **k: False)  # the folder is read-only
     with pytest.raises(ValueError, match="ended while its files were being moved into place") as error:
         ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1)
     command = f"python -m hf_unified_mt.deployment.onnx_export {checkpoints['deep'].absolute()} '{folder}' --overwrite"
@@ -838,7 +839,7 @@ def test_what_an_interrupted_first_export_left_is_taken_as_an_empty_folder(check
 
 
 def test_the_reexport_command_quotes_paths_and_says_what_model_stands_for():
-    from hf_unified_mt.deployment.onnx_format import reexport_command
+    from hf_unified_mt.deployment.onnx_folder import reexport_command
 
     manifest = {"source": {"path": "/models/my model"}}
     assert reexport_command(manifest, "out dir", int8="per_row") == (
@@ -855,7 +856,7 @@ def test_a_load_during_which_the_export_is_replaced_reads_the_new_one_whole(expo
     """Another process replaces the export while this one loads it (here: between the check of the folder and the
     reading of its config): the load reads the folder again and returns the new export, not the earlier one's cache
     layout with the new one's config and graphs."""
-    from hf_unified_mt.deployment import onnx_format
+    from hf_unified_mt.deployment import onnx_folder
 
     folder = copy_of(exports["unified"], tmp_path)
     read_config = onnx_runtime.AutoConfig.from_pretrained
@@ -863,12 +864,12 @@ def test_a_load_during_which_the_export_is_replaced_reads_the_new_one_whole(expo
 
     def replaced_meanwhile(path, *args, **kwargs):
         if not replaced:
-            build = onnx_format.build_folder(folder)
+            build = onnx_folder.build_folder(folder)
             for path_ in exports["deep"].iterdir():
                 shutil.copyfile(path_, build / path_.name)
             manifest = json.loads((folder / MANIFEST_FILE).read_text())
-            with onnx_format.folder_lock(folder, "onnx_export exporting the deep model"):
-                onnx_format.replace_export(folder, build, manifest["files"])
+            with onnx_folder.folder_lock(folder, "onnx_export exporting the deep model"):
+                onnx_folder.replace_export(folder, build, manifest["files"])
             replaced.append(True)
         return read_config(path, *args, **kwargs)
 
@@ -883,7 +884,7 @@ def test_a_load_during_which_the_export_is_replaced_reads_the_new_one_whole(expo
 def test_a_first_int8_load_that_was_killed_leaves_the_export_loadable(exports, tmp_path, monkeypatch):
     """What a first `int8` load killed part way leaves: its build folder and lock file (removed by the next one), or
     the int8 graphs recorded in the manifest but not yet moved into place (quantised again by the next one)."""
-    from hf_unified_mt.deployment import onnx_format
+    from hf_unified_mt.deployment import onnx_folder
 
     folder = copy_of(exports["deep"], tmp_path, "killed-while-quantising")
     (folder / ".onnx_export.partial.k1ll3d00").mkdir()
@@ -894,14 +895,14 @@ def test_a_first_int8_load_that_was_killed_leaves_the_export_loadable(exports, t
     assert [path.name for path in folder.iterdir() if path.name.startswith(".")] == []
 
     folder = copy_of(exports["deep"], tmp_path, "killed-while-moving")
-    replace = onnx_format.os.replace
+    replace = onnx_folder.os.replace
 
     def killed_moving_in(source, target):
         if Path(target).parent == folder and Path(target).name in INT8_FILES:
             raise KeyboardInterrupt  # stands for the kill: the manifest records the graphs, which are not there
         replace(source, target)
 
-    monkeypatch.setattr(onnx_format.os, "replace", killed_moving_in)
+    monkeypatch.setattr(onnx_folder.os, "replace", killed_moving_in)
     with pytest.raises(KeyboardInterrupt):
         ORTModelForSeq2SeqLM.from_pretrained(folder, int8=True, num_threads=1)
     monkeypatch.undo()

@@ -15,7 +15,8 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from .onnx_export import export_onnx
-from .onnx_format import EXPORT_COMMAND, TOKENIZER_FILES, is_onnx_export
+from .onnx_folder import EXPORT_COMMAND
+from .onnx_format import TOKENIZER_FILES, is_onnx_export
 from .onnx_runtime import ORTModelForSeq2SeqLM
 
 
@@ -28,7 +29,7 @@ def load_onnx_model(
     """The ONNX Runtime model and tokenizer of `path`: an `export_onnx` folder, or a saved PyTorch model, which is then
     exported to a temporary folder first (for repeated use, export it once with `export_onnx`). `int8`: as in
     `ORTModelForSeq2SeqLM.from_pretrained`."""
-    if is_onnx_export(path):  # checked against its manifest (`check_export`), weights beside the graphs included
+    if is_onnx_export(path):  # checked against its manifest (`onnx_folder.check_export`), weights included
         model = ORTModelForSeq2SeqLM.from_pretrained(path, int8=int8, num_threads=num_threads)
         if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
             raise ValueError(

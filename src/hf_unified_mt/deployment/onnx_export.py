@@ -19,9 +19,10 @@ The two graphs (`torch.onnx.export`, the `torch.export`-based exporter):
   `[rows, heads, past, head_dim]` and `past.{i}.state.{name}` (convolution windows, running sums and counts) ->
   `logits` `[rows, vocab]` and the cache after the step, `present.{i}.*`, in the same order. The rows are the
   sentences' hypotheses, `rows / batch` consecutive ones per sentence (its beams, or 1): they share their sentence's
-  cross-attention keys and values, which are neither copied per beam nor reordered (`grouped_cross_attention`).
-  Its attentions are ONNX Runtime's fused `com.microsoft.MultiHeadAttention` nodes (`multi_head_attention`), so the
-  step graph runs in ONNX Runtime.
+  cross-attention keys and values, which are neither copied per beam nor reordered
+  (`onnx_patcher.grouped_cross_attention`). Its attentions are ONNX Runtime's fused
+  `com.microsoft.MultiHeadAttention` nodes (`onnx_patcher.multi_head_attention`), so the step graph runs in ONNX
+  Runtime.
 
 The cache layout (which layers keep keys, which named states of which shapes) is discovered by running one PyTorch
 decoding step and written to `onnx_cache.json`; the runtime feeds empty keys and zero states at the first step,
@@ -31,12 +32,15 @@ running sum and count continue as from nothing).
 Every export folder has a manifest, `onnx_export.json`: the sha256 of the weights files it was exported from (when
 known), of `config.json` and `onnx_cache.json`, and of every graph (the int8 ones with the float graph they were
 quantised from and how), and the files the exporter wrote. The runtime refuses a folder whose files do not match it
-(`onnx_runtime.check_export`), and the exporter writes only into a new or empty folder, or, with `overwrite`, into a
-folder it made itself; never into a saved model (`check_output_dir`). One process at a time writes into an export
-folder (`onnx_format.folder_lock`); an export is built in a folder of its own inside it and moved into place once
-complete and verified (`onnx_format.replace_export`), so that the earlier export stays loadable until then. The file
-names, the cache layout and the manifest are `onnx_format.py`'s, which the runtime reads too; this module imports
-nothing from the runtime (the export is verified by running its graphs in ONNX Runtime directly, `verify_export`).
+(`onnx_folder.check_export`), and the exporter writes only into a new or empty folder, or, with `overwrite`, into a
+folder it made itself; never into a saved model (`onnx_folder.check_output_dir`). One process at a time writes into an
+export folder (`onnx_folder.folder_lock`); an export is built in a folder of its own inside it and moved into place
+once complete and verified (`onnx_folder.replace_export`), so that the earlier export stays loadable until then.
+
+This module traces the graphs, verifies them and writes the export; the module substitutions it traces under are
+`onnx_patcher.py`'s, the file names, graph names and cache layout `onnx_format.py`'s and the folder's manifest, lock
+and replacement `onnx_folder.py`'s (the last two the runtime reads too). It imports nothing from the runtime: the
+export is verified by running its graphs in ONNX Runtime directly (`verify_export`).
 """
 
 from __future__ import annotations
@@ -51,36 +55,44 @@ import warnings
 from pathlib import Path
 
 import torch
-from torch import nn
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from ..cache_mt import StatefulDecoderCacheLayer
 from ..utils.files import write_json
+from .onnx_folder import (
+    add_int8_graphs,
+    build_folder,
+    check_not_busy,
+    check_output_dir,
+    export_folder_contents,
+    file_sha256,
+    folder_lock,
+    replace_export,
+    weights_files,
+    write_manifest,
+)
 from .onnx_format import (
-    BUILD_FOLDER,
     BUILT_BY,
     CONFIG_FILES,
     DECODER_FILE,
     ENCODER_FILE,
+    ENCODER_INPUTS,
     INT8_MODES,
     LAYOUT_FILE,
-    LOCK_FILE,
     MANIFEST_FILE,
     MANIFEST_FORMAT,
     TOKENIZER_FILES,
     CacheLayout,
     LayerLayout,
-    add_int8_graphs,
-    build_folder,
-    check_not_busy,
-    file_sha256,
-    folder_lock,
     int8_mode,
     is_onnx_export,
-    read_manifest,
-    replace_export,
-    weights_files,
-    write_manifest,
+)
+from .onnx_patcher import (
+    ExportDecoderStep,
+    ExportEncoder,
+    cross_attentions,
+    eager_attention,
+    exportable,
+    step_attentions,
 )
 from .tokenizer_files import save_tokenizer
 
@@ -106,24 +118,10 @@ def _example_inputs(model, batch: int, source: int) -> tuple[torch.Tensor, torch
     return ids, mask
 
 
-def _cross_attentions(model) -> list[nn.Module]:
-    """The cross-attention of every decoder layer (`layer.encoder_attn` in every architecture of the package)."""
-    modules = []
-    for i, layer in enumerate(model.get_decoder().layers):
-        attention = getattr(layer, "encoder_attn", None)
-        if attention is None or not hasattr(attention, "key_values"):
-            raise ValueError(
-                f"{type(model).__name__}: decoder layer {i} ({type(layer).__name__}) has no `encoder_attn` "
-                "cross-attention whose keys and values the encoder graph could compute"
-            )
-        modules.append(attention)
-    return modules
-
-
 @torch.no_grad()
 def discover_cache_layout(model, encoder_kwargs: dict | None = None) -> CacheLayout:
     """Runs one PyTorch decoding step and reads what the cache holds afterwards. Also checks that the cross-attention
-    keys the encoder graph computes (`_cross_attentions`) are the ones the step cached."""
+    keys the encoder graph computes (`onnx_patcher.cross_attentions`) are the ones the step cached."""
     ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
     encoder_kwargs = dict(encoder_kwargs or {})
     encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask, **encoder_kwargs)
@@ -139,7 +137,7 @@ def discover_cache_layout(model, encoder_kwargs: dict | None = None) -> CacheLay
         states = {name: list(state.shape[1:]) for name, state in layer.states.items()}
         layers.append(LayerLayout(keys=has_keys, heads=heads, head_dim=head_dim, states=states))
     cross_heads, head_dims = [], set()
-    for i, attention in enumerate(_cross_attentions(model)):
+    for i, attention in enumerate(cross_attentions(model)):
         cached = cache.cross_attention_cache.layers[i]
         keys, values = attention.key_values(encoder_outputs.last_hidden_state, None, is_cross_attention=True)
         if not cached.is_initialized or not (torch.equal(keys, cached.keys) and torch.equal(values, cached.values)):
@@ -155,198 +153,8 @@ def discover_cache_layout(model, encoder_kwargs: dict | None = None) -> CacheLay
         cross_head_dim=head_dims.pop(),
         max_source_length=max_source_length(model),
         encoder_kwargs=encoder_kwargs,
-        beams_share_cross_attention=True,  # `export_decoder_step` traces `grouped_cross_attention`
+        beams_share_cross_attention=True,  # `export_decoder_step` traces `onnx_patcher.grouped_cross_attention`
     )
-
-
-@contextlib.contextmanager
-def _exportable(model):
-    """While exporting, every module that provides `onnx_export_forward()` runs the forward it returns (the Multi-
-    Encoder's LSTM branches unpacked, its FNet mixing padded before the transform, MUTE's AutoShuffle matrix as a
-    constant, Prime's encoder convolution over sliding windows at every length): the same function of the inputs, in a
-    form the exporter translates. The modules declare it themselves, so a model loaded with its own copy of the
-    modeling code (`trust_remote_code`) is covered too."""
-    patched = []
-    for module in model.modules():
-        provider = getattr(module, "onnx_export_forward", None)
-        forward = provider() if callable(provider) else None
-        if forward is not None:
-            module.forward = forward
-            patched.append(module)
-    try:
-        yield
-    finally:
-        for module in patched:
-            del module.forward
-
-
-class ExportEncoder(nn.Module):
-    """`input_ids, attention_mask -> encoder_hidden_states, cross.0.key, cross.0.value, ...`."""
-
-    def __init__(self, model, encoder_kwargs: dict):
-        super().__init__()
-        self.encoder = model.get_encoder()
-        self.cross_attentions = nn.ModuleList(_cross_attentions(model))
-        self.encoder_kwargs = encoder_kwargs
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **self.encoder_kwargs)
-        states = states.last_hidden_state
-        cross = []
-        for attention in self.cross_attentions:
-            cross += attention.key_values(states, None, is_cross_attention=True)
-        return (states, *cross)
-
-
-def _set_cache_length(layer: StatefulDecoderCacheLayer, length) -> None:
-    """Makes `layer.get_seq_length()` return `length` (the symbolic length of `cache_positions` while exporting):
-    the layer's own rule reads the keys' length when it is positive, which the exporter would have to branch on."""
-    layer.tokens_seen = length
-    layer.get_seq_length = lambda: layer.tokens_seen
-
-
-def multi_head_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, attention, key_mask=None):
-    """ONNX Runtime's fused attention operator, `com.microsoft.MultiHeadAttention`, as one node of the exported graph:
-    queries `[B, T, H * d_h]` (projected, heads side by side) over keys and values `[B, H, S, d_h]` (the layout the
-    cache keeps) -> the heads' outputs side by side, `[B, T, H * d_h]`. The arithmetic of `MTAttention.attend`'s eager
-    path: scores scaled by `attention.scaling`, masked positions (`key_mask` `[B, S]` int32, 0 where masked) given
-    float32's lowest value as the additive mask does, softmax, weighted values. One node instead of the head split and
-    merge, the transposes, two matrix products, the scaling, the mask and the softmax that the exporter writes
-    otherwise; only traced inside `torch.onnx.export`."""
-    heads, value_dim = values.shape[1], values.shape[3]
-    return torch.onnx.ops.symbolic(
-        "com.microsoft::MultiHeadAttention",
-        (query, keys, values, None, key_mask),
-        dict(num_heads=heads, scale=float(attention.scaling), mask_filter_value=float(torch.finfo(torch.float32).min)),
-        dtype=query.dtype,
-        shape=(*query.shape[:-1], heads * value_dim),
-        version=1,
-    )
-
-
-def grouped_cross_attention(attention: nn.Module):
-    """The `attend` the step export traces for a decoder layer's cross-attention (an `MTAttention`, whatever layer
-    calls it): its queries `[rows, T, d]` are the rows of `batch` sentences, `G = rows / batch` consecutive rows per
-    sentence (the beams), and its keys and values `[batch, heads, source, head_dim]` are their sentence's. The G
-    queries of a sentence are attended together, as `G * T` queries of one sentence (`[B, G * T, d]`), in one
-    `multi_head_attention` node: per head one `[G, head_dim] x [head_dim, source]` product instead of G copies of the
-    keys and values each read by one query, with nothing copied or reordered per beam. `attention_mask` is the
-    additive source mask `[batch, 1, 1, source]` that `ExportDecoderStep` passes (0 where a position is kept)."""
-
-    def attend(query, keys, values, attention_mask, **kwargs) -> tuple[torch.Tensor, None]:
-        rows, length, width = query.shape  # rows = B * G
-        sentences = keys.shape[0]
-        key_mask = None
-        if attention_mask is not None:
-            key_mask = (attention_mask.reshape(sentences, -1) == 0).to(torch.int32)
-        output = multi_head_attention(query.reshape(sentences, -1, width), keys, values, attention, key_mask)
-        return output.reshape(rows, length, -1), None
-
-    return attend
-
-
-def step_self_attention(attention: nn.Module):
-    """The `attend` the step export traces for a decoder self-attention whose `attend` is `MTAttention`'s own (plain
-    scaled dot-product attention): the step's one query per row over the row's cached keys and values, in one
-    `multi_head_attention` node. The causal mask is not read: a step's single position sees every cached one, so the
-    mask is zero throughout (and its construction drops out of the graph)."""
-
-    def attend(query, keys, values, attention_mask, **kwargs) -> tuple[torch.Tensor, None]:
-        if query.shape[1] != 1:
-            raise RuntimeError(f"the decoder step graph decodes one position per row, not {query.shape[1]}")
-        return multi_head_attention(query, keys, values, attention), None
-
-    return attend
-
-
-def _plain_attend(module: nn.Module) -> bool:
-    """Whether `module.attend` is `MTAttention`'s own (by name: a model loaded with `trust_remote_code` has its own
-    copy of the class), which the fused forms above compute; a subclass that attends otherwise keeps its own."""
-    attend = getattr(type(module), "attend", None)
-    return attend is not None and attend.__qualname__ == "MTAttention.attend" and hasattr(module, "key_values")
-
-
-@contextlib.contextmanager
-def _step_attentions(model):
-    """While exporting the step, every decoder layer's cross-attention attends with `grouped_cross_attention`, and
-    every causal self-attention of the decoder that attends as `MTAttention` does with `step_self_attention`."""
-    cross = _cross_attentions(model)
-    patched = [(attention, grouped_cross_attention(attention)) for attention in cross]
-    for module in model.get_decoder().modules():
-        if getattr(module, "is_causal", False) and _plain_attend(module) and all(module is not c for c in cross):
-            patched.append((module, step_self_attention(module)))
-    for module, attend in patched:
-        module.attend = attend
-    try:
-        yield
-    finally:
-        for module, _ in patched:
-            del module.attend
-
-
-class ExportDecoderStep(nn.Module):
-    """One decoding step with the cache as flat tensors (the module docstring has the names and shapes). The cache is
-    rebuilt from them as the `EncoderDecoderCache` of `StatefulDecoderCacheLayer`s that the model reads in PyTorch, so
-    the step runs the model's own code."""
-
-    def __init__(self, model, layout: CacheLayout):
-        super().__init__()
-        self.model = model
-        self.layout = layout
-
-    def build_cache(
-        self, rows, past_length, cross: list[torch.Tensor], cache: list[torch.Tensor]
-    ) -> EncoderDecoderCache:
-        config = self.model.config
-        self_cache, cross_cache = DynamicCache(config=config), DynamicCache(config=config)
-        flat = iter(cache)
-        for i, (spec, layer) in enumerate(zip(self.layout.layers, self_cache.layers)):
-            if spec.keys:
-                layer.keys, layer.values = next(flat), next(flat)
-            else:
-                empty = cross[0].new_zeros(rows, spec.heads, 0, spec.head_dim)
-                layer.keys, layer.values = empty, empty.clone()
-            layer.is_initialized, layer.device = True, cross[0].device
-            layer.states = {name: next(flat) for name in spec.states}
-            _set_cache_length(layer, past_length)
-            cross_layer = cross_cache.layers[i]
-            cross_layer.keys, cross_layer.values = cross[2 * i], cross[2 * i + 1]
-            cross_layer.is_initialized, cross_layer.device = True, cross[0].device
-        encoder_decoder = EncoderDecoderCache(self_cache, cross_cache)
-        encoder_decoder.is_updated = dict.fromkeys(range(len(self.layout.layers)), True)
-        return encoder_decoder
-
-    def forward(
-        self,
-        decoder_input_ids: torch.Tensor,
-        encoder_attention_mask: torch.Tensor,
-        cache_positions: torch.Tensor,
-        *flat: torch.Tensor,
-    ) -> tuple[torch.Tensor, ...]:
-        num_cross = 2 * len(self.layout.layers)
-        cross, past = list(flat[:num_cross]), list(flat[num_cross:])
-        cache = self.build_cache(decoder_input_ids.shape[0], cache_positions.shape[0], cross, past)
-        # The decoder reads the encoder output only through the cross-attention keys/values given here (a placeholder
-        # stands in for it), and the source mask only in the cross-attentions, which take it per sentence: additive,
-        # `[batch, 1, 1, source]` (a 4-D mask goes to the layers as it is).
-        batch, source = encoder_attention_mask.shape
-        placeholder = cross[0].new_zeros(batch, source, self.model.config.d_model)
-        dtype = cross[0].dtype
-        source_mask = (1.0 - encoder_attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
-        outputs = self.model(
-            attention_mask=source_mask,
-            encoder_outputs=(placeholder,),
-            decoder_input_ids=decoder_input_ids,
-            cache=cache,
-            use_cache=True,
-        )
-        present = []
-        for spec, layer in zip(self.layout.layers, cache.self_attention_cache.layers):
-            if spec.keys:
-                present += [layer.keys, layer.values]
-            present += [layer.states[name] for name in spec.states]
-        # `[rows, 1, vocab]` -> `[rows, vocab]` as a view (a `Squeeze`), not a copy of the logits (`[:, -1]`'s `Gather`)
-        return (outputs.logits.squeeze(1), *present)
 
 
 def max_source_length(model) -> int:
@@ -367,13 +175,12 @@ def _dims(model):
 def export_encoder(model, path: str | os.PathLike, layout: CacheLayout) -> None:
     batch, source, _ = _dims(model)
     ids, mask = _example_inputs(model, _EXAMPLE_BATCH, _EXAMPLE_SOURCE)
-    output_names = ["encoder_hidden_states", *layout.cross_names()]
-    with _exportable(model):
+    with exportable(model):
         program = torch.onnx.export(
             ExportEncoder(model, layout.encoder_kwargs).eval(),
             (ids, mask),
-            input_names=["input_ids", "attention_mask"],
-            output_names=output_names,
+            input_names=list(ENCODER_INPUTS),
+            output_names=layout.encoder_output_names(),
             dynamic_shapes=({0: batch, 1: source}, {0: batch, 1: source}),
             opset_version=OPSET,
             dynamo=True,
@@ -440,18 +247,12 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
         if spec.keys:
             dynamic += [{0: rows, 2: past}] * 2
         dynamic += [{0: rows}] * len(spec.states)
-    with _step_attentions(model):
+    with step_attentions(model):
         program = torch.onnx.export(
             ExportDecoderStep(model, layout).eval(),
             (ids, mask, positions, *cross, *cache),
-            input_names=[
-                "decoder_input_ids",
-                "encoder_attention_mask",
-                "cache_positions",
-                *layout.cross_names(),
-                *layout.cache_names("past"),
-            ],
-            output_names=["logits", *layout.cache_names("present")],
+            input_names=layout.step_input_names(),
+            output_names=layout.step_output_names(),
             dynamic_shapes=({0: rows}, {0: batch, 1: source}, {0: past}, tuple(dynamic)),
             opset_version=OPSET,
             dynamo=True,
@@ -517,20 +318,6 @@ def check_exportable(model, encoder_kwargs: dict) -> None:
 
 
 @contextlib.contextmanager
-def _eager_attention(model):
-    """Traces attention as the eager path writes it (`query @ key.transpose(2, 3)` on 4-D tensors), whatever the
-    model runs in PyTorch: the same result, but ONNX Runtime folds that transpose into its matmul, whereas the
-    exporter's SDPA decomposition transposes the flattened keys as a separate node at every decoding step (a third of
-    an int8 step's time for Prime `small` at batch 16 with beam 4, on 2 cores)."""
-    implementation = model.config._attn_implementation
-    model.set_attn_implementation("eager")
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(implementation)
-
-
-@contextlib.contextmanager
 def _quiet_exporter():
     """The exporter's progress lines (stdout) and its known harmless notices: unused axis names, a pytree deprecation
     inside torch, torch's deprecated traced size checks, and optional torchvision operators that are not installed."""
@@ -565,7 +352,7 @@ def _graph_logits(folder: Path, layout: CacheLayout, ids, mask, decoder_input_id
         for name in (ENCODER_FILE, DECODER_FILE)
     )
     mask = mask.long().numpy()
-    cross = encoder.run(None, {"input_ids": ids.long().numpy(), "attention_mask": mask})[1:]
+    cross = encoder.run(None, dict(zip(ENCODER_INPUTS, (ids.long().numpy(), mask))))[1:]
     cache = [tensor.numpy() for tensor in _zero_cache(layout, decoder_input_ids.shape[0], 0, torch.float32)]
     names = [node.name for node in decoder.get_inputs()]
     logits = []
@@ -615,80 +402,8 @@ def verify_export(model, output_dir: str | os.PathLike, steps: int = 4, atol: fl
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The export folder: its manifest, and which folders an export may write
+# Writing the export: its files and manifest in a folder of its own, moved into the output folder once verified
 # ---------------------------------------------------------------------------------------------------------------------
-
-
-def _leftover(name: str, own: set[str]) -> bool:
-    """Whether `name` in an export folder is what an export or int8 quantisation that was interrupted left there: the
-    lock file, a build folder, earlier versions' pending manifest, or the temporary file of an atomic write of one of
-    the folder's files (`own`: the manifest and the files it lists)."""
-    if name in (LOCK_FILE, BUILD_FOLDER, MANIFEST_FILE + ".tmp") or name.startswith(BUILD_FOLDER + "."):
-        return True
-    return name.endswith(".tmp") and any(name.startswith(f".{own_name}.") for own_name in own)
-
-
-def _export_folder_contents(output_dir: Path, overwrite: bool) -> tuple[list[str], list[str]]:
-    """`check_output_dir`, returning also what interrupted exports left there (`_leftover`)."""
-    if output_dir.exists() and not output_dir.is_dir():
-        raise ValueError(f"the output folder {output_dir} is a file, not a folder")
-    if not output_dir.exists():
-        ancestor = output_dir.absolute().parent
-        while not ancestor.exists():
-            ancestor = ancestor.parent
-        if not ancestor.is_dir():
-            raise ValueError(f"cannot create the output folder {output_dir}: {ancestor} is a file")
-        if not os.access(ancestor, os.W_OK | os.X_OK):
-            raise ValueError(f"cannot create the output folder {output_dir}: {ancestor} is not writable")
-        return [], []
-    if not os.access(output_dir, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write into the output folder {output_dir}: it is not writable")
-    present = sorted(path.name for path in output_dir.iterdir())
-    if not present:
-        return [], []
-    weights = weights_files(output_dir)
-    if weights:
-        raise ValueError(
-            f"refusing to export into {output_dir}: it holds a saved model ({', '.join(weights)}), whose config and "
-            "tokenizer the export would overwrite; choose a new or empty folder"
-        )
-    try:
-        manifest = read_manifest(output_dir)
-    except ValueError as error:
-        raise ValueError(
-            f"refusing to export into {output_dir}: {error}, so nothing tells which of its files onnx_export wrote; "
-            "move the folder away or choose a new or empty one"
-        ) from error
-    own = {MANIFEST_FILE, *(manifest["files"] if manifest is not None else ())}
-    leftovers = [name for name in present if _leftover(name, own)]
-    if manifest is None:
-        if len(leftovers) == len(present):  # only what an interrupted first export left: as good as empty
-            return [], leftovers
-        raise ValueError(
-            f"refusing to export into {output_dir}: it is not empty and not a folder onnx_export made (it has no "
-            f"{MANIFEST_FILE}); choose a new or empty folder"
-        )
-    if not overwrite:
-        raise ValueError(
-            f"{output_dir} holds an ONNX export already: pass --overwrite (export_onnx(..., overwrite=True)) to "
-            "replace it"
-        )
-    foreign = [name for name in present if name not in own and name not in leftovers]
-    if foreign:
-        raise ValueError(
-            f"refusing to replace the ONNX export in {output_dir}: besides the files onnx_export wrote it holds "
-            f"{', '.join(foreign)}, which it did not write; move them away or choose another folder"
-        )
-    earlier = [name for name in present if name in own and name != MANIFEST_FILE and name not in leftovers]
-    return earlier, leftovers
-
-
-def check_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -> list[str]:
-    """Whether an export may be written to `output_dir`; returns the files of an earlier export there that it will
-    replace. An export writes a new or empty folder (or one holding only what an interrupted export left), or, with
-    `overwrite`, a folder `export_onnx` made itself (its manifest lists the files it wrote, and nothing else may be
-    there); never a saved model. A `ValueError` names what stands against it. Nothing is changed here."""
-    return _export_folder_contents(Path(output_dir), overwrite)[0]
 
 
 def _source_record(source: str | os.PathLike | None) -> dict:
@@ -714,7 +429,7 @@ def _write_export(
         if fuse:
             model.fuse_projections()
         layout = discover_cache_layout(model, encoder_kwargs)
-        with _quiet_exporter(), _eager_attention(model), torch.no_grad():
+        with _quiet_exporter(), eager_attention(model), torch.no_grad():
             export_encoder(model, folder / ENCODER_FILE, layout)
             export_decoder_step(model, folder / DECODER_FILE, layout)
         for name in (ENCODER_FILE, DECODER_FILE):
@@ -774,8 +489,8 @@ def export_onnx(
 
     `output_dir` must be new or empty, or, with `overwrite`, an earlier export (`check_output_dir`): never a saved
     model. The export is built and verified in a folder of its own inside it and then moved into place
-    (`onnx_format.replace_export`), so an export that fails or is killed leaves an earlier one loadable; an export
-    into a folder another process is writing into (`onnx_format.folder_lock`) is refused with a `ValueError` naming
+    (`onnx_folder.replace_export`), so an export that fails or is killed leaves an earlier one loadable; an export
+    into a folder another process is writing into (`onnx_folder.folder_lock`) is refused with a `ValueError` naming
     that process. Options the graphs cannot carry raise a `ValueError` naming them (`check_exportable`).
     Layers that fuse their projections for inference (`config.fuse_projections_for_inference`) are exported fused, as
     `generate()` runs them.
@@ -795,7 +510,7 @@ def export_onnx(
     try:
         with folder_lock(output_dir, doing, wait=False):
             # the folder as it is now that no other process writes into it
-            earlier, leftovers = _export_folder_contents(output_dir, overwrite)
+            earlier, leftovers = export_folder_contents(output_dir, overwrite)
             build = build_folder(output_dir)
             try:
                 _write_export(model, build, tokenizer, encoder_kwargs, int8, verify, source_record)

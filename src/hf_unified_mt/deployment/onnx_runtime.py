@@ -1,9 +1,10 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Generation with the ONNX graphs of `onnx_export.py` in ONNX Runtime, through transformers' own `generate()`.
 
-It reads the folder the exporter wrote through `onnx_format.py` alone (file names, cache layout, manifest, and the
-int8 graphs it quantises on first use of a mode, `add_int8_graphs`): the runtime imports nothing from the exporter,
-nor the exporter from it. A saved PyTorch model is exported on the fly by `onnx_backend.load_onnx_model`.
+It reads the folder the exporter wrote in one pass of `onnx_folder.open_export` (an interrupted export finished, the
+folder checked against its manifest, the int8 graphs quantised on first use of a mode, the cache layout read), whose
+names are `onnx_format.py`'s: the runtime imports nothing from the exporter, nor the exporter from it. A saved
+PyTorch model is exported on the fly by `onnx_backend.load_onnx_model`.
 
     model = ORTModelForSeq2SeqLM.from_pretrained("outputs/mt-onnx")          # or int8=True, int8="per_row"
     tokenizer = AutoTokenizer.from_pretrained("outputs/mt-onnx")
@@ -41,10 +42,8 @@ graph and the native loop directly (`ORTModelForSeq2SeqLM.generate`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -58,27 +57,8 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 import hf_unified_mt  # noqa: F401  (registers the configs and the stateful cache layer)
 
 from ..modeling_mt_common import CACHE_FIELD, CallersLengthMixin, check_right_padded
-from .onnx_format import (
-    BUILD_FOLDER,
-    CONFIG_FILES,
-    DECODER_FILE,
-    ENCODER_FILE,
-    EXPORT_COMMAND,
-    INT8_QUANTIZATION,
-    LAYOUT_FILE,
-    MANIFEST_FILE,
-    MANIFEST_FORMAT,
-    CacheLayout,
-    add_int8_graphs,
-    file_sha256,
-    finish_interrupted_export,
-    int8_file_name,
-    int8_mode,
-    is_onnx_export,
-    read_manifest,
-    reexport_command,
-    weights_files,
-)
+from .onnx_folder import manifest_stamp, open_export, weights_files
+from .onnx_format import ENCODER_INPUTS, CacheLayout, is_onnx_export
 from .onnx_search import StepRunner, beam_search, greedy_search, plan_key, stopping_limits, unsupported_options
 from .onnx_search_graph import SearchGraphs, graph_call
 
@@ -125,121 +105,6 @@ def _session(graph: Path | bytes, num_threads: int | None):
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return inference_session(graph if isinstance(graph, bytes) else str(graph), options)
-
-
-def check_export(path: str | os.PathLike, int8: bool | str = False) -> dict:
-    """Checks an export folder against its manifest (`onnx_export.json`) before anything is loaded, and returns the
-    manifest: `config.json` and `onnx_cache.json` must be the files the graphs were exported with, the graphs the
-    ones `export_onnx` wrote, model weights beside them (a model saved or trained into the folder) the weights they
-    were exported from, and, with `int8` (True or "dynamic", or "per_row"), each int8 graph of that mode quantised
-    from the float graph beside it, in that mode. A `ValueError` (one line) names what differs and the command that
-    exports the model again."""
-    path = Path(path)
-    mode = int8_mode(int8)
-    weights = weights_files(path)
-    try:
-        manifest = read_manifest(path)
-    except ValueError as error:  # there, but unreadable, not JSON, not onnx_export's, or naming files outside
-        raise ValueError(
-            f"{error}, so nothing tells which model the graphs in {path} are: export the model again into a new or "
-            f"empty folder ({EXPORT_COMMAND} MODEL NEW_FOLDER, MODEL being the saved model they were exported from)"
-        ) from error
-    if manifest is None:
-        if weights:
-            raise ValueError(
-                f"{path} holds ONNX graphs beside the model weights {', '.join(weights)} but no {MANIFEST_FILE} "
-                "recording what the graphs were exported from, so they may be another model's: export the model "
-                f"into a new folder ({EXPORT_COMMAND} {path} NEW_FOLDER) and use that"
-            )
-        raise ValueError(
-            f"{path} has no {MANIFEST_FILE}: it was exported by an earlier version of hf-unified-mt, or not by "
-            f"onnx_export, so nothing tells which model its graphs are; export the model again into a new or empty "
-            f"folder ({EXPORT_COMMAND} MODEL NEW_FOLDER, MODEL being the saved model they were exported from)"
-        )
-    if manifest.get("format") != MANIFEST_FORMAT:
-        raise ValueError(
-            f"{path}/{MANIFEST_FILE} has format {manifest.get('format')!r}; this version reads {MANIFEST_FORMAT}: "
-            f"export the model again ({reexport_command(manifest, path)})"
-        )
-    if not manifest.get("complete"):
-        if manifest.get("moving_in"):
-            ended = f"the export into {path} ended while its files were being moved into place"
-            if not (path / manifest["moving_in"]["folder"]).is_dir():
-                raise ValueError(
-                    f"{ended}, and the folder they were moved from is gone: export the model again "
-                    f"({reexport_command(manifest, path)})"
-                )
-            raise ValueError(
-                f"{ended}, which a process that can write {path} finishes when it loads the folder; or export the "
-                f"model again ({reexport_command(manifest, path)})"
-            )
-        raise ValueError(
-            f"the export into {path} did not finish (it is still running, or was interrupted); export the model "
-            f"again ({reexport_command(manifest, path)})"
-        )
-    again = reexport_command(manifest, path)
-    exported_from = (manifest.get("source") or {}).get("weights") or {}
-    for name in weights:
-        if exported_from.get(name) != file_sha256(path / name):
-            raise ValueError(
-                f"{path}/{name} is not the weights the ONNX graphs beside it were exported from (a model saved or "
-                "trained into the export folder?), so they would not translate like it: export that model into a "
-                f"new folder ({EXPORT_COMMAND} {path} NEW_FOLDER)"
-            )
-    for name in CONFIG_FILES:
-        if not (path / name).is_file():
-            raise ValueError(f"{path} has no {name}, which its graphs were exported with: export again ({again})")
-        if (manifest.get("config") or {}).get(name) != file_sha256(path / name):
-            raise ValueError(
-                f"{path}/{name} is not the {name} the graphs were exported with (its sha256 differs from "
-                f"{MANIFEST_FILE}'s): it was changed or replaced since; export the model again ({again})"
-            )
-    graphs = manifest.get("graphs") or {}
-    for name in (ENCODER_FILE, DECODER_FILE):
-        if not (path / name).is_file():
-            raise ValueError(f"{path} has no {name}: export the model again ({again})")
-        if graphs.get(name, {}).get("sha256") != file_sha256(path / name):
-            raise ValueError(
-                f"{path}/{name} is not the graph onnx_export wrote there (its sha256 differs from {MANIFEST_FILE}'s): "
-                f"it was changed or replaced since; export the model again ({again})"
-            )
-    for name in (ENCODER_FILE, DECODER_FILE) if mode else ():
-        quantized = int8_file_name(name, mode)
-        if not (path / quantized).is_file():
-            continue  # quantised at load
-        entry = graphs.get(quantized)
-        again = reexport_command(manifest, path, int8=mode)
-        if entry is None or entry.get("quantized_from") != graphs[name]["sha256"]:
-            raise ValueError(
-                f"{path}/{quantized} is not recorded in {MANIFEST_FILE} as quantised from this {name} (left by an "
-                f"earlier export?): it is not quantised from {path}/{name}; remove it, or export again ({again})"
-            )
-        # entries without a mode were written before the modes, by the dynamic quantiser
-        recorded = entry.get("int8_mode", "dynamic")
-        if recorded != mode:
-            raise ValueError(
-                f"{path}/{quantized} was quantised in {recorded} mode, not {mode}: remove it, or export again ({again})"
-            )
-        if entry.get("quantization", INT8_QUANTIZATION["dynamic"]) != INT8_QUANTIZATION[mode]:
-            raise ValueError(
-                f"{path}/{quantized} was quantised with {entry.get('quantization')}, not as this version quantises in "
-                f"{mode} mode ({INT8_QUANTIZATION[mode]}): remove it, or export again ({again})"
-            )
-        if entry.get("sha256") != file_sha256(path / quantized):
-            raise ValueError(
-                f"{path}/{quantized} is not the int8 graph quantised from {name} (its sha256 differs from "
-                f"{MANIFEST_FILE}'s): remove it, or export again ({again})"
-            )
-    return manifest
-
-
-def _manifest_bytes(path: Path) -> bytes | None:
-    """The manifest of the export in `path` as it is on disk now (None if there is none or it cannot be read): every
-    change of the export's files goes with a new manifest (`onnx_format.replace_export`, `add_int8_graphs`)."""
-    try:
-        return (path / MANIFEST_FILE).read_bytes()
-    except OSError:
-        return None
 
 
 def _refuse_maps(output_attentions: bool | None, output_hidden_states: bool | None) -> None:
@@ -291,7 +156,7 @@ class ORTEncoder(nn.Module):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         outputs = self.session.run(
-            None, {"input_ids": _numpy(input_ids.long()), "attention_mask": _numpy(attention_mask.long())}
+            None, dict(zip(ENCODER_INPUTS, (_numpy(input_ids.long()), _numpy(attention_mask.long()))))
         )
         cross = torch.cat([torch.from_numpy(array) for array in outputs[1:]], dim=1)
         return ORTEncoderOutput(last_hidden_state=torch.from_numpy(outputs[0]), cross_key_values=cross)
@@ -348,8 +213,8 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         search_graphs: bool = True,
         **kwargs,
     ) -> ORTModelForSeq2SeqLM:
-        """Loads a folder written by `export_onnx`, after checking it against its manifest (`check_export`: a
-        `ValueError` if the graphs do not match the config, weights or float graphs beside them). `int8=True` (or
+        """Loads a folder written by `export_onnx`, after checking it against its manifest (`onnx_folder.check_export`:
+        a `ValueError` if the graphs do not match the config, weights or float graphs beside them). `int8=True` (or
         "dynamic") runs ONNX Runtime's dynamic int8 quantisation of the graphs (`*.int8.onnx`), whose output depends
         on the batch; `int8="per_row"` its weight-only int8 (`*.int8.per_row.onnx`, `MatMulNBits`), whose output does
         not. Each mode reads only its own graphs, quantised next to the float ones on first use and recorded in the
@@ -359,28 +224,20 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         A folder another process writes into meanwhile (an export replacing this one, int8 graphs quantised) is read
         again once it has: each load reads one export, the earlier or the new one, never half of each. An export that
         was killed while its files were being moved into place is finished first, where the folder can be written
-        (`onnx_format.finish_interrupted_export`)."""
+        (`onnx_folder.finish_interrupted_export`)."""
         if kwargs:
             raise TypeError(f"ORTModelForSeq2SeqLM.from_pretrained() got unexpected arguments {sorted(kwargs)}")
-        mode = int8_mode(int8)
         path = Path(path)
-        if not is_onnx_export(path):
-            if path.is_dir() and any(name.startswith(BUILD_FOLDER) for name in os.listdir(path)):
-                raise ValueError(
-                    f"{path} has no {MANIFEST_FILE} yet: an export into it has not finished (it is still running, or "
-                    "was interrupted; export the model again)"
-                )
-            raise ValueError(f"{path} is not an ONNX export of this package: it has no {MANIFEST_FILE}")
         tries = 3
         for attempt in range(tries):
-            stamp = _manifest_bytes(path)
+            stamp = manifest_stamp(path)
             try:
-                model = cls._load_export(path, mode, num_threads, native_search, search_graphs)
+                model = cls._load_export(path, int8, num_threads, native_search, search_graphs)
             except (OSError, ValueError):
-                if attempt + 1 < tries and _manifest_bytes(path) != stamp:
+                if attempt + 1 < tries and manifest_stamp(path) != stamp:
                     continue  # the folder changed while it was read: read it again
                 raise
-            if model is not None and _manifest_bytes(path) == stamp:
+            if model is not None and manifest_stamp(path) == stamp:
                 return model
         raise ValueError(
             f"{path} changed while it was being loaded, {tries} times (another process is exporting or quantising "
@@ -388,42 +245,29 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         )
 
     @classmethod
-    def _load_export(cls, path: Path, mode: str | None, num_threads, native_search: bool, search_graphs: bool):
-        """One reading of the export in `path` for `from_pretrained`: the model, or None where int8 graphs were
-        quantised into the folder first (the folder, and its manifest, then have to be read again)."""
-        writable = os.access(path, os.W_OK)
-        if writable:
-            finish_interrupted_export(path)
-        check_export(path, int8=mode)
-        files = [path / ENCODER_FILE, path / DECODER_FILE]
-        scratch = None
-        if mode:  # quantised next to the graphs, or in a scratch folder when that one is read-only
-            present = [path / int8_file_name(file.name, mode) for file in files]
-            if all(f.is_file() for f in present):
-                files = present
-            elif writable:  # under the folder's lock: processes loading it at once quantise it once
-                add_int8_graphs(path, mode=mode)
-                return None
-            else:  # kept with the model: the search graphs are built from its step graph when first used
-                scratch = tempfile.TemporaryDirectory()
-                files = add_int8_graphs(path, scratch.name, mode)
-        layout = CacheLayout.from_json(json.loads((path / LAYOUT_FILE).read_text()))
+    def _load_export(cls, path: Path, int8: bool | str, num_threads, native_search: bool, search_graphs: bool):
+        """One reading of the export in `path` for `from_pretrained`: the files `onnx_folder.open_export` checked and
+        the config beside them, as a model; None where int8 graphs were quantised into the folder first (the folder,
+        and its manifest, then have to be read again)."""
+        export = open_export(path, int8)
+        if export is None:
+            return None
         config = AutoConfig.from_pretrained(path)
         generation_config = None
         if (path / "generation_config.json").is_file():
             generation_config = GenerationConfig.from_pretrained(path)
-        encoder, decoder = (_session(file, num_threads) for file in files)
+        encoder, decoder = (_session(file, num_threads) for file in (export.encoder, export.decoder))
         model = cls(
             config,
             encoder,
             decoder,
-            layout,
+            export.layout,
             generation_config,
             native_search=native_search,
             search_graphs=search_graphs,
-            decoder_file=files[1],
+            decoder_file=export.decoder,
         )
-        model._scratch = scratch
+        model._scratch = export.scratch  # the int8 graphs of a read-only folder, which the search graphs are built from
         return model
 
     @property
