@@ -215,10 +215,10 @@ def test_hub_metadata_of_transformers_is_still_accepted():
     ],
 )
 def test_train_py_refuses_bad_config_overrides_in_one_line(arch, overrides, message, tmp_path):
-    train = importlib.import_module("hf_unified_mt.training.run")
+    arguments = importlib.import_module("hf_unified_mt.training.arguments")
     argv = ["--arch", arch, "--preset", "tiny", "--config_overrides", overrides, "--output_dir", str(tmp_path)]
-    with pytest.raises(train.UsageError) as error:
-        train.validate_arguments(*train.parse_arguments([*argv, "--use_cpu"]))
+    with pytest.raises(arguments.UsageError) as error:
+        arguments.validate_arguments(*arguments.parse_arguments([*argv, "--use_cpu"]))
     text = str(error.value)
     assert "\n" not in text and "--config_overrides" in text
     assert re.search(message, text), text

@@ -233,15 +233,19 @@ TRAIN_BASE = ["--use_cpu", "--report_to", "none", "--max_steps", "2"]
     ],
 )
 def test_train_py_validates_every_option_before_any_work(arguments, message, monkeypatch, tmp_path):
+    from hf_unified_mt.training.arguments import UsageError
+
     train_script = importlib.import_module("hf_unified_mt.training.run")
     monkeypatch.setattr(train_script, "load_splits", lambda *a, **k: pytest.fail("data was loaded"))
-    with pytest.raises(train_script.UsageError, match=message):
+    with pytest.raises(UsageError, match=message):
         train_script.main([*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), *arguments])
 
 
 def test_train_py_lists_every_bad_option_at_once(monkeypatch, tmp_path):
+    from hf_unified_mt.training.arguments import UsageError
+
     train_script = importlib.import_module("hf_unified_mt.training.run")
-    with pytest.raises(train_script.UsageError) as error:
+    with pytest.raises(UsageError) as error:
         train_script.main(
             [*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), "--learning_rate", "-1", "--generation_num_beams", "0"]
         )
@@ -276,26 +280,29 @@ def test_train_py_prints_data_errors_without_traceback_or_argument_dump(tmp_path
 
 @pytest.mark.parametrize("arch", ["unified_transformer", "marian"])
 def test_attn_implementation_chooses_the_training_kernel_and_is_not_saved(tmp_path, arch):
+    from hf_unified_mt.training.arguments import parse_arguments
+
     train_script = importlib.import_module("hf_unified_mt.training.run")
     arguments = [*TRAIN_BASE, "--arch", arch, "--preset", "tiny", "--output_dir", str(tmp_path / "out")]
-    model = train_script.prepare_model(*train_script.parse_arguments(arguments), make_tokenizer())
+    model = train_script.prepare_model(*parse_arguments(arguments), make_tokenizer())
     assert model.config._attn_implementation == "sdpa"  # the model's default
     arguments += ["--attn_implementation", "eager"]
-    model = train_script.prepare_model(*train_script.parse_arguments(arguments), make_tokenizer())
+    model = train_script.prepare_model(*parse_arguments(arguments), make_tokenizer())
     assert model.config._attn_implementation == "eager"
     model.save_pretrained(tmp_path / "saved")
     assert "attn_implementation" not in (tmp_path / "saved" / "config.json").read_text()  # a runtime choice
     with pytest.raises(ValueError, match="--attn_implementation must be eager or sdpa, not 'flash'"):
-        train_script.parse_arguments([*arguments, "--attn_implementation", "flash"])
+        parse_arguments([*arguments, "--attn_implementation", "flash"])
 
 
 def test_overlong_skip_keeps_test_pairs_truncated_and_names_an_emptied_split(tmp_path):
+    from hf_unified_mt.training.arguments import parse_arguments
     from hf_unified_mt.training.data import DataValidationError, load_parallel_data
 
     train_script = importlib.import_module("hf_unified_mt.training.run")
     path = tmp_path / "test.tsv"
     path.write_text("es\ten\nhola\thello\n" + "el gato " * 10 + "\tthe cat\nmundo\tworld\n", encoding="utf-8")
-    model_args, data_args, training_args = train_script.parse_arguments(
+    model_args, data_args, training_args = parse_arguments(
         [
             *TRAIN_BASE,
             "--output_dir",
@@ -394,13 +401,15 @@ def test_logged_loss_sum_weighs_each_logging_interval():
 
 
 def test_a_file_run_does_not_record_the_default_corpus(tmp_path):
+    from hf_unified_mt.training.arguments import parse_arguments
+
     train_script = importlib.import_module("hf_unified_mt.training.run")
     path = tmp_path / "train.tsv"
     path.write_text("es\ten\nhola\thello\n", encoding="utf-8")
     model = torch.nn.Linear(1, 1)
     model.config = hf_unified_mt.get_config("unified_transformer", "tiny")
     for extra, corpus in (([], "bible_es_en"), (["--train_file", str(path)], None)):
-        arguments = train_script.parse_arguments([*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), *extra])
+        arguments = parse_arguments([*TRAIN_BASE, "--output_dir", str(tmp_path / "out"), *extra])
         described = train_script.describe_run(
             *arguments, model, make_tokenizer(), train_script.PreparedData({}, {}, {})
         )

@@ -7,9 +7,10 @@ import pytest
 import torch
 from transformers import MarianConfig, MarianMTModel, set_seed
 
-from hf_unified_mt.training import run
+from hf_unified_mt.training.arguments import MTTrainingArguments, apply_cpu_bf16_defaults, parse_arguments
 from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
-from hf_unified_mt.training.run import MTTrainingArguments, TimeBudgetCallback, float32_forward
+from hf_unified_mt.training.budget import TimeBudgetCallback
+from hf_unified_mt.training.run import float32_forward
 from hf_unified_mt.training.schedules import budget_schedule
 
 
@@ -150,10 +151,10 @@ def test_bf16_if_native_leaves_an_explicit_precision_alone(tmp_path, monkeypatch
 def test_bf16_on_a_cpu_defaults_to_eager_attention_on_lengths_padded_to_8(tmp_path, options, attention, multiple):
     """The profile's finding as defaults: PyTorch's fused CPU attention backward is slow in bfloat16 and bfloat16
     matmuls are slow on unaligned shapes; options the user sets win."""
-    model_args, data_args, training_args = run.parse_arguments(
+    model_args, data_args, training_args = parse_arguments(
         ["--output_dir", str(tmp_path), "--use_cpu", "--report_to", "none", *options]
     )
-    run.apply_cpu_bf16_defaults(model_args, data_args, training_args)
+    apply_cpu_bf16_defaults(model_args, data_args, training_args)
     assert (model_args.attn_implementation, data_args.pad_to_multiple_of) == (attention, multiple)
 
 

@@ -290,7 +290,7 @@ def test_a_time_budget_saves_its_clock_and_a_resumed_run_goes_on_from_it(caplog)
     from transformers import TrainerControl
     from transformers.trainer_utils import IntervalStrategy
 
-    from hf_unified_mt.training.run import TimeBudgetCallback
+    from hf_unified_mt.training.budget import TimeBudgetCallback
 
     args = SimpleNamespace(eval_strategy=IntervalStrategy.NO)
     budget, state = TimeBudgetCallback(minutes=1.0), resumed_state(step=40, seconds_used=45.0)
@@ -319,8 +319,9 @@ def test_restoring_callback_states_keeps_the_time_budget_the_schedule_reads(tmp_
     time budget that the schedule and the weight averaging read must stay the one in the Trainer."""
     from transformers import MarianConfig, MarianMTModel
 
+    from hf_unified_mt.training.arguments import MTTrainingArguments
     from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
-    from hf_unified_mt.training.run import MTTrainingArguments, TimeBudgetCallback
+    from hf_unified_mt.training.budget import TimeBudgetCallback
 
     model = MarianMTModel(MarianConfig(vocab_size=16, d_model=8, encoder_layers=1, decoder_layers=1,
                                        encoder_attention_heads=1, decoder_attention_heads=1, encoder_ffn_dim=8,
@@ -337,11 +338,12 @@ def test_restoring_callback_states_keeps_the_time_budget_the_schedule_reads(tmp_
 
 def test_resuming_a_checkpoint_that_used_the_whole_budget_is_refused_before_any_work(tmp_path):
     from hf_unified_mt.training import run
+    from hf_unified_mt.training.arguments import UsageError
 
     checkpoint = tmp_path / "out" / "checkpoint-200"
     checkpoint.mkdir(parents=True)
     resumed_state(step=200, seconds_used=30.0).save_to_json(str(checkpoint / "trainer_state.json"))
-    with pytest.raises(run.UsageError, match="the whole --max_train_minutes 0.5; nothing is left to train"):
+    with pytest.raises(UsageError, match="the whole --max_train_minutes 0.5; nothing is left to train"):
         run.main(
             ["--output_dir", str(tmp_path / "out"), "--max_train_minutes", "0.5", "--resume_from_checkpoint", "last"]
         )
@@ -350,7 +352,7 @@ def test_resuming_a_checkpoint_that_used_the_whole_budget_is_refused_before_any_
 def test_the_weight_average_saved_with_a_checkpoint_loads_back(tmp_path, caplog):
     from torch.optim.swa_utils import AveragedModel
 
-    from hf_unified_mt.training.run import load_weight_average, save_weight_average
+    from hf_unified_mt.training.callbacks import load_weight_average, save_weight_average
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 5, bias=False))
@@ -377,6 +379,7 @@ def test_the_run_writes_its_files_in_place_of_links_never_through_them(tmp_path)
     from transformers import MarianConfig, MarianMTModel
 
     from hf_unified_mt.training import run
+    from hf_unified_mt.training.arguments import MTTrainingArguments
     from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
 
     output_dir, outside = tmp_path / "out", tmp_path / "outside.txt"
@@ -389,7 +392,7 @@ def test_the_run_writes_its_files_in_place_of_links_never_through_them(tmp_path)
     model = MarianMTModel(MarianConfig(vocab_size=16, d_model=8, encoder_layers=1, decoder_layers=1,
                                        encoder_attention_heads=1, decoder_attention_heads=1, encoder_ffn_dim=8,
                                        decoder_ffn_dim=8, pad_token_id=0, decoder_start_token_id=0))  # fmt: skip
-    args = run.MTTrainingArguments(output_dir=str(output_dir), report_to="none", use_cpu=True, eval_strategy="no")
+    args = MTTrainingArguments(output_dir=str(output_dir), report_to="none", use_cpu=True, eval_strategy="no")
     trainer = TokenBatchSeq2SeqTrainer(model=model, args=args)
     (output_dir / "all_results.json").unlink()  # transformers reads it before updating it
     (output_dir / "all_results.json").symlink_to(tmp_path / "missing.json")
@@ -745,7 +748,8 @@ def test_bad_data_stops_train_py_with_file_and_line(tmp_path):
 
 
 def test_arguments_from_yaml_and_command_line(tmp_path):
-    train_script = importlib.import_module("hf_unified_mt.training.run")
+    from hf_unified_mt.training.arguments import parse_arguments
+
     config = tmp_path / "config.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -758,7 +762,7 @@ def test_arguments_from_yaml_and_command_line(tmp_path):
             }
         )
     )
-    model_args, data_args, training_args = train_script.parse_arguments(
+    model_args, data_args, training_args = parse_arguments(
         [str(config), "--learning_rate", "3e-4", "--output_dir", str(tmp_path / "o"), "--use_cpu"]
     )
     assert model_args.arch == "marian" and json.loads(model_args.config_overrides) == {"d_model": 32}
@@ -769,29 +773,23 @@ def test_arguments_from_yaml_and_command_line(tmp_path):
     assert training_args.lr_scheduler_type == "inverse_sqrt"
     assert training_args.predict_with_generate and training_args.metric_for_best_model == "bleu"
     assert training_args.load_best_model_at_end and training_args.greater_is_better
-    _, _, no_eval = train_script.parse_arguments(["--eval_strategy", "no", "--output_dir", str(tmp_path), "--use_cpu"])
+    _, _, no_eval = parse_arguments(["--eval_strategy", "no", "--output_dir", str(tmp_path), "--use_cpu"])
     assert not no_eval.load_best_model_at_end
     config.write_text(yaml.safe_dump({"learning_rat": 1.0}))
     with pytest.raises(ValueError, match="unknown option"):
-        train_script.parse_arguments(["--config", str(config)])
+        parse_arguments(["--config", str(config)])
 
 
 def test_other_architectures_go_through_the_package():
-    train_script = importlib.import_module("hf_unified_mt.training.run")
+    from hf_unified_mt.training.arguments import DataArguments, ModelArguments
+    from hf_unified_mt.training.run import build_model
     from hf_unified_mt.training.tokenization import train_tokenizer
 
     tokenizer = train_tokenizer(["uno dos tres", "one two three"], vocab_size=30)
-    model_args = train_script.ModelArguments(arch="unified_transformer", preset="tiny")
-    data_args = train_script.DataArguments()
-    try:
-        from hf_unified_mt import get_config  # noqa: F401
-    except ImportError:
-        with pytest.raises(ValueError, match="use --arch marian"):
-            train_script.build_model(model_args, data_args, tokenizer)
-    else:
-        model = train_script.build_model(model_args, data_args, tokenizer)
-        assert model.config.vocab_size == len(tokenizer) and model.can_generate()
-    marian = train_script.build_model(train_script.ModelArguments(arch="marian", preset="tiny"), data_args, tokenizer)
+    data_args = DataArguments()
+    model = build_model(ModelArguments(arch="unified_transformer", preset="tiny"), data_args, tokenizer)
+    assert model.config.vocab_size == len(tokenizer) and model.can_generate()
+    marian = build_model(ModelArguments(arch="marian", preset="tiny"), data_args, tokenizer)
     assert marian.config.vocab_size == len(tokenizer) and marian.config.decoder_start_token_id == tokenizer.bos_token_id
 
 

@@ -7,7 +7,8 @@ from transformers import TrainerControl, TrainerState
 from transformers.trainer_callback import DefaultFlowCallback
 
 from hf_unified_mt.training import run
-from hf_unified_mt.training.run import WeightAveragingCallback
+from hf_unified_mt.training.arguments import UsageError
+from hf_unified_mt.training.callbacks import WeightAveragingCallback
 
 
 class FakeClock:
@@ -96,7 +97,7 @@ class Regression(torch.nn.Linear):
 
 @pytest.mark.parametrize("fraction", ["0", "1.5", "-0.2"])
 def test_fractions_outside_zero_to_one_are_refused(tmp_path, fraction):
-    with pytest.raises(run.UsageError, match="--average_weights_fraction must be in \\(0, 1\\]"):
+    with pytest.raises(UsageError, match="--average_weights_fraction must be in \\(0, 1\\]"):
         run.main(["--output_dir", str(tmp_path / "out"), "--average_weights_fraction", fraction, "--max_steps", "1"])
 
 

@@ -7,8 +7,9 @@
     python training/train.py --arch marian --preset small --output_dir outputs/marian
     accelerate launch --config_file training/accelerate_configs/multi_gpu_ddp.yaml training/train.py --max_tokens 4096
 
-The run itself (options, data, tokenizer, model, Trainer, test scores, results.json) is the library module
-`hf_unified_mt.training.run`, whose docstring has the steps; `python training/train.py --help` lists the options.
+The run itself (data, tokenizer, model, Trainer, test scores, results.json) is the library module
+`hf_unified_mt.training.run`, whose docstring has the steps; its options are `hf_unified_mt.training.arguments`, and
+`python training/train.py --help` lists them.
 """
 
 from hf_unified_mt.training.run import cli

@@ -3,7 +3,9 @@
 
 Importing the package registers every configuration and model with the Auto classes, marks them for
 `register_for_auto_class` (so saved checkpoints carry `auto_map` and their code and load with
-`trust_remote_code=True` where the package is not installed), and registers the translation pipeline.
+`trust_remote_code=True` where the package is not installed), and registers the translation pipeline. It imports the
+flat model folder and `presets` only: the training code, the Trainer callbacks included, is `hf_unified_mt.training`
+(e.g. `hf_unified_mt.training.callbacks.MultiUnitLossLoggingCallback`).
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
@@ -90,22 +92,9 @@ def _register() -> None:
 
 _register()
 
-# The Trainer callbacks live with the training code (`hf_unified_mt.training.callbacks`); importing the package does not
-# import it, and these names load it on first use.
-_TRAINING_NAMES = {"AutoShuffleProjectionCallback", "MultiUnitLossLoggingCallback"}
-
-
-def __getattr__(name: str):
-    if name in _TRAINING_NAMES:
-        from .training import callbacks
-
-        return getattr(callbacks, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = [
     "ARCHITECTURES",
-    "AutoShuffleProjectionCallback",
     "DeepTransformerConfig",
     "DeepTransformerForConditionalGeneration",
     "DeepTransformerModel",
@@ -119,7 +108,6 @@ __all__ = [
     "MultiPassTransformerForConditionalGeneration",
     "MultiPassTransformerModel",
     "MultiPassTransformerPreTrainedModel",
-    "MultiUnitLossLoggingCallback",
     "MultiUnitTransformerConfig",
     "MultiUnitTransformerForConditionalGeneration",
     "MultiUnitTransformerModel",

@@ -6,8 +6,10 @@
 subpackage holds what trains, evaluates and describes models: corpora and data preparation (`data`, `corpora/`),
 tokenizers (`tokenization`), token-budget batching (`batching`), learning-rate schedules over a time budget
 (`schedules`), metrics (`metrics`, `local_metrics/`), checkpoint discovery (`checkpoints`), the MarianMT baselines
-(`baselines`), the Trainer callbacks (`callbacks`), one training run with its options, data, model, Trainer,
-evaluation and results (`run`, whose `main` is `training/train.py`) and a seconds-long end-to-end demo (`demo`).
+(`baselines`), the Trainer callbacks (`callbacks`: MUTE's AutoShuffle projection and loss logging, weight averaging),
+the time budget (`budget`: its clock, progress bar and resume check), one training run's options, their parsing and
+checks (`arguments`), the run itself, stage by stage: data, tokenizer, model, Trainer, training, test scores and
+results (`run`, whose `main` is `training/train.py`) and a seconds-long end-to-end demo (`demo`).
 Modeling code never imports from here, so none of it reaches a checkpoint, and `import hf_unified_mt` does not import
 it either. Beside it: the model-size presets (`hf_unified_mt.presets`), translation, int8 and ONNX
 (`hf_unified_mt.deployment`) and the papers' analysis tools and the ablation study (`hf_unified_mt.analysis`).
