@@ -34,6 +34,7 @@ COMMON_CODE_FILES = (
     "configuration_mt_common.py",
     "initialization_mt.py",
     "cache_mt.py",
+    "loss_mt.py",
     "pipeline_translation.py",
 )
 # Paper 001's decoder variants, carried by every architecture with a Transformer-style decoder (all but paper 000).

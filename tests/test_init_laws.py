@@ -246,57 +246,19 @@ def test_km_draws_the_cross_attention_as_the_self_attention():
             assert 0.9 * bound < weight.abs().max().item() <= bound + 1e-7
 
 
-# LEGACY KEYWORDS, ON PURPOSE: `ds_init=` / `linear_init=` of earlier releases (saved checkpoints' config.json, old
-# study arms). The three tests below use them to prove they still load and map onto `init_law`; write `init_law`
-# everywhere else.
-
-
-def test_the_earlier_options_are_read_as_init_law_and_contradictions_are_refused():
+def test_bad_init_options_are_refused_naming_the_field():
     get = hf_unified_mt.get_config
-    assert get("deep_transformer", "tiny", ds_init=False).init_law == "xavier"
-    assert get("deep_transformer", "tiny", ds_init=True).init_law == "ds_init"
-    assert get("multi_pass_transformer", "tiny", linear_init="default").init_law == "pytorch"
-    assert get("multi_encoder_transformer", "tiny", linear_init="xavier").init_law == "xavier"
-    with pytest.raises(ValueError, match="ds_init.*init_law"):
-        get("deep_transformer", "tiny", ds_init=True, init_law="normal")
     with pytest.raises(ValueError, match="init_std"):
         get("unified_transformer", "tiny", init_std=0.0)
     with pytest.raises(ValueError, match="init_law"):
         get("unified_transformer", "tiny", init_law="glorot")
-    saved = get("deep_transformer", "tiny", ds_init=False).to_dict()
-    assert saved["init_law"] == "xavier" and "ds_init" not in saved
 
 
 @pytest.mark.parametrize(
-    "arch, legacy",
-    [
-        ("deep_transformer", dict(ds_init=False)),  # xavier, against the architecture's default ds_init
-        ("multi_pass_transformer", dict(linear_init="xavier")),  # against the default fairseq
-        ("multi_pass_transformer", dict(linear_init="default")),
-        ("multi_encoder_transformer", dict(linear_init="xavier")),  # against the default pytorch
-    ],
+    "arch, retired", [("deep_transformer", dict(ds_init=True)), ("multi_pass_transformer", dict(linear_init="fairseq"))]
 )
-def test_an_explicit_init_law_equal_to_the_default_is_not_overridden_by_an_earlier_option(arch, legacy):
-    """`ds_init=False, init_law="ds_init"` gave xavier: the earlier option won whenever the explicit `init_law` equalled
-    the architecture's default. A contradiction is refused naming both fields, whatever the values."""
-    default = hf_unified_mt.get_config(arch, ARCHS[arch]).init_law
-    (option,) = legacy
-    with pytest.raises(ValueError, match=rf"`{option}=.*contradicts `init_law={default!r}`"):
-        hf_unified_mt.get_config(arch, ARCHS[arch], init_law=default, **legacy)
-
-
-def test_an_earlier_option_that_agrees_with_init_law_is_accepted_and_a_preset_law_gives_way_to_it(tmp_path):
-    get = hf_unified_mt.get_config
-    assert get("deep_transformer", "tiny", ds_init=True, init_law="ds_init").init_law == "ds_init"
-    assert get("deep_transformer", "tiny", ds_init=False, init_law="xavier").init_law == "xavier"
-    assert get("multi_pass_transformer", "tiny", linear_init="fairseq", init_law="fairseq").init_law == "fairseq"
-    # a preset's law is not the caller's: the earlier option, an override, wins over it as any override does
-    assert get("multi_encoder_transformer", "small", linear_init="xavier").init_law == "xavier"
-    # a config.json with both fields (edited by hand, or an older tool's) reloads when they agree ...
-    config = get("deep_transformer", "tiny", ds_init=False)
-    saved = {**config.to_dict(), "ds_init": False}
-    assert type(config).from_dict(saved).init_law == "xavier"
-    # ... and is refused, naming both, when they do not
-    with pytest.raises(ValueError, match=r"`ds_init=True`.*`init_law='xavier'`"):
-        type(config).from_dict({**saved, "ds_init": True})
-    # the golden checkpoints (earlier option only) are covered by tests/test_golden.py
+def test_the_init_options_that_init_law_replaced_are_refused_pointing_to_it(arch, retired):
+    """`ds_init=` / `linear_init=` (a version never released) are not read: refused, naming `init_law`."""
+    (option,) = retired
+    with pytest.raises(ValueError, match=rf"`{option}` is not an option.*`init_law`"):
+        hf_unified_mt.get_config(arch, ARCHS[arch], **retired)

@@ -338,8 +338,7 @@ def test_preset_parameter_counts_are_near_table_8():
 
 
 def test_init_law_option_and_presets():
-    """`init_law="xavier"` (paper 003's recipe, its presets) vs the package's shared law (`small`, `tiny`); the
-    earlier `linear_init` is read as `init_law`."""
+    """`init_law="xavier"` (paper 003's recipe, its presets) vs the package's shared law (`small`, `tiny`)."""
 
     def linear_std(model):
         return model.model.encoder.branches[0].layers[0].ffn.fc1.weight.std().item()
@@ -347,8 +346,6 @@ def test_init_law_option_and_presets():
     assert hf_unified_mt.get_config("multi_encoder_transformer", "base").init_law == "xavier"
     assert hf_unified_mt.get_config("multi_encoder_transformer", "lowres-dual").init_law == "xavier"
     assert hf_unified_mt.get_config("multi_encoder_transformer", "small").init_law == "pytorch"
-    # the legacy keyword `linear_init` of earlier releases, on purpose: still read as `init_law`
-    assert hf_unified_mt.get_config("multi_encoder_transformer", "small", linear_init="xavier").init_law == "xavier"
     d, ffn = 32, 64  # tiny sizes: fc1 is d -> ffn
     xavier = linear_std(tiny_model(init_law="xavier"))
     default = linear_std(tiny_model())
@@ -356,7 +353,7 @@ def test_init_law_option_and_presets():
     assert abs(default - (1.0 / (3.0 * d)) ** 0.5) < 0.02  # U(±1/sqrt(fan_in)): std 1/sqrt(3 fan_in)
     with pytest.raises(ValueError, match="init_law"):
         tiny_model(init_law="glorot")
-    with pytest.raises(ValueError, match="linear_init"):  # the legacy keyword, on purpose: its values are checked
+    with pytest.raises(ValueError, match="linear_init"):  # the retired keyword is refused, naming it
         tiny_model(linear_init="glorot")
 
 

@@ -174,7 +174,7 @@ def test_initialisation_follows_fairseq():
 
 
 def test_the_shared_init_law_changes_only_the_attention_projections():
-    """`init_law="pytorch"` (`linear_init="default"` in earlier releases): every attention projection under
+    """`init_law="pytorch"`: every attention projection under
     PyTorch's U(±1/sqrt(fan_in)); the other
     parameters drawn exactly as under the fairseq law (same seed, same order)."""
     torch.manual_seed(0)
@@ -490,7 +490,7 @@ def test_hidden_states_and_attentions_are_those_of_the_read_pass_and_every_pass_
         (dict(training_objective="mean"), "training_objective"),
         (dict(soft_connection_init="delta"), "soft_connection_init"),
         (dict(init_law="xavier_normal"), "init_law"),
-        # the legacy keyword of earlier releases, on purpose: its values are still checked
+        # the retired keyword of a version never released: refused, naming it
         (dict(linear_init="glorot"), "linear_init"),
         (dict(init_law="normal", linear_init="fairseq"), "linear_init"),
         (dict(num_passes=0), "num_passes"),

@@ -1,5 +1,5 @@
 """The shared core on its own: a plain Transformer built only from `modeling_mt_common` layers (the building
-blocks the other architectures reuse), the stateful cache layer, and positions."""
+blocks the other architectures reuse), the stateful cache layer, positions, and the loss (`loss_mt`)."""
 
 import pytest
 import torch
@@ -9,12 +9,12 @@ from transformers import AutoModelForSeq2SeqLM, DynamicCache, EncoderDecoderCach
 
 import hf_unified_mt
 from conftest import random_batch
-from hf_unified_mt import modeling_mt_common
+from hf_unified_mt import loss_mt
 from hf_unified_mt.cache_mt import StatefulDecoderCacheLayer
 from hf_unified_mt.configuration_mt_common import MTConfig
+from hf_unified_mt.loss_mt import BlockwiseCrossEntropy
 from hf_unified_mt.modeling_mt_common import (
     CACHE_FIELD,
-    BlockwiseCrossEntropy,
     MTDecoder,
     MTDecoderLayer,
     MTEncoder,
@@ -159,7 +159,7 @@ def test_loss_is_label_smoothed_token_mean_and_exact_under_accumulation():
 def test_blockwise_cross_entropy_is_torchs_cross_entropy_of_float_logits(dtype, smoothing, monkeypatch):
     """Loss and gradient as `cross_entropy(logits.float(), ..., reduction="sum")`, across several blocks (a partial
     last one), with ignored rows, in the logits' own dtype for the gradient."""
-    monkeypatch.setattr(modeling_mt_common, "CROSS_ENTROPY_BLOCK_ELEMENTS", 3 * 50)  # blocks of 3 rows
+    monkeypatch.setattr(loss_mt, "CROSS_ENTROPY_BLOCK_ELEMENTS", 3 * 50)  # blocks of 3 rows
     generator = torch.Generator().manual_seed(0)
     logits = (3 * torch.randn(10, 50, generator=generator)).to(dtype).requires_grad_()
     labels = torch.randint(0, 50, (10,), generator=generator)

@@ -4,9 +4,10 @@ Titov & Sennrich 2019, "Improving Deep Transformer with Depth-Scaled Initializat
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_mt_common import MTConfig
+from .configuration_mt_common import MTConfig, register_architecture_options
 
 
+@register_architecture_options
 @strict
 class DeepTransformerConfig(MTConfig):
     r"""
@@ -24,8 +25,7 @@ class DeepTransformerConfig(MTConfig):
             (l = 1..L counted separately in each stack) is drawn from U(±γ·s(l)), γ = sqrt(6 / (fan_in + fan_out))
             (Eq. 15; `ds_init_mode`, `ds_init_alpha`); `"xavier"` is the paper's baseline (s = 1). Self-attention
             query, key and value are drawn as one d × 3d matrix (`init_fused_qkv=True`), as in the authors' code.
-            The untied softmax matrix is N(0, d^-1/2). `ds_init=True/False` of earlier releases is read as
-            `init_law="ds_init"/"xavier"`.
+            The untied softmax matrix is N(0, d^-1/2).
     """
 
     model_type = "deep_transformer"

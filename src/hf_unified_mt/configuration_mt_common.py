@@ -7,8 +7,8 @@ models (Trainer scripts, generation configs, model cards) read ours unchanged.
 
 import copy
 import difflib
-import functools
 from dataclasses import fields
+from typing import ClassVar
 
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
@@ -28,66 +28,16 @@ INIT_LAWS = ("pytorch", "xavier", "fairseq", "ds_init", "normal", "km")
 DS_INIT_MODES = ("paper", "released_code")
 # The decoder's first sublayer (Zhang et al. 2019, paper 001), for every architecture with a Transformer-style decoder.
 DECODER_ATTENTION_TYPES = ("self", "aan", "merged", "merged_self")
-# Options of earlier releases that chose the law, read as `init_law` (checkpoints saved with them load unchanged).
-LEGACY_INIT_OPTIONS = {
-    "ds_init": {True: "ds_init", False: "xavier"},  # the Deep Transformer's switch
-    "linear_init": {"default": "pytorch", "xavier": "xavier", "fairseq": "fairseq"},  # Multi-Encoder, Multi-Pass
-}
+# Names of the init options of a version never released, which `init_law` replaced: refused, pointing to it.
+RETIRED_INIT_OPTIONS = ("ds_init", "linear_init")
 
-# The fields each architecture adds to `MTConfig` (tests/test_config_options.py keeps the table in step with the config
-# classes). Written out rather than collected from the classes: a checkpoint loaded with `trust_remote_code` carries
-# only its own architecture's configuration file. A field of another architecture given to a config is refused.
-ARCHITECTURE_OPTIONS: dict[str, tuple[str, ...]] = {
-    "unified_transformer": (
-        "use_convolution",
-        "conv_kernel_sizes",
-        "shared_projection",
-        "conv_weight_dropout",
-        "input_dropout",
-        "mask_padding_before_conv",
-        "fuse_projections_for_inference",
-    ),
-    "deep_transformer": (),
-    "multi_unit_transformer": (
-        "unit_layer",
-        "num_units",
-        "batched_units",
-        "relative_attention_max_distance",
-        "use_bias_module",
-        "unit_noise_types",
-        "bias_sample_rate",
-        "swap_max_distance",
-        "disorder_window",
-        "mask_probability",
-        "use_sequential_dependency",
-        "shuffle_penalty_weight",
-        "shuffle_penalty_normalization",
-    ),
-    "multi_encoder_transformer": ("encoder_branches", "branch_combination"),
-    "multi_pass_transformer": (
-        "num_passes",
-        "connection_type",
-        "hard_connections",
-        "soft_connection_init",
-        "routing_pattern",
-        "training_objective",
-        "inference_pass",
-        "encoder_layer",
-    ),
-}
-# The options of the Multi-Encoder's branch specs (`encoder_branches` entries), which no config has as a field.
-BRANCH_SPEC_OPTIONS = (
-    "expansion_sizes",
-    "expansion_mode",
-    "sequence_aware_expansion",
-    "kernel_size",
-    "conv_dim",
-    "ffn_dim",
-    "activation",
-    "fft_length",
-)
-# The Prime layer's options that a composed Prime layer takes inside its spec (`PRIME_LAYER_OPTIONS`).
-PRIME_SPEC_OPTIONS = ("use_convolution", "conv_kernel_sizes", "conv_weight_dropout")
+# What each architecture adds, by `model_type`, recorded by `register_architecture_options` (the decorator of every
+# architecture's config class) when its configuration file is imported, so that each architecture declares its
+# fields once, in its own file, and a config refuses another architecture's field or spec option naming its owner.
+# The package registers all five; a checkpoint loaded as remote code carries, and registers, the configuration files
+# of its own architecture and of those it composes.
+ARCHITECTURE_OPTIONS: dict[str, tuple[str, ...]] = {}  # model_type -> the fields it adds to `MTConfig`
+ARCHITECTURE_SPEC_OPTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {}  # model_type -> its `spec_options`
 # Options of transformers' BART / Marian configs that none of these models implements.
 UNIMPLEMENTED_OPTIONS = ("encoder_layerdrop", "decoder_layerdrop", "classifier_dropout")
 
@@ -154,17 +104,18 @@ class MTConfig(PreTrainedConfig):
         layer_types (`list[str]`, *optional*): One cache-layer type per decoder layer; filled automatically.
 
     An option the model built from the config would not use is refused with a `ValueError` naming it: a field of
-    another architecture (`ARCHITECTURE_OPTIONS`), a composed Prime layer's or a Multi-Encoder branch's option given
-    at the top level, an unimplemented BART/Marian option, a misspelled field, and a field that the other fields
-    switch off but that is not at its default (`init_std` without `init_law="normal"`, ...). Metadata keys of
-    transformers (`architectures`, `auto_map`, ...) are kept as usual.
+    another architecture (`ARCHITECTURE_OPTIONS`), an option of a layer or branch spec (`spec_options`) given at the
+    top level, an unimplemented BART/Marian option, a misspelled field, and a field that the other fields switch off
+    but that is not at its default (`init_std` without `init_law="normal"`, ...). Metadata keys of transformers
+    (`architectures`, `auto_map`, ...) are kept as usual.
     """
 
     model_type = "hf_unified_mt"
     keys_to_ignore_at_inference = ["cache", "past_key_values"]
-    # The field holding the composed Prime layer's options (`{"type": "prime", ...}`), where an architecture has one:
-    # named when those options are given at the top level instead.
-    prime_options_field: str | None = None
+    # The fields of an architecture that hold specs (`{"type": <kind>, **options}`: a composed Prime layer, a
+    # Multi-Encoder branch): field -> spec kind -> the options a spec of that kind takes. An option given at the top
+    # level instead is refused, pointing to the field.
+    spec_options: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {}
     attribute_map = {
         "hidden_size": "d_model",
         "num_attention_heads": "decoder_attention_heads",
@@ -213,23 +164,8 @@ class MTConfig(PreTrainedConfig):
         indices on the encoder resolve against it: `num_hidden_layers` is the decoder's count (it sizes the cache)."""
         return self.encoder_layers
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)  # makes `cls` a dataclass with its own generated `__init__`
-        generated_init = cls.__init__
-
-        @functools.wraps(generated_init)
-        def __init__(self, *args, **options):
-            # Which fields the caller gave (a preset's values and a config.json's count as given): `__post_init__`
-            # tells an explicit `init_law` from the class default. Not a field, not serialised: dropped there.
-            object.__setattr__(self, "_given_options", frozenset(options))
-            generated_init(self, *args, **options)
-
-        cls.__init__ = __init__
-
     def __post_init__(self, **kwargs):
-        self._read_legacy_init_options(kwargs)
         _reject_unused_options(type(self), kwargs)
-        self.__dict__.pop("_given_options", None)
         if self.decoder_vocab_size is None:
             self.decoder_vocab_size = self.vocab_size
         if self.layer_types is None:
@@ -239,24 +175,6 @@ class MTConfig(PreTrainedConfig):
             # `pipeline("translation", model=<checkpoint>, trust_remote_code=True)` finds the pipeline through this.
             self.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
         self.validate_architecture_options()
-
-    def _read_legacy_init_options(self, kwargs: dict) -> None:
-        """`ds_init=True/False` and `linear_init=...` (earlier releases, saved checkpoints, study arms) set
-        `init_law`. Given together with `init_law`, they must agree with it: a contradiction is refused naming both
-        fields, even when `init_law` is the architecture's default (the explicit field never loses silently)."""
-        init_law_given = "init_law" in self.__dict__.get("_given_options", ())
-        for option, laws in LEGACY_INIT_OPTIONS.items():
-            if option not in kwargs:
-                continue
-            value = kwargs.pop(option)
-            if value not in laws:
-                raise ValueError(f"`{option}` must be one of {sorted(laws, key=str)}, got {value!r}")
-            if init_law_given and self.init_law != laws[value]:
-                raise ValueError(
-                    f"`{option}={value!r}` (an older name for `init_law={laws[value]!r}`) contradicts "
-                    f"`init_law={self.init_law!r}`: give `init_law` only"
-                )
-            self.init_law = laws[value]
 
     # `save_pretrained` calls `validate()` (transformers' `PreTrainedConfig.validate`), which runs every `validate_*`
     # method: a bad value fails at save time too.
@@ -346,12 +264,32 @@ def _check_probability(config, name):
         raise ValueError(f"`{name}` must be in [0, 1), got {value!r}")
 
 
+def register_architecture_options(config_class: type[MTConfig]) -> type[MTConfig]:
+    """The decorator of every architecture's config class (above `@strict`): records the fields it adds to `MTConfig`
+    and its `spec_options` under its `model_type` (`ARCHITECTURE_OPTIONS`, `ARCHITECTURE_SPEC_OPTIONS`)."""
+    common = {f.name for f in fields(MTConfig)}
+    own = tuple(f.name for f in fields(config_class) if f.name not in common)
+    ARCHITECTURE_OPTIONS[config_class.model_type] = own
+    ARCHITECTURE_SPEC_OPTIONS[config_class.model_type] = config_class.spec_options
+    return config_class
+
+
+def _spec_holding(spec_options: dict[str, dict[str, tuple[str, ...]]], key: str) -> tuple[str, str] | None:
+    """`(field, kind)` of the first spec kind in `spec_options` that takes the option `key`, or None."""
+    for field, kinds in spec_options.items():
+        for kind, options in kinds.items():
+            if key in options:
+                return field, kind
+    return None
+
+
 def _reject_unused_options(config_class, extra_kwargs):
     """Unknown keyword arguments are kept as attributes by `PreTrainedConfig` (that is how hub configs carry
     metadata), and a model ignores them: config.json would then state options the model does not have. Refused,
-    naming the field: a field of another of this package's architectures, an option of a composed layer's or a
-    branch's spec given at the top level, an option of transformers' BART/Marian that these models do not implement,
-    and a keyword that is *almost* one of our fields (a typo that would silently fall back to the default)."""
+    naming the field: an option of one of this config's specs given at the top level, a field of another
+    architecture, an option of another architecture's specs, an init option of the unreleased version that `init_law`
+    replaced, an option of transformers' BART/Marian that these models do not implement, and a keyword that is
+    *almost* one of our fields (a typo that would silently fall back to the default)."""
     known = {f.name for f in fields(config_class)}
     name = config_class.__name__
     for key in extra_kwargs:
@@ -359,22 +297,32 @@ def _reject_unused_options(config_class, extra_kwargs):
             continue
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
         hint = f"; did you mean `{close[0]}`?" if close else ""
-        if key in PRIME_SPEC_OPTIONS and config_class.prime_options_field is not None:
-            field = config_class.prime_options_field
-            raise ValueError(
-                f"`{key}` is an option of the unified_transformer's Prime layer, which {name} does not read at the top "
-                f"level: give it in `{field}` (`{{'type': 'prime', {key!r}: ...}}`)"
-            )
         owners = [arch for arch, options in ARCHITECTURE_OPTIONS.items() if key in options]
+        own_spec = _spec_holding(config_class.spec_options, key)
+        if own_spec is not None:
+            field, kind = own_spec
+            owned = f" (a field of {' and '.join(owners)})" if owners else ""
+            raise ValueError(
+                f"`{key}` is an option of a {kind!r} spec{owned}, which {name} does not read at the top level: give "
+                f"it in `{field}` (`{{'type': {kind!r}, {key!r}: ...}}`)"
+            )
         if owners:
             raise ValueError(
                 f"`{key}` is an option of {' and '.join(owners)}, which {name} ({config_class.model_type}) does not "
                 f"use{hint}"
             )
-        if key in BRANCH_SPEC_OPTIONS:
+        for arch, spec_options in ARCHITECTURE_SPEC_OPTIONS.items():
+            other_spec = _spec_holding(spec_options, key)
+            if other_spec is not None:
+                field, kind = other_spec
+                raise ValueError(
+                    f"`{key}` is an option of a {kind!r} spec (an entry of {arch}'s `{field}`), "
+                    f"not a field of {name}{hint}"
+                )
+        if key in RETIRED_INIT_OPTIONS:
             raise ValueError(
-                f"`{key}` is an option of a multi_encoder_transformer branch (an `encoder_branches` entry), "
-                f"not a field of {name}{hint}"
+                f"`{key}` is not an option: `init_law` replaced it before the first release; give `init_law` "
+                f"(one of {INIT_LAWS})"
             )
         if key in UNIMPLEMENTED_OPTIONS:
             raise ValueError(f"`{key}` (an option of transformers' BART/Marian) is not implemented by {name}")

@@ -11,7 +11,7 @@ import difflib
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_mt_common import ACTIVATIONS, MTConfig
+from .configuration_mt_common import ACTIVATIONS, MTConfig, register_architecture_options
 from .configuration_unified_transformer import PRIME_LAYER_OPTIONS, check_prime_layer_options
 
 
@@ -41,6 +41,7 @@ EXPANSION_MODES = ("per_layer", "block")
 COMBINATIONS = ("sum", "concat")
 
 
+@register_architecture_options
 @strict
 class MultiEncoderTransformerConfig(MTConfig):
     r"""
@@ -87,11 +88,11 @@ class MultiEncoderTransformerConfig(MTConfig):
             initialisation the paper adopts (its presets `base`/`lowres-` use it). Deviation: with Xavier a post-norm
             model of the `small` preset stays on the unigram plateau much longer in short schedules, so `small` uses
             the shared law; with the paper's long schedules either works. The ConvS2S, LSTM and expansion-vector laws
-            do not change. `linear_init="default"/"xavier"` of earlier releases is read as `init_law`.
+            do not change.
     """
 
     model_type = "multi_encoder_transformer"
-    prime_options_field = "encoder_branches"
+    spec_options = {"encoder_branches": BRANCH_OPTIONS}
 
     # `list` rather than `list[dict]`: a malformed entry then gets our ValueError naming it, not a strict type error.
     encoder_branches: list | None = None

@@ -4,8 +4,8 @@ Translation", MPT)."""
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_mt_common import MTConfig, _check_positive, check_used
-from .configuration_unified_transformer import check_layer_spec, layer_spec_with_defaults
+from .configuration_mt_common import MTConfig, _check_positive, check_used, register_architecture_options
+from .configuration_unified_transformer import PRIME_LAYER_OPTIONS, check_layer_spec, layer_spec_with_defaults
 
 
 CONNECTION_TYPES = ("hard", "soft")
@@ -14,6 +14,7 @@ TRAINING_OBJECTIVES = ("last", "sum", "random")
 SOFT_CONNECTION_INITS = ("uniform", "identity")
 
 
+@register_architecture_options
 @strict
 class MultiPassTransformerConfig(MTConfig):
     r"""
@@ -57,11 +58,10 @@ class MultiPassTransformerConfig(MTConfig):
         init_law (`str`): `"fairseq"` by default, fairseq's Transformer initialisation, which the paper trained with
             (see [`MTConfig`]), or `"pytorch"`, the package's shared law. The two give one network the same function
             at different starting points.
-            `linear_init="fairseq"/"default"` of earlier releases is read as `init_law="fairseq"/"pytorch"`.
     """
 
     model_type = "multi_pass_transformer"
-    prime_options_field = "encoder_layer"
+    spec_options = {"encoder_layer": {"prime": tuple(PRIME_LAYER_OPTIONS)}}
 
     num_passes: int = 2
     connection_type: str = "hard"

@@ -4,8 +4,8 @@ Neural Machine Translation")."""
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_mt_common import MTConfig, _check_positive, check_used
-from .configuration_unified_transformer import check_layer_spec, layer_spec_with_defaults
+from .configuration_mt_common import MTConfig, _check_positive, check_used, register_architecture_options
+from .configuration_unified_transformer import PRIME_LAYER_OPTIONS, check_layer_spec, layer_spec_with_defaults
 
 
 NOISE_TYPES = ("identity", "swap", "disorder", "mask")
@@ -14,6 +14,7 @@ DEFAULT_BIASED_UNITS = ("identity", "swap", "mask", "disorder")
 PENALTY_NORMALIZATIONS = ("tokens", "batch")
 
 
+@register_architecture_options
 @strict
 class MultiUnitTransformerConfig(MTConfig):
     r"""
@@ -71,7 +72,7 @@ class MultiUnitTransformerConfig(MTConfig):
     model_type = "multi_unit_transformer"
     # The loss parts are scalars: the Trainer must not collect them as predictions.
     keys_to_ignore_at_inference = ["cache", "past_key_values", "cross_entropy", "shuffle_penalty"]
-    prime_options_field = "unit_layer"
+    spec_options = {"unit_layer": {"prime": tuple(PRIME_LAYER_OPTIONS)}}
 
     init_law: str = "xavier"
     d_model: int = 512

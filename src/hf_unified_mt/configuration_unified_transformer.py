@@ -6,7 +6,7 @@ import copy
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_mt_common import MTConfig, _check_probability
+from .configuration_mt_common import MTConfig, _check_probability, register_architecture_options
 
 
 # A Prime layer composed into another architecture (a Multi-Encoder branch, the Multi-Pass encoder): the options it
@@ -65,6 +65,7 @@ def check_prime_layer_options(where: str, options: dict, normalize_before: bool)
         raise ValueError(f"{where}: `conv_weight_dropout` must be in [0, 1), got {rate!r}")
 
 
+@register_architecture_options
 @strict
 class UnifiedTransformerConfig(MTConfig):
     r"""

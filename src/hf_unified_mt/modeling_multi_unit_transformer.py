@@ -37,6 +37,7 @@ from transformers.utils.output_capturing import OutputRecorder
 
 from .configuration_multi_unit_transformer import MultiUnitTransformerConfig
 from .initialization_mt import MatrixRole, init_matrix_, layer_depth, xavier_uniform_
+from .loss_mt import loss_denominator, translation_cross_entropy
 from .modeling_decoder_variants import (
     VARIANT_LAYER_NAMES,
     MergedSelfAttentionDecoderLayer,
@@ -54,8 +55,6 @@ from .modeling_mt_common import (
     MTPreTrainedModel,
     cache_layer_for,
     dropout_if_training,
-    loss_denominator,
-    translation_cross_entropy,
 )
 from .modeling_unified_transformer import UnifiedTransformerEncoderLayer, prime_layer_config
 

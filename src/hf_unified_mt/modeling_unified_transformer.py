@@ -5,7 +5,20 @@ Every layer is a *Prime* unit: self-attention, a dynamic depthwise convolution a
 cross-attention in the decoder) read the same input in parallel and are summed onto one residual, followed by a
 single post-LayerNorm. Equations follow the authors' released code where it differs from the paper's text;
 deliberate deviations are marked "Deviation" (the package documentation's architecture notes, §1, have the longer
-derivations).
+derivations). Where the paper's equations are:
+
+* Eq. 1 (Prime-simple) and Eq. 4 (Prime): h' = LN(h + Drop(S) [+ Drop(Z)] + Drop(F)), `UnifiedTransformerPrimeLayer`
+  (`forward_with_weights`); S the self-attention branch, Z the decoder's cross-attention, F the FFN.
+* Eq. 2 (attention) and Eq. 5 (the convolution of the shared value projection, W_1^C = W_1^A): `PrimeSelfAttention`,
+  whose one output projection over [attention; convolution] is A W_2^A + C W_2^C.
+* Eq. 3: the FFN, `fc1` / `fc2` of the layer.
+* Eq. 6 (a softmax-normalised kernel generated per position) and Eq. 7 (the kernel widths mixed by softmax(gate)):
+  `PrimeDynamicConvolution.kernels`, applied by its `forward`.
+
+Each class shows the paper's computation first; below it, marked by a section line, the paths that compute the same
+result faster or for export: the convolution's three computations (one decoding step, a band matrix, sliding
+windows) and the forward the ONNX export traces, and the layer's stacked and fused projections (§3.3.1). A Prime
+layer composed into another architecture reads its options through `prime_layer_config`.
 """
 
 import copy
@@ -36,14 +49,6 @@ from .modeling_mt_common import (
     cache_layer_for,
     dropout_if_training,
 )
-
-
-def prime_layer_config(config, spec: dict) -> LayerConfig:
-    """The config a Prime layer composed into another architecture reads: the model's config with the spec's Prime
-    options (`PRIME_LAYER_OPTIONS`: a Multi-Encoder branch, the Multi-Pass `encoder_layer`) and the Unified
-    Transformer's defaults for the rest (`PRIME_LAYER_FIXED`)."""
-    options = {name: copy.deepcopy(spec[name]) for name in PRIME_LAYER_OPTIONS}
-    return LayerConfig(config, **options, **PRIME_LAYER_FIXED)
 
 
 class PrimeDynamicConvolution(nn.Module):
@@ -152,21 +157,9 @@ class PrimeDynamicConvolution(nn.Module):
             output = self.window_convolution(window, taps)
         return output.transpose(1, 2).reshape(batch, length, channels)
 
-    def onnx_export_forward(self):
-        """The forward the package's ONNX export traces instead (`hf_unified_mt.deployment.onnx_export`), or None
-        (unchanged): the encoder's convolution takes the sliding windows at every length (the same result), so that
-        one graph serves every source length. The decoder's steps (one position) keep `step_convolution`."""
-        if self.is_causal:
-            return None
-
-        def forward(*args, **kwargs) -> torch.Tensor:
-            band_max_length, self.band_max_length = self.band_max_length, 0
-            try:
-                return type(self).forward(self, *args, **kwargs)
-            finally:
-                self.band_max_length = band_max_length
-
-        return forward
+    # --------------------------------------------------------------- the computations of the convolution
+    # The same convolution three ways, chosen by `forward` by the number of positions: one decoding step, the band
+    # matrix (short sequences), the sliding windows (long ones); and the forward the ONNX export traces.
 
     def step_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
         """One position (a decoding step): the window `[B, H, k, C/H]` (the last k <= K inputs) weighted by the taps
@@ -196,6 +189,22 @@ class PrimeDynamicConvolution(nn.Module):
         are never transposed. Returns `[B, H, T, C/H]`."""
         windows = window.unfold(2, self.max_kernel_size, 1).transpose(-1, -2)  # [B, H, T, K, C/H]
         return torch.matmul(taps.permute(0, 2, 1, 3).unsqueeze(-2), windows).squeeze(-2)
+
+    def onnx_export_forward(self):
+        """The forward the package's ONNX export traces instead (`hf_unified_mt.deployment.onnx_export`), or None
+        (unchanged): the encoder's convolution takes the sliding windows at every length (the same result), so that
+        one graph serves every source length. The decoder's steps (one position) keep `step_convolution`."""
+        if self.is_causal:
+            return None
+
+        def forward(*args, **kwargs) -> torch.Tensor:
+            band_max_length, self.band_max_length = self.band_max_length, 0
+            try:
+                return type(self).forward(self, *args, **kwargs)
+            finally:
+                self.band_max_length = band_max_length
+
+        return forward
 
 
 class PrimeSelfAttention(MTAttention):
@@ -292,9 +301,68 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
             branches.remove("cross-attention")
         return f"{' + '.join(branches)} in parallel, post-norm (one LayerNorm)"
 
-    # --------------------------------------------------------------- fused projections (§3.3.1)
-    # `generate()` fuses at its start and unfuses at its end when `config.fuse_projections_for_inference`
-    # (`MTForConditionalGeneration.generate`); a caller can fuse explicitly for other inference forwards.
+    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        """The layer's output; the arguments are those of `forward_with_weights`."""
+        return self.forward_with_weights(hidden_states, *args, **kwargs)[0]
+
+    def forward_with_weights(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The layer's output and its self-attention map `[B, H, T, S]` (None where the attention implementation
+        does not return one): what a module that runs several Prime layers side by side (MUTE's units) reports."""
+        if self.is_decoder and encoder_hidden_states is None:
+            raise ValueError("The Unified Transformer decoder needs `encoder_hidden_states`")
+        # The projections one by one, or stacked into one product (the speed paths below, same outputs).
+        stacked_inputs, stacked_outputs = self.projections_for_forward()
+        self_projections, cross_query, ffn_input = self.project_inputs(hidden_states, stacked_inputs)
+
+        # S: attention and convolution of the shared value projection (Eq. 2, 5-7), or attention alone (Eq. 1)
+        mixed, weights = self.self_attn(
+            hidden_states,
+            attention_mask=attention_mask,
+            cache=cache,
+            padding_mask=padding_mask,
+            projections=self_projections,
+            **kwargs,
+        )
+        # F: the FFN's hidden layer (Eq. 3)
+        ffn_hidden = self.activation_fn(ffn_input)
+        ffn_hidden = dropout_if_training(ffn_hidden, self.activation_dropout, self.training)
+        # Z: the decoder's cross-attention, in parallel with S and F (Eq. 4)
+        cross = None
+        if self.is_decoder:
+            cross, _ = self.encoder_attn(
+                hidden_states,
+                key_value_states=encoder_hidden_states,
+                cache=cache,
+                attention_mask=encoder_attention_mask,
+                query_states=cross_query,
+                apply_output_projection=stacked_outputs is None,
+                **kwargs,
+            )
+
+        if stacked_outputs is not None:
+            update = self.project_outputs_stacked(mixed, cross, ffn_hidden, stacked_outputs)
+        else:
+            mixed = torch.cat(mixed, dim=-1) if len(mixed) > 1 else mixed[0]
+            update = dropout_if_training(self.self_attn.out_proj(mixed), self.dropout, self.training)
+            update = update + dropout_if_training(self.fc2(ffn_hidden), self.dropout, self.training)
+            if cross is not None:
+                update = update + dropout_if_training(cross, self.dropout, self.training)
+        return self.layer_norm(hidden_states + update), weights  # Eq. (1)/(4): one post-LayerNorm per layer
+
+    # --------------------------------------------------------------- stacked and fused projections (§3.3.1)
+    # Speed paths with the same outputs: every input projection of the layer as one product (W^Enc) and every output
+    # projection as another (W^Dec). In training they are stacked from the live weights at each forward; for inference
+    # `generate()` fuses them at its start and unfuses them at its end when `config.fuse_projections_for_inference`
+    # (`MTForConditionalGeneration.generate`), and a caller can fuse explicitly for other inference forwards.
 
     def _input_linears(self) -> list[nn.Linear]:
         cross = [self.encoder_attn.q_proj] if self.is_decoder else []
@@ -363,70 +431,34 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
         w_in, b_in, w_out, b_out, sizes = stacked
         return (w_in, b_in, sizes), ((w_out, b_out) if w_out is not None else None)
 
-    # --------------------------------------------------------------- forward
-    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-        """The layer's output; the arguments are those of `forward_with_weights`."""
-        return self.forward_with_weights(hidden_states, *args, **kwargs)[0]
+    def project_inputs(
+        self, hidden_states: torch.Tensor, stacked_inputs: tuple | None
+    ) -> tuple[tuple[torch.Tensor, ...] | None, torch.Tensor | None, torch.Tensor]:
+        """The self-attention's input projections (None: it projects them itself), the cross-attention's query (None:
+        it projects it itself) and the FFN's first projection, from one stacked product when `stacked_inputs` is
+        given."""
+        if stacked_inputs is None:
+            return None, None, self.fc1(hidden_states)
+        w_in, b_in, sizes = stacked_inputs
+        projections = nn.functional.linear(hidden_states, w_in, b_in).split(sizes, dim=-1)
+        num_self = len(self.self_attn.input_projections)
+        return projections[:num_self], projections[num_self], projections[-1]
 
-    def forward_with_weights(
+    def project_outputs_stacked(
         self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        cache: Cache | None = None,
-        padding_mask: torch.Tensor | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The layer's output and its self-attention map `[B, H, T, S]` (None where the attention implementation
-        does not return one): what a module that runs several Prime layers side by side (MUTE's units) reports."""
-        if self.is_decoder and encoder_hidden_states is None:
-            raise ValueError("The Unified Transformer decoder needs `encoder_hidden_states`")
-        stacked_inputs, stacked_outputs = self.projections_for_forward()
-        if stacked_inputs is not None:
-            w_in, b_in, sizes = stacked_inputs
-            projections = nn.functional.linear(hidden_states, w_in, b_in).split(sizes, dim=-1)
-            num_self = len(self.self_attn.input_projections)
-            self_projections, cross_query, ffn_input = projections[:num_self], projections[num_self], projections[-1]
-        else:
-            self_projections, cross_query, ffn_input = None, None, self.fc1(hidden_states)
-
-        mixed, weights = self.self_attn(  # (attention, convolution) or (attention,)
-            hidden_states,
-            attention_mask=attention_mask,
-            cache=cache,
-            padding_mask=padding_mask,
-            projections=self_projections,
-            **kwargs,
-        )
-        ffn_hidden = self.activation_fn(ffn_input)  # Eq. (3)
-        ffn_hidden = dropout_if_training(ffn_hidden, self.activation_dropout, self.training)
-
-        cross = None
-        if self.is_decoder:
-            cross, _ = self.encoder_attn(
-                hidden_states,
-                key_value_states=encoder_hidden_states,
-                cache=cache,
-                attention_mask=encoder_attention_mask,
-                query_states=cross_query,
-                apply_output_projection=stacked_outputs is None,
-                **kwargs,
-            )
-
-        if stacked_outputs is not None:
-            w_out, b_out = stacked_outputs  # b_out: the output biases to add
-            branches = [*mixed] + ([cross] if cross is not None else []) + [ffn_hidden]
-            update = nn.functional.linear(torch.cat(branches, dim=-1), w_out, b_out[0])
-            for bias in b_out[1:]:
-                update = update + bias
-        else:
-            mixed = torch.cat(mixed, dim=-1) if len(mixed) > 1 else mixed[0]
-            update = dropout_if_training(self.self_attn.out_proj(mixed), self.dropout, self.training)
-            update = update + dropout_if_training(self.fc2(ffn_hidden), self.dropout, self.training)
-            if cross is not None:
-                update = update + dropout_if_training(cross, self.dropout, self.training)
-        return self.layer_norm(hidden_states + update), weights  # Eq. (1)/(4): one post-LayerNorm per layer
+        mixed: tuple[torch.Tensor, ...],
+        cross: torch.Tensor | None,
+        ffn_hidden: torch.Tensor,
+        stacked_outputs: tuple,
+    ) -> torch.Tensor:
+        """The sum of the branches' output projections as one product over their concatenation (W^Dec), plus the
+        output biases (`stacked_outputs`: W^Dec and the biases to add; only without dropout on the branches)."""
+        w_out, b_out = stacked_outputs
+        branches = [*mixed] + ([cross] if cross is not None else []) + [ffn_hidden]
+        update = nn.functional.linear(torch.cat(branches, dim=-1), w_out, b_out[0])
+        for bias in b_out[1:]:
+            update = update + bias
+        return update
 
 
 class UnifiedTransformerEncoderLayer(UnifiedTransformerPrimeLayer):
@@ -472,6 +504,14 @@ class UnifiedTransformerForConditionalGeneration(
     UnifiedTransformerPreTrainedModel, MTForConditionalGeneration, GenerationMixin
 ):
     base_model_class = UnifiedTransformerModel
+
+
+def prime_layer_config(config, spec: dict) -> LayerConfig:
+    """The config a Prime layer composed into another architecture reads: the model's config with the spec's Prime
+    options (`PRIME_LAYER_OPTIONS`: a Multi-Encoder branch, the Multi-Pass `encoder_layer`) and the Unified
+    Transformer's defaults for the rest (`PRIME_LAYER_FIXED`)."""
+    options = {name: copy.deepcopy(spec[name]) for name in PRIME_LAYER_OPTIONS}
+    return LayerConfig(config, **options, **PRIME_LAYER_FIXED)
 
 
 __all__ = [

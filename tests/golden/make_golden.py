@@ -26,6 +26,14 @@ path and the layer building were refactored (issue 46, part 3); the "configs" va
 `train-unified-prime-dropout` was regenerated alone when Prime's convolution computed its cells at once (issue 61):
 DropConnect now draws one mask over all cells' taps instead of one per cell, so the random stream differs; with the
 dropout off every value, and every gradient, is unchanged (the other configurations' values are byte-identical).
+The saved checkpoints were rewritten (`--checkpoints`) when the init options of a version never released (`ds_init=`,
+`linear_init=`, which `init_law` replaced) stopped being read (issue 63): 13 of the 21 checkpoints' config.json held
+them. Every configuration now has a checkpoint saved by the current code (the 8 added since the last rewrite too), so
+the checkpoints' values are their configurations' values; the Deep Transformer's, MUTE's and Prime's changed (their
+checkpoints held the draws from before the initialisation was regenerated), the Multi-Encoder's and Multi-Pass ones'
+did not. The machine of the rewrite computes float32 forwards that differ from the pinned values in the last bits
+(relative 7e-5 at most; parameter checksums identical): the "configs", "training" and "cached_decode" values were kept
+byte-identical, and the checkpoints' values are those pinned configuration values.
 """
 
 import argparse

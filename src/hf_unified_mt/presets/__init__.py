@@ -10,8 +10,6 @@ from dataclasses import fields
 from huggingface_hub.errors import StrictDataclassFieldValidationError
 from transformers import AutoConfig, PreTrainedConfig
 
-from ..configuration_mt_common import LEGACY_INIT_OPTIONS
-
 
 def shape(d_model: int, layers: int, heads: int, ffn_dim: int) -> dict[str, int]:
     """The size of a symmetric encoder-decoder: width, layers per stack, heads, FFN width."""
@@ -231,15 +229,11 @@ def _presets_for(arch: str) -> dict[str, dict]:
 def get_config(arch: str, preset: str = "base", **overrides) -> PreTrainedConfig:
     """Config of architecture `arch` (its `model_type`) at the named size, with `overrides` applied.
 
-    A value of the wrong type raises `ValueError` naming the field, as a bad value does. An earlier release's init
-    option among the overrides (`ds_init=`, `linear_init=`) replaces the preset's `init_law`, as any override wins
-    over the preset (given with `init_law=` too, the two must agree)."""
+    A value of the wrong type raises `ValueError` naming the field, as a bad value does."""
     presets = _presets_for(arch)
     if preset not in presets:
         raise ValueError(f"Unknown preset {preset!r} for {arch}; known: {sorted(presets)}")
     values = dict(presets[preset])
-    if "init_law" not in overrides and any(option in overrides for option in LEGACY_INIT_OPTIONS):
-        values.pop("init_law", None)
     values.update(overrides)
     try:
         return AutoConfig.for_model(arch, **values)
