@@ -14,13 +14,13 @@ interrupted comparison resumes where it stopped.
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
+from harness import machine, write_result
 from transformers import AutoModelForSeq2SeqLM
 
 import hf_unified_mt
@@ -230,20 +230,13 @@ def main(argv=None):
     table = "\n".join(lines)
     print(table)
     print(f"BLEU signature: {rows[0]['bleu_signature']}\nchrF signature: {rows[0]['chrf_signature']}")
-    hardware = dict(
-        platform=platform.platform(),
-        torch=torch.__version__,
-        threads=torch.get_num_threads(),
-        gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-    )
     summary = dict(
-        command=" ".join([Path(sys.argv[0]).name] + (argv or sys.argv[1:])),
-        hardware=hardware,
+        machine=machine(),
         settings={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         rows=rows,
         table=table,
     )
-    (args.output_dir / "comparison.json").write_text(json.dumps(summary, indent=2))
+    write_result(args.output_dir / "comparison.json", summary, argv)
     (args.output_dir / "comparison.md").write_text(table + "\n")
     if plot_bleu_by_length(rows, args.output_dir / "bleu_by_length.png"):
         print(f"wrote {args.output_dir / 'bleu_by_length.png'}")

@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -44,10 +42,13 @@ import time
 from pathlib import Path
 
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-MAIN_JOB = ROOT / "training" / "configs" / "cpu_default.yaml"
-RESULT = HERE / "results" / "compile_training.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, also when a test loads this file by its path
+
+from harness import RESULTS, ROOT, machine, write_result
+from harness.main_job import MAIN_JOB
+
+
+RESULT = RESULTS / "compile_training.json"
 BUDGET_SECONDS = 600
 # train.py options of each run arm (after the main job's configuration and the common ones)
 ARMS = {
@@ -358,20 +359,12 @@ def main(argv=None) -> dict:
     base = [args.config, "--output_dir", str(work / "data"), *args.train_options]
     result = {
         "what": "train.py --torch_compile on the README main job on a CPU: length buckets, compile cost, step speed",
-        "command": "python benchmarks/compile_training.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": datetime.date.today().isoformat(),
-        "machine": {
-            "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-            "threads": args.threads,
-            "shared": "other processes ran beside these measurements (load averages recorded with each)",
-        },
+        "machine": dict(
+            machine(threads=args.threads),
+            shared="other processes ran beside these measurements (load averages recorded with each)",
+        ),
         "length_buckets": args.length_buckets,
     }
-    import torch
-    import transformers
-
-    result["torch"], result["transformers"] = torch.__version__, transformers.__version__
     padding = run_child(args, "padding", {"argv": base}, work)
     if "padding" in phases:
         result["padding"] = padding
@@ -414,11 +407,8 @@ def main(argv=None) -> dict:
                 *args.train_options,
             ]
             result["runs"][arm] = {"options": options, **run_child(args, f"run-{arm}", {"argv": run_argv}, work)}
-    from hf_unified_mt.utils.files import write_json
-
     result["summary"] = summarize(result)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.output, result, indent=1)
+    write_result(Path(args.output), result, argv, indent=1)
     print(json.dumps(result["summary"], indent=1))
     return result
 

@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import gzip
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -41,9 +39,12 @@ from pathlib import Path
 import numpy as np
 
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-RESULT = HERE / "results" / "data_path_scale.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, also when a test loads this file by its path
+
+from harness import RESULTS, ROOT, machine, write_result
+
+
+RESULT = RESULTS / "data_path_scale.json"
 # The stages of `hf_unified_mt.training.run.main`, timed by wrapping these functions of the module.
 STAGES = ("load_splits", "get_tokenizer", "prepare_model", "prepare_data", "build_trainer")
 
@@ -259,45 +260,6 @@ def run_once(name: str, argv: list[str], work_dir: Path, log_dir: Path) -> dict:
     return record
 
 
-def machine() -> dict:
-    import datasets
-    import tokenizers
-    import torch
-    import transformers
-
-    cpu = platform.processor()
-    if Path("/proc/cpuinfo").exists():
-        names = [
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ]
-        cpu = names[0] if names else cpu
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=40"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
-    return dict(
-        cpu=cpu,
-        usable_cpus=len(os.sched_getaffinity(0)),
-        memory_gib=round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        platform=platform.platform(),
-        versions=dict(
-            python=platform.python_version(),
-            torch=torch.__version__,
-            transformers=transformers.__version__,
-            datasets=datasets.__version__,
-            tokenizers=tokenizers.__version__,
-        ),
-        commit=commit,
-    )
-
-
 def shown_path(argument: str, work_dir: Path) -> str:
     """A path of the command as the result shows it: inside the work folder or the repository, relative to it."""
     for folder, name in ((work_dir.resolve(), "<work_dir>"), (ROOT, None)):
@@ -383,8 +345,7 @@ def main() -> None:
         runs[key]["description"] = name
         print(json.dumps({k: v for k, v in runs[key].items() if not k.startswith("busiest")}, indent=2), flush=True)
     document = dict(
-        date=datetime.date.today().isoformat(),
-        machine=machine(),
+        machine=machine(packages=("datasets", "tokenizers")),
         corpus=dict(
             pairs=args.pairs,
             format=args.format,
@@ -397,10 +358,7 @@ def main() -> None:
         runs=runs,
         summary=summary(runs),
     )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    from hf_unified_mt.utils.files import write_json
-
-    write_json(args.output, document, indent=2)
+    write_result(args.output, document, arguments)
     print(f"wrote {args.output}")
 
 

@@ -55,7 +55,6 @@ import gzip
 import io
 import json
 import os
-import platform
 import shlex
 import signal
 import statistics
@@ -67,7 +66,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_timing import interleaved_times, synchronize
+from harness import cpu_name, interleaved_times, machine, read_result, synchronize, write_result
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, TrainerCallback
 
@@ -151,7 +150,7 @@ def parse_args(argv=None):
         "--cudnn-attention",
         action="store_true",
         help="keep the cuDNN backend of scaled_dot_product_attention (off: it crashed on torch 2.11 + CUDA 13, "
-        "gpu_step_profile.py)",
+        "studies/gpu_step_profile.py)",
     )
     arms.add_argument("--arm", help=argparse.SUPPRESS)  # model/mode, for --phase arm
     arms.add_argument("--deadline", type=float, help=argparse.SUPPRESS)  # time.time() by which the arm ends
@@ -501,7 +500,7 @@ def train_phase(args, name: str) -> None:
 
 def report_phase(args) -> None:
     """Decoding throughput of the trained models, and the whole result."""
-    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor()
+    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name()
     training = {}
     for name in ("prime", "marian"):
         path = args.work_dir / f"train_{name}.json"
@@ -541,9 +540,9 @@ def report_phase(args) -> None:
             **decode,
         },
         "other_runtimes": other_runtimes(),
+        "machine": machine(),
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.output, result)
     print(json.dumps(result["other_runtimes"], indent=1))
     print(f"wrote {args.output}")
 
@@ -796,11 +795,11 @@ LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cu
 def count_kernels(step, batches: list[dict], args) -> dict:
     """Kernels per step over `--profiled` steps: on a GPU, `torch.profiler`'s GPU kernels, the host's launch calls
     (a CUDA graph's replay is one) and the GPU's busy share of the wall clock; on a CPU, as a stand-in, the compute
-    operators a step dispatches (`operator_counts.OperatorCount`; TorchDynamo runs a compiled region eagerly under a
+    operators a step dispatches (`harness.profiling.OperatorCount`; TorchDynamo runs a compiled region eagerly under a
     dispatch mode, so a compiled arm counts as eager)."""
     steps = [batches[i % len(batches)] for i in range(args.profiled)]
     if not args.device.startswith("cuda"):
-        from operator_counts import OperatorCount
+        from harness.profiling import OperatorCount
 
         with OperatorCount() as counted:
             for batch in steps:
@@ -810,7 +809,7 @@ def count_kernels(step, batches: list[dict], args) -> dict:
             "kernels_counted_by": "CPU stand-in: compute operators dispatched (TorchDispatchMode, under which "
             "compiled regions run eagerly), not GPU kernels",
         }
-    from gpu_step_profile import busy_seconds
+    from harness.profiling import busy_seconds
     from torch.profiler import ProfilerActivity, profile
 
     synchronize(args.device)
@@ -1069,7 +1068,7 @@ def arms_phase(args) -> None:
     print(f"bf16 matrix-product peak {peak / 1e12:.1f} TFLOP/s", flush=True)
     result = {
         "benchmark": "training arms: eager, compiled, CUDA graphs",
-        "device": torch.cuda.get_device_name() if cuda else platform.processor() or "cpu",
+        "device": torch.cuda.get_device_name() if cuda else cpu_name(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "transformers": __import__("transformers").__version__,
@@ -1085,9 +1084,9 @@ def arms_phase(args) -> None:
         "arms": [],
         "summary": {},
         "complete": False,
+        "machine": machine(),
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.output, result, indent=2)
+    write_result(args.output, result)
     arms = [(model, mode) for mode in args.modes for model in args.models]
     runnable = [(model, mode) for model, mode in arms if cuda or mode != "graphs"]
     for model, mode in arms:
@@ -1108,7 +1107,7 @@ def arms_phase(args) -> None:
         print(f"== {model}/{mode}: {record['status']} {record.get('error', '')}", flush=True)
     result["complete"] = True
     result["elapsed_seconds"] = args.time_budget - (end - time.time())
-    write_json(args.output, result, indent=2)
+    write_result(args.output, result)
     print(arms_table(result), flush=True)
     print(f"wrote {args.output}")
 
@@ -1191,7 +1190,7 @@ def main(argv=None):
     args = parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.phase == "table":
-        result = json.loads(args.output.read_text())
+        result = read_result(args.output)
         if "arms" in result:
             print(arms_table(result), end="")
         else:

@@ -29,26 +29,30 @@ work. A JSON written while the machine's load average exceeded half a core says 
 """
 
 import argparse
-import copy
 import cProfile
 import json
 import os
-import platform
 import pstats
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-import speed_vs_marian as bench
 import torch
-import yaml
-from bench_timing import interleaved_times
-from transformers import MarianMTModel
+from harness import RESULTS, busy, interleaved_times, load_check, machine, read_result, write_result
+from harness.backends import (
+    ONNX_BACKENDS,
+    GenerateFn,
+    clock_calls,
+    compiled_backend,
+    convert_to_ctranslate2,
+    ctranslate2_backend,
+    onnx_backends,
+    torch_backend,
+)
+from harness.models import build_models, source_batch, subjects
 from transformers.utils import logging as transformers_logging
 
 import hf_unified_mt
@@ -56,8 +60,6 @@ from hf_unified_mt.deployment.inference import quantize_int8
 from hf_unified_mt.training.baselines import count_parameters
 
 
-ROOT = Path(__file__).resolve().parent.parent
-MAIN_JOB_CONFIG = ROOT / "training" / "configs" / "cpu_default.yaml"
 REFERENCE = "marian/ct2-int8"  # the backend every ratio is taken against
 # With --threads above 1, our fastest backend and CTranslate2 int8 also run on one thread (backend name + ONE_THREAD):
 # on the 2-core machine of the README, CTranslate2 int8 decodes up to 10x faster on one thread than on two at batch 1,
@@ -78,8 +80,6 @@ QUICK = dict(
     main_job_d_model=32,
     throughput_batch_size=6,
 )
-
-GenerateFn = Callable[[torch.Tensor, torch.Tensor, int], object]  # (input_ids, attention_mask, num_beams) -> outputs
 
 
 def parse_args(argv=None):
@@ -136,9 +136,7 @@ def parse_args(argv=None):
         help="Profile ONNX Runtime's native loop over the step graph (`search_graphs=False`), not the search graphs",
     )
     parser.add_argument("--workdir", type=Path, help="Keep the saved and converted MarianMT models here")
-    parser.add_argument(
-        "--output", type=Path, default=ROOT / "benchmarks" / "results" / "inference_vs_ctranslate2.json"
-    )
+    parser.add_argument("--output", type=Path, default=RESULTS / "inference_vs_ctranslate2.json")
     args = parser.parse_args(argv)
     args.main_job_d_model = None
     if args.quick:
@@ -155,186 +153,6 @@ def parse_args(argv=None):
     # What `speed_vs_marian.build_pair` reads besides the preset and vocabulary.
     args.keep_dropout, args.device = False, "cpu"
     return args
-
-
-# ---------------------------------------------------------------------------------------------------- models
-
-
-def main_job_model(args) -> tuple[str, str, str, dict, int]:
-    """(name, architecture, preset, config overrides, vocabulary size) of the README's main job, read from its
-    training config. In `--quick` mode its width and FFNs shrink to `QUICK["main_job_d_model"]` (depth and heads
-    kept)."""
-    settings = yaml.safe_load(MAIN_JOB_CONFIG.read_text())
-    overrides = settings.get("config_overrides") or {}
-    overrides = json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
-    vocab_size = settings["tokenizer_vocab_size"]
-    if args.main_job_d_model:
-        width = args.main_job_d_model
-        overrides.update(d_model=width, encoder_ffn_dim=2 * width, decoder_ffn_dim=2 * width)
-        vocab_size = args.vocab_size
-    return f"main job ({settings['arch']})", settings["arch"], settings["preset"], overrides, vocab_size
-
-
-def subjects(args) -> list[dict]:
-    """The models to measure: the main job's (unless `--no-main-job`), then `--preset` of each of `--archs`."""
-    found = []
-    if not args.no_main_job:
-        name, arch, preset, overrides, vocab_size = main_job_model(args)
-        found.append(dict(name=name, arch=arch, preset=preset, overrides=overrides, vocab_size=vocab_size))
-    for arch in args.archs:
-        found.append(dict(name=f"{arch} ({args.preset})", arch=arch, preset=args.preset, overrides={}, vocab_size=None))
-    return found
-
-
-def build_models(subject: dict, args) -> tuple[torch.nn.Module, MarianMTModel]:
-    """The subject's model and the same-size MarianMT (`speed_vs_marian.build_pair`), both in eval mode."""
-    settings = argparse.Namespace(**{**vars(args), "preset": subject["preset"]})
-    settings.vocab_size = subject["vocab_size"] or args.vocab_size
-    pair = bench.build_pair(subject["arch"], settings, overrides=subject["overrides"])
-    return pair[subject["arch"]].eval(), pair["marian"].eval()
-
-
-def source_batch(args, size: int, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`size` random sources of `--source-length` tokens ending in `</s>`, no padding. The ids stay below the last
-    vocabulary entry, which the CTranslate2 conversion of a MarianMT drops."""
-    return bench.batch(args, size, vocab_size - 1)
-
-
-# ---------------------------------------------------------------------------------------------------- backends
-
-
-def torch_backend(model: torch.nn.Module, new_tokens: int) -> GenerateFn:
-    """`model.generate` decoding exactly `new_tokens` tokens, without gradients."""
-
-    @torch.inference_mode()
-    def generate(input_ids, attention_mask, num_beams):
-        return model.generate(
-            input_ids,
-            attention_mask=attention_mask,
-            max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens,
-            num_beams=num_beams,
-            do_sample=False,
-            early_stopping=False,
-        )
-
-    return generate
-
-
-def compiled_backend(model: torch.nn.Module, new_tokens: int) -> GenerateFn:
-    """`generate()` of a copy of `model` whose forward (one decoding step; `generate()` runs the encoder apart) is
-    compiled with `torch.compile` (Inductor, dynamic shapes, so that the growing cache and the beams do not recompile
-    every step). The copy fuses its projections once beforehand, which `generate()` would otherwise do and undo at
-    every call, changing what the compiled graphs depend on. Compiles on its first call.
-
-    The models share their forward's code, on which TorchDynamo counts recompilations: the graphs of the models
-    measured before (done with) are dropped, and the limit is raised above the few graphs one model needs (the first
-    step, the second, the dynamic rest; the cross-attention cache's state), so that no model falls back to eager."""
-    torch._dynamo.reset()
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
-    clone = copy.deepcopy(model).eval()
-    if hasattr(clone, "fuse_projections"):
-        clone.fuse_projections()
-    clone.forward = torch.compile(clone.forward, dynamic=True)
-    return torch_backend(clone, new_tokens)
-
-
-class _VocabularyOnly:
-    """What the CTranslate2 converter reads from a Marian tokenizer: the vocabulary in id order and the special tokens.
-    The random-weight MarianMT has no tokenizer, and `AutoTokenizer` knows no tokenizer for a bare `MarianConfig`
-    (transformers 5 has no `MarianTokenizer` without sentencepiece files). Id 1 (the model's decoder start) is `<s>`,
-    2 is `</s>`, 3 is `<unk>`, the last is `<pad>` (dropped by the converter, as in the Marian models it targets)."""
-
-    def __init__(self, vocab_size: int):
-        names = {0: "<blank>", 1: "<s>", 2: "</s>", 3: "<unk>", vocab_size - 1: "<pad>"}
-        self.vocabulary = {names.get(i, f"t{i}"): i for i in range(vocab_size)}
-        self.bos_token, self.eos_token, self.unk_token = "<s>", "</s>", "<unk>"
-
-    def get_vocab(self) -> dict[str, int]:
-        return dict(self.vocabulary)
-
-
-def convert_to_ctranslate2(marian: MarianMTModel, directory: Path) -> dict[str, Path]:
-    """Saves `marian` and converts it with `ctranslate2.converters.TransformersConverter` to float32 and int8
-    (weights; CTranslate2 picks the matching compute type). Returns the converted directories by quantisation.
-
-    The converter loads the model's tokenizer only for its vocabulary; a converter subclass hands it
-    `_VocabularyOnly` instead (the least invasive way: the model itself goes through the converter's own loader)."""
-    from ctranslate2.converters import TransformersConverter
-
-    class RandomWeightsMarianConverter(TransformersConverter):
-        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
-            return _VocabularyOnly(marian.config.vocab_size)
-
-    saved = directory / "marian"
-    marian.save_pretrained(saved)
-    converted = {}
-    for quantization in ("float32", "int8"):
-        output = directory / f"ct2-{quantization}"
-        RandomWeightsMarianConverter(str(saved)).convert(str(output), quantization=quantization, force=True)
-        converted[quantization] = output
-    return converted
-
-
-def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_tokens: int) -> GenerateFn:
-    """A CTranslate2 `Translator` on the CPU decoding exactly `new_tokens` tokens; takes the same id tensors as the
-    PyTorch backends (converted to token strings once per batch, outside the timed call)."""
-    import ctranslate2
-
-    translator = ctranslate2.Translator(str(directory), device="cpu", intra_threads=threads, inter_threads=1)
-    names = {i: name for name, i in _VocabularyOnly(vocab_size).vocabulary.items()}
-    # Token strings by input tensor; the tensor is kept with them, so that its id() cannot be reused by another.
-    tokens_of: dict[int, tuple[torch.Tensor, list[list[str]]]] = {}
-
-    def generate(input_ids, attention_mask, num_beams):
-        if id(input_ids) not in tokens_of:
-            tokens_of[id(input_ids)] = (input_ids, [[names[int(i)] for i in row] for row in input_ids])
-        return translator.translate_batch(
-            tokens_of[id(input_ids)][1],
-            beam_size=num_beams,
-            num_hypotheses=1,
-            min_decoding_length=new_tokens,
-            max_decoding_length=new_tokens,
-        )
-
-    return generate
-
-
-# ONNX Runtime backends: label -> (int8, `from_pretrained` options). `onnx-fp32` / `onnx-int8` decode through
-# transformers' `generate()` loop (`native_search=False`, what the backend did before issue 47); `onnx-native-int8`
-# through the native loop over the step graph in Python (`hf_unified_mt.deployment.onnx_search`, the default before the
-# search graphs); `onnx-graph-*` as one search graph (`onnx_search_graph`), what `ORTModelForSeq2SeqLM` now takes.
-ONNX_BACKENDS = {
-    "onnx-fp32": (False, dict(native_search=False)),
-    "onnx-int8": (True, dict(native_search=False)),
-    "onnx-native-int8": (True, dict(search_graphs=False)),
-    "onnx-graph-fp32": (False, {}),
-    "onnx-graph-int8": (True, {}),
-}
-
-
-def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tokens: int) -> dict[str, GenerateFn]:
-    """The ONNX Runtime backends of `model` (`ONNX_BACKENDS`), or none, with a printed note, when the ONNX backend
-    (issue 33: `hf_unified_mt.deployment.onnx_export` / `onnx_runtime`) or ONNX Runtime is not installed, or when the
-    export refuses the model. The one place to adapt if that backend's API changes: `export_onnx(model, tokenizer,
-    directory)` writes the graphs, `ORTModelForSeq2SeqLM.from_pretrained(directory, int8=..., num_threads=...,
-    native_search=..., search_graphs=...)` loads them into a model whose `generate` takes the same arguments as the
-    PyTorch model's."""
-    try:
-        from hf_unified_mt.deployment.onnx_export import export_onnx
-        from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
-
-        export_onnx(model, directory, int8=True, verify=False)  # its tests compare the graphs with PyTorch
-        return {
-            label: torch_backend(
-                ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=threads, **options),
-                new_tokens,
-            )
-            for label, (int8, options) in ONNX_BACKENDS.items()
-        }
-    except (ImportError, NotImplementedError, ValueError) as error:
-        print(f"note: ONNX Runtime backends skipped for {type(model).__name__} ({error})", file=sys.stderr)
-        return {}
 
 
 # ---------------------------------------------------------------------------------------------------- timing
@@ -537,15 +355,17 @@ def measure_subject(subject: dict, args, workdir: Path, int8_peak: float | None 
     return row
 
 
+def table_head(header: str, rule: str, cells: list[str]) -> list[str]:
+    """A markdown table's header and rule: the first columns (`header`, `rule`), then a setting's `cells` each
+    (numbers, aligned right)."""
+    return [header + "".join(cells), rule + "".join("---:|" * cell.count("|") for cell in cells)]
+
+
 def format_table(rows: list[dict], args) -> str:
     """Markdown: one row per model and backend, tokens/s and the ratio to CTranslate2 int8 for each setting."""
     names = list(settings_of(args))
-    header = "| model | backend | params |"
-    rule = "|---|---|---:|"
-    for setting in names:
-        header += f" {setting} tok/s | × ct2-int8 | of int8 peak |"
-        rule += "---:|---:|---:|"
-    lines = [header, rule]
+    cells = [f" {name} tok/s | × ct2-int8 | of int8 peak |" for name in names]
+    lines = table_head("| model | backend | params |", "|---|---|---:|", cells)
     for row in rows:
         for backend in row["settings"][names[0]]:
             params = row["marian_parameters"] if backend.startswith("marian/") else row["parameters"]
@@ -582,12 +402,8 @@ def summary_table(document: dict) -> str:
     measured on one thread."""
     rows = document["rows"]
     names = list(rows[0]["settings"])
-    header = "| model |"
-    rule = "|---|"
-    for setting in names:
-        header += f" {setting_label(setting)}: before → after, tokens/s | × CT2 int8 |"
-        rule += "---:|---:|"
-    lines = [header, rule]
+    cells = [f" {setting_label(name)}: before → after, tokens/s | × CT2 int8 |" for name in names]
+    lines = table_head("| model |", "|---|", cells)
     marked = False
     for row in rows:
         line = f"| {row['name']} |"
@@ -620,16 +436,11 @@ def limit_table(document: dict) -> str:
     rows = document["rows"]
     names = list(rows[0]["settings"])
     peak = document["int8_gemm_peak_multiply_adds_per_second"]
-    header, rule = "| model |", "|---|"
-    for setting in names:
-        header += f" {setting_label(setting)}: ours / CT2 int8 |"
-        rule += "---:|"
     lines = [
         f"Share of the int8 GEMM peak ({peak / 1e9:.0f} G multiply-adds/s, ONNX Runtime `MatMulInteger`, measured in "
         "the same run) that each achieves:",
         "",
-        header,
-        rule,
+        *table_head("| model |", "|---|", [f" {setting_label(name)}: ours / CT2 int8 |" for name in names]),
     ]
     for row in rows:
         line = f"| {row['name']} |"
@@ -647,11 +458,8 @@ def runs_table(documents: list[dict]) -> str:
     moved between them (ours, CTranslate2's)."""
     first, last = documents[0], documents[-1]
     names = list(first["rows"][0]["settings"])
-    header, rule = "| model |", "|---|"
-    for setting in names:
-        header += f" {setting_label(setting)}: × CT2 int8 per run | last / first (ours, CT2) |"
-        rule += "---:|---:|"
-    lines = [header, rule]
+    cells = [f" {setting_label(name)}: × CT2 int8 per run | last / first (ours, CT2) |" for name in names]
+    lines = table_head("| model |", "|---|", cells)
     for index, row in enumerate(first["rows"]):
         line = f"| {row['name']} |"
         for setting in names:
@@ -667,55 +475,6 @@ def runs_table(documents: list[dict]) -> str:
             line += f" {ratios[-1] / ratios[0]:.2f} ({moved[0]:.2f}, {moved[1]:.2f}) |"
         lines.append(line)
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------------- machine
-
-
-def machine_description(args) -> dict:
-    """CPU model, cores, threads, load and the versions and commit the numbers belong to."""
-    cpu = (
-        next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if "model name" in line
-            ),
-            platform.processor(),
-        )
-        if Path("/proc/cpuinfo").exists()
-        else platform.processor()
-    )
-    versions = dict(python=platform.python_version(), torch=torch.__version__, hf_unified_mt=hf_unified_mt.__version__)
-    for package in ("transformers", "ctranslate2", "onnxruntime"):
-        try:
-            versions[package] = __import__(package).__version__
-        except ImportError:
-            versions[package] = None
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=40"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
-    return dict(
-        cpu=cpu,
-        logical_cpus=os.cpu_count(),
-        usable_cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        torch_threads=torch.get_num_threads(),
-        ctranslate2_threads=dict(intra_threads=args.threads, inter_threads=1),
-        platform=platform.platform(),
-        versions=versions,
-        commit=commit,
-    )
-
-
-def busy(load: float) -> bool:
-    """A machine whose 1-minute load average exceeds half a core was doing other work while we measured."""
-    return load > 0.5
 
 
 # ---------------------------------------------------------------------------------------------------- profile
@@ -833,6 +592,18 @@ def profile_title(result: dict) -> str:
     )
 
 
+def profile_head(name: str, args, spec: dict, wall: float, tokens: int) -> dict:
+    """The fields a profile entry starts with: the model, the setting, and the speed of its `generate()` calls."""
+    return dict(
+        model=name,
+        setting=args.profile_setting,
+        batch=spec["batch"],
+        beams=spec["beams"],
+        seconds_per_generate=wall,
+        tokens_per_second=spec["batch"] * tokens / wall,
+    )
+
+
 def profile_decoding(model: torch.nn.Module, name: str, args) -> dict:
     """Where one model's `generate()` time goes at the profile setting: model forward vs generate()'s own Python,
     Python self time by region (cProfile), ATen calls per generated token and their share of the time
@@ -879,12 +650,7 @@ def profile_decoding(model: torch.nn.Module, name: str, args) -> dict:
     traffic = memory_traffic(model, spec["batch"], spec["beams"], args.source_length, args.new_tokens)
     step_seconds = steps / max(step_calls, 1)
     return dict(
-        model=name,
-        setting=args.profile_setting,
-        batch=spec["batch"],
-        beams=spec["beams"],
-        seconds_per_generate=wall,
-        tokens_per_second=spec["batch"] * tokens / wall,
+        **profile_head(name, args, spec, wall, tokens),
         share_encoder=encoder / wall,
         share_decoder_forwards=steps / wall,
         share_generate_outside_forward=(wall - steps - encoder) / wall,
@@ -937,23 +703,6 @@ def format_profile(result: dict) -> str:
         f"{result['allocated_bytes_per_token'] / 1e6:.2f} MB allocated per token"
     )
     return "\n".join(lines)
-
-
-def clock_calls(session, method: str, clock: dict) -> dict:
-    """Wraps `session.<method>` (an ONNX Runtime session's `run` or `run_with_iobinding`) so that every call adds its
-    seconds and one call to `clock` (`seconds`, `calls`); returns `clock`."""
-    original = getattr(session, method)
-
-    def timed(*arguments, **keywords):
-        start = time.perf_counter()
-        try:
-            return original(*arguments, **keywords)
-        finally:
-            clock["seconds"] += time.perf_counter() - start
-            clock["calls"] += 1
-
-    setattr(session, method, timed)
-    return clock
 
 
 def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8: bool) -> dict:
@@ -1026,12 +775,7 @@ def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8:
     profiled_steps = (args.new_tokens if graphs else steps) * args.profile_calls
     top = sorted(node_time, key=node_time.get, reverse=True)[:10]
     return dict(
-        model=name,
-        setting=args.profile_setting,
-        batch=spec["batch"],
-        beams=spec["beams"],
-        seconds_per_generate=wall,
-        tokens_per_second=spec["batch"] * args.new_tokens / wall,
+        **profile_head(name, args, spec, wall, args.new_tokens),
         share_encoder_graph=encoder / wall,
         share_decoder_graph=decoder / wall,
         share_outside_graphs=(wall - encoder - decoder) / wall,
@@ -1130,13 +874,13 @@ def main(argv=None):
     args = parse_args(argv)
     if args.profile_summary:
         labelled = (item.split("=", 1) if "=" in item else ("", item) for item in args.profile_summary)
-        print(profile_summary([(label, json.loads(Path(path).read_text())) for label, path in labelled]))
+        print(profile_summary([(label, read_result(path)) for label, path in labelled]))
         return
     if args.compare_runs:
-        print(runs_table([json.loads(Path(path).read_text()) for path in args.compare_runs]))
+        print(runs_table([read_result(path) for path in args.compare_runs]))
         return
     if args.summary:
-        document = json.loads(args.output.read_text())
+        document = read_result(args.output)
         print(summary_table(document))
         if document.get("int8_gemm_peak_multiply_adds_per_second"):
             print()
@@ -1144,7 +888,7 @@ def main(argv=None):
         return
     torch.set_num_threads(args.threads)
     transformers_logging.disable_progress_bar()  # saving and reloading the MarianMT for the converter
-    load_before = os.getloadavg()[0]
+    load_before = load_check()
     int8_peak = None  # the int8 GEMM peak: measured for the timed comparison, not for a profile
     if args.profile:
         results = run_profile(args)
@@ -1166,8 +910,12 @@ def main(argv=None):
         )
         results = None
     load_after = os.getloadavg()[0]
-    machine = machine_description(args)
-    machine.update(load_average_before=load_before, load_average_after=load_after)
+    record = machine(packages=("ctranslate2", "onnxruntime"))
+    record.update(
+        ctranslate2_threads=dict(intra_threads=args.threads, inter_threads=1),
+        load_average_before=load_before,
+        load_average_after=load_after,
+    )
     machine_busy = busy(load_before) or busy(load_after - args.threads)  # during the run, our own threads add load
     if machine_busy:
         print(
@@ -1179,13 +927,12 @@ def main(argv=None):
     output = args.output
     if args.profile and output == parse_args([]).output:
         output = output.with_name(output.stem + "_profile.json")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    document = dict(settings=settings, machine=machine, machine_busy=machine_busy, rows=rows, table=table)
+    document = dict(settings=settings, machine=record, machine_busy=machine_busy, rows=rows, table=table)
     if not args.profile:
         document["int8_gemm_peak_multiply_adds_per_second"] = int8_peak
     if results is not None:
         document["profile"] = results
-    output.write_text(json.dumps(document, indent=1))
+    write_result(output, document, argv, indent=1)
     print(f"wrote {output}")
 
 

@@ -17,14 +17,12 @@ of the full benchmark move by more than such a change (docs/deployment.md, "How 
 
 import argparse
 import contextlib
-import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import torch
+from harness import load_check, machine, read_result, write_result
 
 from hf_unified_mt.deployment import onnx_runtime
 from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
@@ -111,10 +109,10 @@ def describe(args, name: str) -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.table:
-        documents = [json.loads(path.read_text()) for path in args.table]
+        documents = [read_result(path) for path in args.table]
         print(table(documents))
         return documents
-    load_before = os.getloadavg()[0]
+    load_before = load_check()
     models = {}
     for name, folder in (("before", args.before), ("after", args.after)):
         with session_optimizers(args, name):
@@ -168,14 +166,9 @@ def main(argv=None) -> dict:
             f"same tokens: {row['same_tokens']}",
             flush=True,
         )
-    result["machine"] = dict(
-        processor=platform.processor() or platform.machine(),
-        cpus=os.cpu_count(),
-        threads=args.threads,
-        load_average_before=load_before,
-    )
+    result["machine"] = dict(machine(threads=args.threads, packages=("onnxruntime",)), load_average_before=load_before)
     if args.output:
-        args.output.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(args.output, result, argv, indent=1)
     return result
 
 

@@ -13,41 +13,20 @@ The batch is 4 sentences of 24 source and 24 target tokens (vocabulary 8,000, no
 """
 
 import argparse
-import datetime
-import json
-import platform
 import sys
-from collections import Counter
 from pathlib import Path
 
 import torch
-import transformers
-from torch.utils._python_dispatch import TorchDispatchMode
+from harness import RESULTS, machine, print_table, write_result
+from harness.profiling import OperatorCount
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 import hf_unified_mt
 from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
 
 
-RESULT = Path(__file__).resolve().parent / "results" / "operator_counts.json"
+RESULT = RESULTS / "operator_counts.json"
 VOCAB = 8000
-# Operators that compute nothing: allocations and metadata (views are recognised by their schema, `is_view`).
-NOT_COMPUTE = {"aten._unsafe_view", "aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty"}
-NOT_COMPUTE |= {"aten.new_empty_strided", "aten.lift_fresh", "aten.detach", "aten.alias", "aten.is_same_size"}
-
-
-class OperatorCount(TorchDispatchMode):
-    """Counts the compute operators dispatched inside the block, by name."""
-
-    def __init__(self):
-        super().__init__()
-        self.counts = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func.overloadpacket)
-        if not func.is_view and name not in NOT_COMPUTE:
-            self.counts[name] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def batch(vocab_size: int) -> dict:
@@ -112,13 +91,7 @@ def measure(architectures: list[str], preset: str) -> dict:
         "what": "compute operators per training step (forward + backward; AdamW step), CPU dispatch count",
         "preset": preset,
         "batch": "4 x 24 source and 24 target tokens, no padding, vocabulary 8,000",
-        "machine": {
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "date": datetime.date.today().isoformat(),
-        },
+        "machine": machine(threads=1),
         "rows": rows,
     }
 
@@ -126,7 +99,7 @@ def measure(architectures: list[str], preset: str) -> dict:
 def table(result: dict) -> str:
     lines = [
         f"Compute operators per training step, preset `{result['preset']}` ({result['batch']}; torch "
-        f"{result['machine']['torch']}):",
+        f"{result['machine']['versions']['torch']}):",
         "",
         "| architecture | forward + backward | same-size MarianMT | ratio | parameter tensors (ours / Marian) "
         "| AdamW step: loop / foreach / fused |",
@@ -151,11 +124,11 @@ def main(argv=None) -> None:
     parser.add_argument("--table", action="store_true", help="print the table of the JSON at --output and stop")
     args = parser.parse_args(argv)
     if args.table:
-        print(table(json.loads(args.output.read_text())))
+        print_table(args.output, table)
         return
     torch.set_num_threads(1)
     result = measure(args.architectures, args.preset)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.output, result, argv, indent=1)
     print(table(result))
 
 

@@ -14,21 +14,24 @@ it does more work, as MUTE's units or MPT's passes do).
 
     python benchmarks/speed_vs_marian.py                   # table on stdout, JSON to benchmarks/results/
     python benchmarks/speed_vs_marian.py --archs unified_transformer --repeats 5
+    python benchmarks/speed_vs_marian.py --archs multi_unit_transformer --profile train   # operator tables
+
+`--profile TASK` prints, instead of timing, `torch.profiler` operator tables of the same calls (a training step, or
+greedy decoding at batch 1 / `--decode-batch`) for the architecture and its MarianMT side by side: where it spends
+time that a same-size MarianMT does not (`--profile-output` also writes them to a file).
 """
 
 import argparse
 import copy
-import json
-import platform
 from pathlib import Path
 
 import torch
-from bench_timing import median_times, synchronize
+from harness import RESULTS, load_check, machine, median_times, synchronize, write_result
+from harness.models import batch, build_pair
 from torch.utils.flop_counter import FlopCounterMode
-from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 import hf_unified_mt
-from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
+from hf_unified_mt.training.baselines import count_parameters
 
 
 def parse_args(argv=None):
@@ -53,47 +56,12 @@ def parse_args(argv=None):
         help="Keep each preset's dropouts in training (MarianMT: dropout 0.1) instead of none for all",
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "speed_vs_marian.json")
+    parser.add_argument("--output", type=Path, default=RESULTS / "speed_vs_marian.json")
+    parser.add_argument("--profile", choices=["train", "decode_b1", "decode_bN"], help="Operator tables of this task")
+    parser.add_argument("--profile-rows", type=int, default=15, help="Operators per table (by self CPU time)")
+    parser.add_argument("--profile-calls", type=int, default=3, help="Profiled calls, after two warm-up calls")
+    parser.add_argument("--profile-output", type=Path, help="Also write the operator tables to this file")
     return parser.parse_args(argv)
-
-
-def switch_off_dropout(config) -> None:
-    """Every dropout probability of the config (the papers' attention, activation, kernel and branch dropouts besides
-    `dropout`) set to 0, as for the MarianMT: the comparison times the architectures' compute, not a recipe's random
-    masks (which the FLOP counter does not count; see `--keep-dropout`)."""
-    for name, value in config.to_dict().items():
-        if name.endswith("dropout") and isinstance(value, float):
-            setattr(config, name, 0.0)
-    for spec in getattr(config, "encoder_branches", None) or []:
-        if "dropout" in spec:
-            spec["dropout"] = 0.0
-
-
-def build_pair(arch: str, args, overrides: dict | None = None):
-    """The architecture's model and a MarianMT of the same width, depth and parameter count (FFN width solved);
-    `overrides` are config fields set on top of the preset (e.g. the main job's narrower shape)."""
-    config = hf_unified_mt.get_config(arch, args.preset, vocab_size=args.vocab_size, **(overrides or {}))
-    if not args.keep_dropout:
-        switch_off_dropout(config)
-    torch.manual_seed(0)
-    model = AutoModelForSeq2SeqLM.from_config(config)
-    marian_config = marian_config_matching(
-        count_parameters(model),
-        args.vocab_size,
-        d_model=config.d_model,
-        layers=config.encoder_layers,
-        heads=config.encoder_attention_heads,
-        dropout=0.1 if args.keep_dropout else 0.0,
-    )
-    marian = MarianMTModel(marian_config)
-    return {arch: model.to(args.device), "marian": marian.to(args.device)}
-
-
-def batch(args, size: int, vocab: int):
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(4, vocab, (size, args.source_length), generator=generator)
-    ids[:, -1] = 2  # </s>
-    return ids.to(args.device), torch.ones_like(ids)
 
 
 def training_call(model, args):
@@ -123,6 +91,34 @@ def decoding_call(model, args, size: int):
     return decode
 
 
+def call_makers(args) -> dict:
+    """The timed tasks: name -> function of a model giving the call to time."""
+    return {
+        "train": lambda m: training_call(m, args),
+        "decode_b1": lambda m: decoding_call(m, args, 1),
+        "decode_bN": lambda m: decoding_call(m, args, args.decode_batch),
+    }
+
+
+def profile_tables(arch: str, args) -> str:
+    """`torch.profiler` operator tables of `args.profile`'s call for the architecture and its MarianMT."""
+    sections = []
+    for name, model in build_pair(arch, args).items():
+        call = call_makers(args)[args.profile](model)
+        for _ in range(2):
+            call()
+        with torch.profiler.profile() as profile:
+            for _ in range(args.profile_calls):
+                call()
+        averages = profile.key_averages()
+        total_ms = sum(event.self_cpu_time_total for event in averages) / 1e3 / args.profile_calls
+        table = averages.table(sort_by="self_cpu_time_total", row_limit=args.profile_rows, max_name_column_width=50)
+        sections.append(
+            f"== {name}: {args.profile}, {total_ms:.1f} ms of operator time per call ({args.threads} threads)\n{table}"
+        )
+    return "\n".join(sections)
+
+
 def count_flops(model, make_call) -> int:
     """FLOPs of one call on an eager-attention copy (CPU SDPA kernels are invisible to the FLOP counter)."""
     clone = copy.deepcopy(model)
@@ -135,11 +131,7 @@ def count_flops(model, make_call) -> int:
 
 def measure(arch: str, args) -> dict:
     models = build_pair(arch, args)
-    tasks = {
-        "train": lambda m: training_call(m, args),
-        "decode_b1": lambda m: decoding_call(m, args, 1),
-        "decode_bN": lambda m: decoding_call(m, args, args.decode_batch),
-    }
+    tasks = call_makers(args)
     row = dict(
         arch=arch,
         parameters={name: count_parameters(m) for name, m in models.items()},
@@ -197,20 +189,21 @@ def main(argv=None):
     args = parse_args(argv)
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
+    if args.profile:
+        text = "\n".join(profile_tables(arch, args) for arch in args.archs)
+        print(text)
+        if args.profile_output:
+            args.profile_output.parent.mkdir(parents=True, exist_ok=True)
+            args.profile_output.write_text(text)
+        return
+    load = load_check()
     rows = [measure(arch, args) for arch in args.archs]
     table = format_table(rows, args)
     print(table)
     print("(speed: MarianMT's time / the architecture's, > 1 = faster; eff.: achieved FLOP/s over MarianMT's)")
-    hardware = dict(
-        platform=platform.platform(),
-        torch=torch.__version__,
-        threads=torch.get_num_threads(),
-        device=args.device,
-        gpu=torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
-    )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    args.output.write_text(json.dumps(dict(settings=settings, hardware=hardware, rows=rows, table=table), indent=1))
+    record = dict(machine(), load_average_before=load)
+    write_result(args.output, dict(settings=settings, machine=record, rows=rows, table=table), argv, indent=1)
     print(f"wrote {args.output}")
 
 

@@ -17,19 +17,18 @@ comparable across machines.
 """
 
 import argparse
-import json
 import os
 import platform
 import statistics
-import subprocess
 from pathlib import Path
 
 import torch
-from bench_timing import interleaved_times
+from harness import interleaved_times, write_result
 from transformers import AutoModelForSeq2SeqLM
 
 import hf_unified_mt
 from hf_unified_mt.analysis import ablation_arms as study_arms
+from hf_unified_mt.analysis.provenance import code_version
 from hf_unified_mt.training.baselines import count_parameters
 
 
@@ -115,15 +114,6 @@ def update_call(model, args):
     return updates
 
 
-def commit() -> str | None:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def main(argv=None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -149,7 +139,7 @@ def main(argv=None) -> dict:
         threads=args.threads,
         torch=torch.__version__,
         transformers=__import__("transformers").__version__,
-        commit=commit(),
+        commit=code_version()["commit"],
         size=args.size,
         batch=dict(sentences=args.batch, source_length=args.source_length, target_length=args.target_length),
         updates_per_round=args.updates_per_round,
@@ -163,8 +153,7 @@ def main(argv=None) -> dict:
         print(
             f"| {row['arm']} | {row['parameters'] / 1e6:.1f}M | {row['seconds_per_update']:.3f} | {row['ratio']:.2f} |"
         )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.output, result, argv, indent=1)
     print(f"wrote {args.output}")
     return result
 

@@ -37,7 +37,6 @@ import argparse
 import contextlib
 import copy
 import json
-import platform
 import statistics
 import time
 import types
@@ -45,7 +44,7 @@ from pathlib import Path
 
 import torch
 import yaml
-from bench_timing import interleaved_times
+from harness import interleaved_times, machine, read_result, write_result
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
@@ -187,15 +186,6 @@ def shape_cost(args, name: str = "main_job", steps: int = 24) -> dict:
     return result
 
 
-def machine(args) -> dict:
-    """What a result was measured on: the processor, torch's version and the threads of the run."""
-    return {
-        "processor": platform.processor() or platform.machine(),
-        "torch": torch.__version__,
-        "threads": args.threads,
-    }
-
-
 def measure(args) -> dict:
     torch.set_num_threads(args.threads)
     peaks = {
@@ -226,7 +216,7 @@ def measure(args) -> dict:
     new_shapes = shape_cost(args, args.models[0])
     return {
         "new_shapes": {"model": args.models[0], **new_shapes},
-        "machine": {**machine(args), "cpu_count": torch.get_num_threads()},
+        "machine": machine(threads=args.threads),
         "settings": {"max_tokens": args.max_tokens, "length": args.length, "repeats": args.repeats},
         "gemm_peak_gflops": {precision: value / 1e9 for precision, value in peaks.items()},
         "models": rows,
@@ -346,7 +336,7 @@ def profile_steps(args) -> dict:
             ),
         }
     return {
-        "machine": machine(args),
+        "machine": machine(threads=args.threads),
         "model": args.models[0],
         "gemm_peak_gflops": {precision: value / 1e9 for precision, value in peaks.items()},
         "settings": result,
@@ -357,10 +347,10 @@ def profile_table(result: dict) -> str:
     settings = result["settings"]
     names = list(settings)
     categories = [name for name, _ in OPERATOR_CATEGORIES] + [OTHER]
-    peaks, machine = result["gemm_peak_gflops"], result["machine"]
+    peaks, record = result["gemm_peak_gflops"], result["machine"]
     lines = [
         f"GEMM peak float32 {peaks['float32']:.0f} GFLOP/s, bfloat16 {peaks['bfloat16']:.0f} GFLOP/s; "
-        f"{machine['threads']} threads, torch {machine['torch']}.",
+        f"{record['threads']} threads, torch {record['versions']['torch']}.",
         "",
         "| share of the step's operator time | " + " | ".join(names) + " |",
         "|---|" + "---:|" * len(names),
@@ -391,23 +381,21 @@ LABELS = {"main_job": "main job (Prime 3+3, d 192)", "small": "Prime `small` (4+
 @contextlib.contextmanager
 def step_variant(blockwise_loss: bool, stacked_projections: bool):
     """The training step with its speed-ups on or off (benchmark only: patches the two places that choose them)."""
-    from hf_unified_mt import modeling_mt_common
+    from hf_unified_mt import loss_mt
     from hf_unified_mt.modeling_unified_transformer import UnifiedTransformerPrimeLayer
 
-    cross_entropy = modeling_mt_common.BlockwiseCrossEntropy
+    cross_entropy = loss_mt.BlockwiseCrossEntropy
     projections = UnifiedTransformerPrimeLayer.projections_for_forward
     try:
         if not blockwise_loss:
-            modeling_mt_common.BlockwiseCrossEntropy = types.SimpleNamespace(
-                apply=modeling_mt_common.composed_cross_entropy
-            )
+            loss_mt.BlockwiseCrossEntropy = types.SimpleNamespace(apply=loss_mt.composed_cross_entropy)
         if not stacked_projections:
             UnifiedTransformerPrimeLayer.projections_for_forward = lambda layer: (
                 projections(layer) if not layer.training else (None, None)
             )
         yield
     finally:
-        modeling_mt_common.BlockwiseCrossEntropy = cross_entropy
+        loss_mt.BlockwiseCrossEntropy = cross_entropy
         UnifiedTransformerPrimeLayer.projections_for_forward = projections
 
 
@@ -454,7 +442,7 @@ def step_changes(args) -> dict:
             "share_of_bf16_peak": flops / seconds / peak,
         }
     return {
-        "machine": machine(args),
+        "machine": machine(threads=args.threads),
         "model": args.models[0],
         "batches": len(batches),
         "padded_tokens_per_step": statistics.mean(b["input_ids"].numel() + b["labels"].numel() for b in batches),
@@ -469,7 +457,7 @@ def changes_table(result: dict) -> str:
         f"The main job's bf16 training step on {result['batches']} batches of a run's shapes (about "
         f"{result['padded_tokens_per_step']:.0f} padded tokens each), each variant in the same interleaved rounds; "
         f"bf16 GEMM peak {result['gemm_peak_gflops']['bfloat16']:.0f} GFLOP/s; {result['machine']['threads']} threads, "
-        f"torch {result['machine']['torch']}.",
+        f"torch {result['machine']['versions']['torch']}.",
         "",
         "| training step | s/step | speed-up | GFLOP/s (share of the bf16 peak) |",
         "|---|---:|---:|---:|",
@@ -488,7 +476,7 @@ def table(result: dict) -> str:
         f"One training step on a fixed batch of {result['settings']['max_tokens']} padded tokens (rows of "
         f"{result['settings']['length']} + {result['settings']['length']}); GEMM peak float32 {peaks['float32']:.0f} "
         f"GFLOP/s, bfloat16 {peaks['bfloat16']:.0f} GFLOP/s; {result['machine']['threads']} threads, torch "
-        f"{result['machine']['torch']}.",
+        f"{result['machine']['versions']['torch']}.",
         "",
         "| model | parameters | fp32 s/step | fp32 GFLOP/s (share of peak) | bf16 s/step "
         "| bf16 GFLOP/s (share of peak) | bf16 speed-up |",
@@ -525,11 +513,11 @@ def table(result: dict) -> str:
 def main(argv=None):
     args = parse_args(argv)
     if args.table:
-        print(table(json.loads(args.output.read_text())), end="")
+        print(table(read_result(args.output)), end="")
         if args.profile_output.exists():
-            print("\n" + profile_table(json.loads(args.profile_output.read_text())), end="")
+            print("\n" + profile_table(read_result(args.profile_output)), end="")
         if args.changes_output.exists():
-            print("\n" + changes_table(json.loads(args.changes_output.read_text())), end="")
+            print("\n" + changes_table(read_result(args.changes_output)), end="")
         return
     if args.changes:
         run, output, render = step_changes, args.changes_output, changes_table
@@ -538,8 +526,7 @@ def main(argv=None):
     else:
         run, output, render = measure, args.output, table
     result = run(args)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(output, result, argv)
     print(render(result), end="")
 
 

@@ -1,6 +1,8 @@
-"""The CPU inference benchmark against CTranslate2 (`benchmarks/inference_vs_ctranslate2.py`) end to end in its
-`--quick` mode (tiny models, one round), and its `--profile` breakdown. Checks that it runs and writes what it
-says; no speed is asserted (speed targets belong in the benchmark's table)."""
+"""The benchmarks (`benchmarks/`, their harness `benchmarks/harness/`, the finished studies `benchmarks/studies/`):
+each script end to end in a quick mode where it has one (the CPU inference benchmark against CTranslate2 in its
+`--quick` mode, tiny models, one round, and its `--profile` breakdown), and every committed table of the docs
+regenerated from its committed JSON. Checks that the scripts run and write what they say; no speed is asserted
+(speed targets belong in the benchmarks' tables)."""
 
 import gzip
 import importlib.util
@@ -65,17 +67,18 @@ def test_quick_run_times_every_backend_against_ctranslate2(tmp_path):
         entry = document["rows"][0]["settings"]["greedy_b1"]["marian/ct2-int8"]
         assert entry["share_of_int8_peak"] == pytest.approx(entry["multiply_adds_per_second"] / peak)
     machine = document["machine"]
-    assert machine["cpu"] and machine["torch_threads"] == 1 and machine["versions"]["ctranslate2"]
+    assert machine["cpu"] and machine["threads"] == 1 and machine["versions"]["ctranslate2"]
+    assert document["provenance"]["command"].startswith("python benchmarks/inference_vs_ctranslate2.py")
     assert isinstance(document["machine_busy"], bool)
     assert "| main job (unified_transformer) | pytorch-fp32 |" in result.stdout
     assert document["table"] in result.stdout
 
 
-def test_the_deployment_document_holds_the_table_against_the_int8_peak():
+def test_the_history_holds_the_table_against_the_int8_peak():
     document = committed_result("inference_vs_ctranslate2_limit.json")
     assert document["int8_gemm_peak_multiply_adds_per_second"] > 0 and not document["machine_busy"]
     assert {"greedy_b1", "beam4_b16", "beam4_b64"} == set(document["rows"][0]["settings"])
-    assert document["table"] in (ROOT / "docs" / "deployment.md").read_text()
+    assert document["table"] in (ROOT / "docs" / "history.md").read_text()
 
 
 def test_ours_and_ctranslate2_are_compared_each_on_its_faster_thread_count():
@@ -156,12 +159,13 @@ def test_profile_breaks_down_decoding_time(tmp_path):
 
 @pytest.mark.subprocess
 def test_step_floor_sets_the_runtime_fixed_cost_beside_ctranslate2(tmp_path):
-    """`benchmarks/onnx_step_floor.py --quick`: both backends timed, the step graph's runs and nodes counted, and
-    the fixed cost derived from ONNX Runtime's run and node costs as its table says."""
+    """`benchmarks/studies/onnx_step_floor.py --quick`: both backends timed, the step graph's runs and nodes counted,
+    and the fixed cost derived from ONNX Runtime's run and node costs as its table says."""
     pytest.importorskip("ctranslate2")
     pytest.importorskip("onnxruntime")
     output = tmp_path / "floor.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "onnx_step_floor.py"), "--quick", "--output", str(output)]
+    command = [sys.executable, str(ROOT / "benchmarks" / "studies" / "onnx_step_floor.py"), "--quick"]
+    command += ["--output", str(output)]
     result = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT, timeout=600)
     floor = json.loads(output.read_text())
     assert set(floor["seconds_per_token"]) == {"onnx-native-int8", "onnx-graph-int8", "marian/ct2-int8"}
@@ -175,14 +179,14 @@ def test_step_floor_sets_the_runtime_fixed_cost_beside_ctranslate2(tmp_path):
     assert "| ONNX Runtime int8, search graph (the default): a whole token |" in result.stdout
 
 
-def test_the_deployment_document_holds_the_step_floor_of_the_committed_json():
-    module = benchmark_script("onnx_step_floor")
+def test_the_history_holds_the_step_floor_of_the_committed_json():
+    module = benchmark_script("studies/onnx_step_floor")
     floor = committed_result("onnx_step_floor.json")
     assert floor["threads"] == 1 and not floor["machine_busy"]
-    assert module.table(floor) in (ROOT / "docs" / "deployment.md").read_text()
+    assert module.table(floor) in (ROOT / "docs" / "history.md").read_text()
 
 
-def test_the_deployment_document_holds_the_profiles_before_and_after_the_native_loop():
+def test_the_history_holds_the_profiles_before_and_after_the_native_loop():
     module = benchmark_script("inference_vs_ctranslate2")
     documents = [
         (label, committed_result(f"inference_vs_ctranslate2_profile{kind}_{setting}.json"))
@@ -191,12 +195,12 @@ def test_the_deployment_document_holds_the_profiles_before_and_after_the_native_
     ]
     table = module.profile_summary(documents)
     assert table.splitlines()[0].endswith("| batch 16, beam 4, search graph |")
-    assert table in (ROOT / "docs" / "deployment.md").read_text()
+    assert table in (ROOT / "docs" / "history.md").read_text()
     searched = [document["profile"][-1].get("search_graph", False) for _, document in documents]  # ONNX Runtime int8
     assert searched == [False, False, True] * 2
 
 
-def test_the_deployment_document_holds_the_search_graphs_side_by_side_with_the_native_loop():
+def test_the_history_holds_the_search_graphs_side_by_side_with_the_native_loop():
     """The docs table of the search graphs against the native loop is `onnx_graphs_ab.py --table` of the committed
     JSONs, which measured the same export on both sides and decoded the same tokens."""
     module = benchmark_script("onnx_graphs_ab")
@@ -205,10 +209,10 @@ def test_the_deployment_document_holds_the_search_graphs_side_by_side_with_the_n
         assert document["before"] == document["after"]
         assert document["decoding"] == {"before": "native loop", "after": "search graphs"}
         assert all(row["same_tokens"] for row in document["settings"].values())
-    assert module.table(documents) in (ROOT / "docs" / "deployment.md").read_text()
+    assert module.table(documents) in (ROOT / "docs" / "history.md").read_text()
 
 
-def test_the_deployment_document_holds_the_lean_step_graphs_side_by_side():
+def test_the_history_holds_the_lean_step_graphs_side_by_side():
     """The docs table of the lean step graphs is `onnx_graphs_ab.py --table` of the committed JSONs: two exports (the
     commit before and after), both as search graphs, int8; and the document's BLEU figures are the committed JSON's,
     float32 writing PyTorch's translations."""
@@ -217,12 +221,12 @@ def test_the_deployment_document_holds_the_lean_step_graphs_side_by_side():
     for document in documents:
         assert document["before"] != document["after"] and document["int8"]
         assert document["decoding"] == {"before": "search graphs", "after": "search graphs"}
-    text = (ROOT / "docs" / "deployment.md").read_text()
+    text = (ROOT / "docs" / "history.md").read_text()
     assert module.table(documents) in text
     assert_document_quotes_backend_bleu(text, "backend_bleu_lean_step.json")
 
 
-def test_the_deployment_document_holds_the_lean_graphs_side_by_side():
+def test_the_history_holds_the_lean_graphs_side_by_side():
     """The docs table of the transposes removed and the unfused LayerNorm is `onnx_graphs_ab.py --table` of the
     committed JSONs: the commit before (with ONNX Runtime's every optimisation, as the package ran it then) against
     this one's export, and this export alone with and without the fusion; int8 search graphs; and the document's BLEU
@@ -234,7 +238,7 @@ def test_the_deployment_document_holds_the_lean_graphs_side_by_side():
         assert document["int8"] and document["machine"]["load_average_before"] < 0.5  # int8, on a quiet machine
         assert document["decoding"] == {"before": "search graphs, all optimisations", "after": "search graphs"}
     assert [document["before"] != document["after"] for document in documents] == [True, True, False]
-    text = (ROOT / "docs" / "deployment.md").read_text()
+    text = (ROOT / "docs" / "history.md").read_text()
     assert module.table(documents) in text
     assert_document_quotes_backend_bleu(text, "backend_bleu_lean_graphs.json")
 
@@ -249,9 +253,10 @@ def assert_document_quotes_backend_bleu(text: str, name: str) -> None:
 
 
 def benchmark_script(name):
-    """A `benchmarks/` script as a module, under a name of its own, with its folder on the path while it loads (the
-    scripts import their siblings, such as `ablation_study`)."""
-    spec = importlib.util.spec_from_file_location(f"mt_benchmark_{name}", ROOT / "benchmarks" / f"{name}.py")
+    """A `benchmarks/` script (`studies/<name>` for a study) as a module, under a name of its own, with `benchmarks/`
+    on the path while it loads (the scripts import the harness, `benchmarks/harness/`)."""
+    path = ROOT / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"mt_benchmark_{name.replace('/', '_')}", path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
@@ -259,6 +264,15 @@ def benchmark_script(name):
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     return module
+
+
+def harness_module(name: str = ""):
+    """The benchmarks' harness (`benchmarks/harness/`), or its module `name` (`main_job`)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(f"harness.{name}" if name else "harness")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def test_onnx_graphs_ab_times_two_exports_side_by_side(tmp_path, capsys):
@@ -308,7 +322,7 @@ def test_readme_table_is_the_committed_benchmark_result():
     assert all("onnx-native-int8" in setting for row in document["rows"] for setting in row["settings"].values())
 
 
-def test_the_deployment_document_holds_two_runs_of_the_benchmark_side_by_side():
+def test_the_history_holds_two_runs_of_the_benchmark_side_by_side():
     """The docs table of two runs back to back is `--compare-runs` of the committed JSONs, both quiet, of the same
     workload."""
     module = benchmark_script("inference_vs_ctranslate2")
@@ -321,15 +335,16 @@ def test_the_deployment_document_holds_two_runs_of_the_benchmark_side_by_side():
     assert workloads[0] == workloads[1]
     table = module.runs_table(documents)
     assert table.splitlines()[2].startswith("| main job (unified_transformer) | ")
-    assert table in (ROOT / "docs" / "deployment.md").read_text()
+    assert table in (ROOT / "docs" / "history.md").read_text()
 
 
 @pytest.mark.subprocess
 def test_main_job_candidates_train_by_the_main_jobs_recipe_and_tabulate(tmp_path):
-    """`benchmarks/main_job_candidates.py` on a tiny slice: each candidate trained by `train.py` with the main job's
-    config and its own model options, one row per run in the JSON, skipped when run again, and the summary table."""
+    """`benchmarks/studies/main_job_candidates.py` on a tiny slice: each candidate trained by `train.py` with the main
+    job's config and its own model options, one row per run in the JSON, skipped when run again, and the summary
+    table."""
     output = tmp_path / "candidates.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "main_job_candidates.py"), "--seeds", "1"]
+    command = [sys.executable, str(ROOT / "benchmarks" / "studies" / "main_job_candidates.py"), "--seeds", "1"]
     command += ["--output_dir", str(tmp_path / "runs"), "--output", str(output), "--train_options"]
     command += ["--max_train_minutes", "0.02", "--max_train_samples", "32", "--max_test_samples", "3"]
     command += ["--max_eval_samples", "3", "--tokenizer_vocab_size", "300", "--generation_num_beams", "1"]
@@ -357,7 +372,8 @@ def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_
     """The comparison reads the kept translations: a candidate that writes the references beats one that writes
     nothing useful, with an interval above zero; identical translations give exactly zero; a candidate is compared on
     the seeds both have."""
-    module = benchmark_script("main_job_candidates")
+    module = benchmark_script("studies/main_job_candidates")
+    main_job = harness_module("main_job")
     references = [f"and god said unto moses verse number {i} of the book" for i in range(40)]
     monkeypatch.setattr(module, "test_references", lambda n: references[:n])
     output = tmp_path / "candidates.json"
@@ -370,7 +386,7 @@ def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_
         ("same", 3): references,
     }
     for (candidate, seed), lines in written.items():
-        path = module.translations_path(output, candidate, seed)
+        path = main_job.translations_path(output, candidate, seed)
         path.parent.mkdir(parents=True, exist_ok=True)
         with gzip.open(path, "wt", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
@@ -383,7 +399,7 @@ def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_
 
 def test_the_study_document_holds_the_main_job_candidates_table_of_the_committed_json():
     """The equal-time comparison at the main job's size is quoted from its committed JSON, not retyped."""
-    module = benchmark_script("main_job_candidates")
+    module = benchmark_script("studies/main_job_candidates")
     document = committed_result("main_job_candidates.json")
     assert {row["seed"] for row in document["runs"]} == {1, 2} and document["comparisons"]
     assert module.summary_table(document) in (ROOT / "docs" / "ablation_study.md").read_text()
@@ -438,7 +454,7 @@ def test_gpu_benchmark_runs_end_to_end_on_a_cpu_at_tiny_size(tmp_path):
 
 
 def test_gpu_step_profile_table_in_the_docs_is_generated_from_the_committed_json(tmp_path):
-    module = benchmark_script("gpu_step_profile")
+    module = benchmark_script("studies/gpu_step_profile")
     result = committed_result("gpu_step_profile.json")
     assert result["models"]["prime"]["kernels_per_step"] > 0
     assert module.table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
@@ -490,10 +506,10 @@ def test_training_step_profile_sorts_every_operator_into_the_work_it_does(tmp_pa
 
 def test_training_step_changes_time_each_speed_up_undone_and_restore_the_step(tmp_path, capsys):
     module = benchmark_script("training_efficiency")
-    from hf_unified_mt import modeling_mt_common
+    from hf_unified_mt import loss_mt
     from hf_unified_mt.modeling_unified_transformer import UnifiedTransformerPrimeLayer
 
-    before = (modeling_mt_common.BlockwiseCrossEntropy, UnifiedTransformerPrimeLayer.projections_for_forward)
+    before = (loss_mt.BlockwiseCrossEntropy, UnifiedTransformerPrimeLayer.projections_for_forward)
     output = tmp_path / "changes.json"
     module.main(["--changes", "--models", "tiny", "--threads", "1", "--max-tokens", "96", "--profile-steps", "2"]
                 + ["--repeats", "1", "--gemm-size", "64", "--changes-output", str(output)])  # fmt: skip
@@ -501,7 +517,7 @@ def test_training_step_changes_time_each_speed_up_undone_and_restore_the_step(tm
     assert list(result["variants"]) == list(module.STEP_VARIANTS)
     for row in result["variants"].values():
         assert row["seconds_per_step"] > 0 and 0 < row["share_of_bf16_peak"]
-    assert (modeling_mt_common.BlockwiseCrossEntropy, UnifiedTransformerPrimeLayer.projections_for_forward) == before
+    assert (loss_mt.BlockwiseCrossEntropy, UnifiedTransformerPrimeLayer.projections_for_forward) == before
     assert "| blockwise cross-entropy |" in capsys.readouterr().out
 
 
@@ -524,7 +540,7 @@ def test_every_recipe_arm_is_a_valid_main_job_command():
     refused option, such as `normalize_before=True` for Prime layers, fails here instead of after an hour)."""
     from hf_unified_mt.training.run import parse_arguments, validate_arguments
 
-    module = benchmark_script("main_job_recipe_search")
+    module = benchmark_script("studies/main_job_recipe_search")
     arms = {name: options for name, (_, options) in module.ARMS.items()}
     for options in arms.values():
         validate_arguments(*parse_arguments([str(module.MAIN_JOB), *options, "--max_steps", "1600"]))
@@ -543,38 +559,39 @@ def test_every_recipe_arm_is_a_valid_main_job_command():
 
 
 def test_recipe_search_counts_repeated_trigrams_in_the_longest_verses():
-    module = benchmark_script("main_job_recipe_search")
+    main_job = harness_module("main_job")
     sources = ["a b c d e f g h", "a b", "a b c d e f g", "a"]
     translations = ["x y z x y z", "x x x x", "p q r s", "x y z x y z"]
     # the longest half of the sources: 0 (repeats "x y z") and 2 (does not); 1 and 3 are short
-    assert module.repetition_share(translations, sources, share=0.5) == 0.5
-    assert module.repeats_trigram("and he said and he said") and not module.repeats_trigram("and he said unto")
+    assert main_job.repetition_share(translations, sources, share=0.5) == 0.5
+    assert main_job.repeats_trigram("and he said and he said") and not main_job.repeats_trigram("and he said unto")
 
 
-def test_the_benchmarks_document_holds_the_recipe_search_table_of_the_committed_json():
-    module = benchmark_script("main_job_recipe_search")
+def test_the_history_holds_the_recipe_search_table_of_the_committed_json():
+    module = benchmark_script("studies/main_job_recipe_search")
     document = committed_result("main_job_recipe_search.json")
     assert document["comparisons"] and {row["seed"] for row in document["runs"]} == {1, 2}
-    assert module.summary_table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
+    assert module.summary_table(document) in (ROOT / "docs" / "history.md").read_text()
 
 
-def test_the_benchmarks_document_holds_the_decoding_table_of_the_committed_json():
-    module = benchmark_script("main_job_decoding")
+def test_the_history_holds_the_decoding_tables_of_the_committed_json():
+    module = benchmark_script("studies/main_job_decoding")
     document = committed_result("main_job_decoding.json")
     assert document["test"]["pick"] in module.OPTIONS and set(document["validation"]) <= set(module.OPTIONS)
-    assert module.table(document) in (ROOT / "docs" / "benchmarks.md").read_text()
+    history = (ROOT / "docs" / "history.md").read_text()
+    assert module.table(document) in history
     second = committed_result("main_job_decoding_round2.json")
     options, control = module.ROUNDS[2]
     assert second["test"]["control"] == control and set(second["validation"]) <= set(options)
-    assert module.table(second) in (ROOT / "docs" / "benchmarks.md").read_text()
+    assert module.table(second) in history
     third = committed_result("main_job_decoding_round3.json")
     options, control = module.ROUNDS[3]
     assert third["test"]["control"] == control and set(third["validation"]) <= set(options)
-    assert module.table(third) in (ROOT / "docs" / "benchmarks.md").read_text()
+    assert module.table(third) in history
 
 
 def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json():
-    module = benchmark_script("main_job_runs")
+    module = benchmark_script("studies/main_job_runs")
     document = committed_result("main_job_runs.json")
     assert {(row["setting"], row["seed"]) for row in document["runs"]} >= {("float32", 1), ("float32", 2), ("bf16", 1)}
     assert all(row["bf16"] == row["setting"].startswith("bf16") for row in document["runs"])
@@ -588,7 +605,7 @@ def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json()
 
 def test_main_job_runs_compare_again_replaces_the_comparison(tmp_path, monkeypatch):
     """A second `--compare` of the same two settings replaces the first row instead of adding another."""
-    module = benchmark_script("main_job_runs")
+    module = benchmark_script("studies/main_job_runs")
     deltas = iter([0.5, 0.7])
 
     def compare(result, output, control, setting, samples, key):
@@ -610,7 +627,7 @@ def test_main_job_runs_compare_again_replaces_the_comparison(tmp_path, monkeypat
 def test_main_job_runs_score_each_run_on_every_validation_verse_once(tmp_path, monkeypatch):
     """`--full_validation` scores a run's saved model with training/score.py on the validation split, records it in
     its own JSON, skips runs already scored, and refuses a run that has no model."""
-    module = benchmark_script("main_job_runs")
+    module = benchmark_script("studies/main_job_runs")
     calls = []
     run = subprocess.run
 
@@ -645,7 +662,7 @@ def test_main_job_runs_score_each_run_on_every_validation_verse_once(tmp_path, m
 
 
 def test_main_job_runs_record_the_training_loss_of_two_settings_at_equal_updates(tmp_path):
-    module = benchmark_script("main_job_runs")
+    module = benchmark_script("studies/main_job_runs")
     for setting, offset in (("bf16", 0.0), ("bf16-max-tokens-3200", 0.5)):
         for seed in (1, 2):
             folder = tmp_path / "runs" / f"{setting}-seed{seed}"
@@ -671,10 +688,10 @@ def test_main_job_runs_record_the_training_loss_of_two_settings_at_equal_updates
 
 @pytest.mark.subprocess
 def test_main_job_runs_train_the_readme_command_per_setting_and_compare(tmp_path):
-    """`benchmarks/main_job_runs.py` on a tiny slice: the main job's own configuration with each setting's options,
-    the precision train.py resolved recorded per run, skipped when run again, and the paired bootstrap."""
+    """`benchmarks/studies/main_job_runs.py` on a tiny slice: the main job's own configuration with each setting's
+    options, the precision train.py resolved recorded per run, skipped when run again, and the paired bootstrap."""
     output = tmp_path / "runs.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "main_job_runs.py"), "--seeds", "1"]
+    command = [sys.executable, str(ROOT / "benchmarks" / "studies" / "main_job_runs.py"), "--seeds", "1"]
     command += ["--output_dir", str(tmp_path / "runs"), "--output", str(output), "--train_options"]
     command += ["--max_train_minutes", "0.02", "--max_train_samples", "32", "--max_test_samples", "3"]
     command += ["--max_eval_samples", "3", "--tokenizer_vocab_size", "300", "--generation_num_beams", "1"]
@@ -709,3 +726,67 @@ def test_operator_counts_cover_every_architecture_and_reproduce_the_committed_pr
         assert fresh[side]["forward_backward"] == row[side]["forward_backward"], side
         assert fresh[side]["optimizer_step"]["fused"] == row[side]["optimizer_step"]["fused"], side
     assert f"{row['ratio']:.2f}x" in operator_counts.table(committed)
+
+
+PAPER_COST_RESULTS = {
+    "generation_throughput": ["generation_throughput_base", "generation_throughput_table3"],
+    "deep_transformer_decoding": ["deep_transformer_decoding", "deep_transformer_decoding_small"],
+    "multi_unit_speed": ["multi_unit_speed"],
+    "multi_encoder_presets": ["multi_encoder_presets"],
+    "multi_pass_cost": ["multi_pass_cost"],
+}
+
+
+@pytest.mark.parametrize("measure", sorted(PAPER_COST_RESULTS))
+def test_paper_costs_render_the_tables_of_every_committed_result(measure, capsys):
+    """`paper_costs.py <measure> --table`: the committed JSON of each paper's cost renders the tables the measurement
+    printed, one row per measured configuration."""
+    module = benchmark_script("paper_costs")
+    for name in PAPER_COST_RESULTS[measure]:
+        path = ROOT / "benchmarks" / "results" / f"{name}.json"
+        assert module.main([measure, "--table", "--output", str(path)]) is None
+        printed = capsys.readouterr().out
+        assert printed == module.TABLES[measure](committed_result(f"{name}.json")) + "\n"
+        document = committed_result(f"{name}.json")
+        rows = (
+            document.get("rows") or document.get("generate") or [row for run in document["runs"] for row in run["rows"]]
+        )
+        assert printed.count("\n") > len(rows)
+
+
+def test_paper_costs_measure_and_record_the_multi_pass_cost_at_tiny_size(tmp_path, capsys):
+    """One paper's cost measured end to end at tiny size: every variant timed, the machine and provenance recorded in
+    the harness's schema, and `--table` of the JSON prints what the run printed."""
+    module = benchmark_script("paper_costs")
+    output = tmp_path / "multi_pass_cost.json"
+    options = ["--preset", "tiny", "--vocab-size", "60", "--source-length", "6", "--new-tokens", "2", "--repeats", "1"]
+    options += ["--batch-sizes", "1", "--beams", "1", "--threads", "1", "--device", "cpu", "--output", str(output)]
+    result = module.main(["multi_pass_cost", *options])
+    printed = capsys.readouterr().out
+    assert json.loads(output.read_text()) == result
+    assert {row["variant"] for row in result["rows"]} == {"P=1", "P=2", "P=3", "P=3, read pass 1", "P=3, read pass 2"}
+    assert all(row["seconds"] > 0 for row in result["rows"])
+    assert set(result["machine"]) >= {"cpu", "usable_cpus", "threads", "versions", "load_average_before"}
+    assert result["machine"]["threads"] == 1 and result["machine"]["versions"]["torch"] == torch.__version__
+    assert {"command", "date", "commit", "uncommitted_changes"} <= set(result["provenance"])
+    module.main(["multi_pass_cost", "--table", "--output", str(output)])
+    assert capsys.readouterr().out in printed
+
+
+def test_the_harness_times_calls_in_interleaved_rounds_after_a_warm_up():
+    harness = harness_module()
+    order = []
+    times = harness.interleaved_times({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, repeats=2)
+    assert order == ["a", "b"] * 3 and [len(values) for values in times.values()] == [2, 2]
+    assert set(harness.median_times({"a": lambda: None}, repeats=3)) == {"a"}
+
+
+def test_no_benchmark_script_imports_another_script():
+    """Scripts share code through the harness only (CONTRIBUTING: a script never loads another script)."""
+    folder = ROOT / "benchmarks"
+    scripts = {path.stem for path in folder.glob("*.py")} | {path.stem for path in folder.glob("studies/*.py")}
+    for path in [*folder.glob("*.py"), *folder.glob("studies/*.py"), *folder.glob("harness/*.py")]:
+        for line in path.read_text().splitlines():
+            words = line.split()
+            if words[:1] in (["import"], ["from"]) and len(words) > 1:
+                assert words[1].split(".")[0] not in scripts, f"{path.relative_to(ROOT)}: {line}"

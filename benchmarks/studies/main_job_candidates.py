@@ -9,8 +9,8 @@ the runs alternate between candidates within each seed, so that a drift of the m
 Finished runs are skipped (the JSON is rewritten after each run, and each run's own folder stays under
 `--output_dir`).
 
-    python benchmarks/main_job_candidates.py                    # every candidate, seeds 1 and 2 (about 1 hour)
-    python benchmarks/main_job_candidates.py --summary          # the table of the committed JSON
+    python benchmarks/studies/main_job_candidates.py                    # every candidate, seeds 1 and 2 (about 1 hour)
+    python benchmarks/studies/main_job_candidates.py --summary          # the table of the committed JSON
 
 Each candidate is compared with the main job's model by the ablation study's paired bootstrap: seed-averaged ΔBLEU
 with a 95% interval over the test verses (the same resampled verses for every seed and both models). Each run's
@@ -21,23 +21,28 @@ Run it on an otherwise idle machine: a time budget measures the machine as well 
 """
 
 import argparse
-import gzip
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from hf_unified_mt.analysis.provenance import code_version
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+
+from harness import ROOT, machine, print_table, write_result
+from harness.main_job import (
+    MAIN_JOB,
+    MAIN_JOB_SHAPE,
+    add_study_arguments,
+    in_turn,
+    keep_translations,
+    read_translations,
+    test_references,
+    train_main_job,
+)
+
 from hf_unified_mt.analysis.significance import delta_fields, paired_bootstrap_delta
 
-
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-MAIN_JOB = REPO / "training" / "configs" / "cpu_default.yaml"
-MAIN_JOB_SHAPE = dict(d_model=192, encoder_layers=3, decoder_layers=3, encoder_ffn_dim=768, decoder_ffn_dim=768)
 
 # name -> (description, train.py options over the main job's)
 CANDIDATES = {
@@ -67,33 +72,19 @@ CANDIDATES = {
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "main_job_candidates")
-    parser.add_argument("--output", type=Path, default=HERE / "results" / "main_job_candidates.json")
-    parser.add_argument("--bootstrap_samples", type=int, default=1000)
     parser.add_argument("--summary", action="store_true", help="Print the table of --output and exit")
-    parser.add_argument("--train_options", nargs=argparse.REMAINDER, default=[], help="More train.py options (tests)")
+    add_study_arguments(parser, "main_job_candidates", seeds=[1, 2])
     return parser.parse_args(argv)
 
 
 def run_one(candidate: str, seed: int, args) -> dict:
     """Train and score one candidate with one seed (train.py in a child process, as a user runs it)."""
-    output = args.output_dir / f"{candidate}-seed{seed}"
-    if not (output / "results.json").exists() or "test" not in json.loads((output / "results.json").read_text()):
-        command = [sys.executable, str(REPO / "training" / "train.py"), str(MAIN_JOB), *CANDIDATES[candidate][1]]
-        command += ["--output_dir", str(output), "--seed", str(seed)]
-        command += ["--num_sample_translations", "0", *args.train_options]
-        print(f"[{candidate} seed {seed}] training", flush=True)
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    results = json.loads((output / "results.json").read_text())
-    state = json.loads((output / "trainer_state.json").read_text())
+    folder = args.output_dir / f"{candidate}-seed{seed}"
+    options = [*CANDIDATES[candidate][1], "--seed", str(seed), "--num_sample_translations", "0", *args.train_options]
+    results, state = train_main_job(folder, options, f"{candidate} seed {seed}")
     if results["test"]["skipped_overlong"]:
-        raise RuntimeError(f"{output}: {results['test']['skipped_overlong']} test verses skipped, not the main job's")
-    hypotheses = (output / "test_translations.txt").read_text(encoding="utf-8").splitlines()
-    translations = translations_path(args.output, candidate, seed)
-    translations.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(translations, "wt", encoding="utf-8") as handle:
-        handle.write("\n".join(hypotheses) + "\n")
+        raise RuntimeError(f"{folder}: {results['test']['skipped_overlong']} test verses skipped, not the main job's")
+    keep_translations(args.output, candidate, seed, folder)
     return dict(
         candidate=candidate,
         seed=seed,
@@ -104,23 +95,6 @@ def run_one(candidate: str, seed: int, args) -> dict:
         test_chrf=round(results["test"]["chrf"], 2),
         test_verses=results["test"]["num_sentences"],
     )
-
-
-def translations_path(output: Path, candidate: str, seed: int) -> Path:
-    return output.with_suffix("") / f"{candidate}-seed{seed}.test.txt.gz"
-
-
-def read_translations(output: Path, candidate: str, seed: int) -> list[str]:
-    with gzip.open(translations_path(output, candidate, seed), "rt", encoding="utf-8") as handle:
-        return handle.read().splitlines()
-
-
-def test_references(num_verses: int) -> list[str]:
-    """The main job's references: the first `num_verses` pairs of the embedded corpus's test split (train.py's
-    `max_test_samples`)."""
-    from hf_unified_mt.training.data import load_parallel_data
-
-    return list(load_parallel_data()["test"]["target"][:num_verses])
 
 
 def compare_with_main_job(runs: list[dict], output: Path, samples: int) -> list[dict]:
@@ -182,24 +156,19 @@ def summary_table(result: dict) -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.summary:
-        result = json.loads(args.output.read_text())
-        print(summary_table(result))
-        return result
+        return print_table(args.output, summary_table)
     runs = []
-    for seed in args.seeds:
-        for candidate in args.candidates:
-            runs.append(run_one(candidate, seed, args))
-            result = dict(
-                recipe=str(MAIN_JOB.relative_to(REPO)),
-                train_options=args.train_options,
-                machine=dict(processor=platform.processor() or platform.machine(), cpus=os.cpu_count()),
-                code=code_version(),  # the commit, and whether the code had uncommitted changes
-                candidates={name: CANDIDATES[name][0] for name in args.candidates},
-                runs=runs,
-                comparisons=compare_with_main_job(runs, args.output, args.bootstrap_samples),
-            )
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(json.dumps(result, indent=1) + "\n")
+    for candidate, seed in in_turn(args.candidates, args.seeds):
+        runs.append(run_one(candidate, seed, args))
+        result = dict(
+            recipe=str(MAIN_JOB.relative_to(ROOT)),
+            train_options=args.train_options,
+            machine=machine(),
+            candidates={name: CANDIDATES[name][0] for name in args.candidates},
+            runs=runs,
+            comparisons=compare_with_main_job(runs, args.output, args.bootstrap_samples),
+        )
+        write_result(args.output, result, argv, indent=1)
     print(summary_table(result))
     return result
 

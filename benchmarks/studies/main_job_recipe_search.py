@@ -14,38 +14,42 @@ Arms are ranked by validation BLEU (`--eval_samples` validation verses, beam 4) 
 verses are scored too, but only the final comparison (the winner against today's recipe, at the real 10-minute
 budget, several seeds) looks at them. Finished runs are skipped; the JSON is rewritten after each run.
 
-    python benchmarks/main_job_recipe_search.py --arms base linear-2e-3 --seeds 1
-    python benchmarks/main_job_recipe_search.py --summary
+    python benchmarks/studies/main_job_recipe_search.py --arms base linear-2e-3 --seeds 1
+    python benchmarks/studies/main_job_recipe_search.py --summary
 """
 
 import argparse
-import gzip
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from main_job_candidates import read_translations, test_references, translations_path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+
+from harness import ROOT, machine, print_table, read_result, write_result
+from harness.main_job import (
+    MAIN_JOB,
+    MAIN_JOB_SHAPE,
+    SAME_SIZE_MARIAN,
+    add_study_arguments,
+    compare,
+    comparison_line,
+    in_turn,
+    keep_translations,
+    train_main_job,
+)
 
 from hf_unified_mt.analysis.provenance import code_version
-from hf_unified_mt.analysis.significance import delta_fields, paired_bootstrap_delta
-
-
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-MAIN_JOB = REPO / "training" / "configs" / "cpu_default.yaml"
-MAIN_JOB_SHAPE = dict(d_model=192, encoder_layers=3, decoder_layers=3, encoder_ffn_dim=768, decoder_ffn_dim=768)
 
 
 # The arms translate with plain beam search (no n-gram constraint), as the main job did when the search began; the
-# constraint is chosen on validation afterwards, for the search's pick (benchmarks/main_job_decoding.py).
+# constraint is chosen on validation afterwards, for the search's pick (benchmarks/studies/main_job_decoding.py).
 PLAIN_BEAM_SEARCH = ("--generation_no_repeat_ngram_size", "0")
 # The arms train in float32 on 2,500-token batches with a 4,000-token BPE vocabulary, as the main job did when the
 # search began (it now trains in bfloat16 where the CPU has bf16 units, on 3,200-token batches, with 6,000 tokens:
-# benchmarks/main_job_runs.py compares those at equal time; the search compares recipes at equal updates).
+# benchmarks/studies/main_job_runs.py compares those at equal time; the search compares recipes at equal updates).
 AS_SEARCHED = ("--bf16_if_native", "false", "--max_tokens", "2500", "--tokenizer_vocab_size", "4000")
 
 
@@ -65,13 +69,6 @@ def recipe(schedule="inverse_sqrt", learning_rate="2e-3", warmup="300", *extra, 
 
 
 NO_DROPOUT = dict(dropout=0.0, conv_weight_dropout=0.0)
-
-# The same-size Transformer beside the main job's model: a MarianMT of the same width, depth and heads, its FFN width
-# solved for the same parameter count (4.18M with the 4k vocabulary, as benchmarks/training_efficiency.py builds it).
-SAME_SIZE_MARIAN = dict(
-    d_model=192, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,
-    encoder_ffn_dim=898, decoder_ffn_dim=898,
-)  # fmt: skip
 
 
 def marian_recipe(schedule="inverse_sqrt", learning_rate="2e-3", warmup="300", dropout=0.1) -> list[str]:
@@ -148,13 +145,10 @@ ARMS = {
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument(
         "--steps", type=int, default=1600, help="Updates per run (the main job's in 10 quiet minutes on 2 cores)"
     )
     parser.add_argument("--eval_samples", type=int, default=400, help="Validation verses that rank the arms")
-    parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "main_job_recipe_search")
-    parser.add_argument("--output", type=Path, default=HERE / "results" / "main_job_recipe_search.json")
     parser.add_argument("--summary", action="store_true", help="Print the table of --output and exit")
     parser.add_argument(
         "--merge", type=Path, nargs="+", default=[], help="Add the runs of these JSON files (parallel runners) and exit"
@@ -165,25 +159,18 @@ def parse_args(argv=None):
         metavar=("CONTROL", "ARM"),
         help="Paired bootstrap of ARM against CONTROL on the test verses, over the seeds both have; stored in --output",
     )
-    parser.add_argument("--bootstrap_samples", type=int, default=1000)
-    parser.add_argument("--train_options", nargs=argparse.REMAINDER, default=[], help="More train.py options (tests)")
+    add_study_arguments(parser, "main_job_recipe_search", seeds=[1])
     return parser.parse_args(argv)
 
 
 def run_one(arm: str, seed: int, args) -> dict:
     """Train and score one arm with one seed (train.py in a child process, as a user runs it)."""
-    output = args.output_dir / f"{arm}-seed{seed}"
-    if not (output / "results.json").exists() or "test" not in json.loads((output / "results.json").read_text()):
-        command = [sys.executable, str(REPO / "training" / "train.py"), str(MAIN_JOB), *ARMS[arm][1]]
-        command += ["--max_steps", str(args.steps), "--max_train_minutes", "100000"]  # updates, not minutes, end it
-        command += ["--eval_steps", str(args.steps), "--save_steps", str(args.steps)]  # one evaluation, at the end
-        command += ["--max_eval_samples", str(args.eval_samples), "--num_sample_translations", "0"]
-        command += ["--output_dir", str(output), "--seed", str(seed), *args.train_options]
-        print(f"[{arm} seed {seed}] training", flush=True)
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    results = json.loads((output / "results.json").read_text())
-    state = json.loads((output / "trainer_state.json").read_text())
-    keep_translations(args, arm, seed)
+    folder = args.output_dir / f"{arm}-seed{seed}"
+    options = [*ARMS[arm][1], "--max_steps", str(args.steps), "--max_train_minutes", "100000"]  # updates end it
+    options += ["--eval_steps", str(args.steps), "--save_steps", str(args.steps)]  # one evaluation, at the end
+    options += ["--max_eval_samples", str(args.eval_samples), "--num_sample_translations", "0"]
+    results, state = train_main_job(folder, [*options, "--seed", str(seed), *args.train_options], f"{arm} seed {seed}")
+    keep_translations(args.output, arm, seed, folder, replace=False)
     evaluation = [entry for entry in state["log_history"] if "eval_bleu" in entry][-1]
     return dict(
         arm=arm,
@@ -198,102 +185,6 @@ def run_one(arm: str, seed: int, args) -> dict:
         threads=os.environ.get("OMP_NUM_THREADS"),
         code=code_version(),  # the code that recorded the run (the run itself, unless it was recorded earlier)
     )
-
-
-def keep_translations(args, arm: str, seed: int) -> None:
-    """Copies a run's test translations from its folder to `translations_path` (gzipped), once."""
-    translations = translations_path(args.output, arm, seed)
-    if not translations.exists():
-        translations.parent.mkdir(parents=True, exist_ok=True)
-        text = (args.output_dir / f"{arm}-seed{seed}" / "test_translations.txt").read_text(encoding="utf-8")
-        with gzip.open(translations, "wt", encoding="utf-8") as handle:
-            handle.write(text)
-
-
-def repeats_trigram(text: str) -> bool:
-    words = text.split()
-    trigrams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
-    return len(trigrams) != len(set(trigrams))
-
-
-def longest(sources: list[str], share: float = 0.25) -> list[int]:
-    """The indices of the longest `share` of the sources, in words (at least one)."""
-    return sorted(range(len(sources)), key=lambda i: -len(sources[i].split()))[: max(1, round(share * len(sources)))]
-
-
-def repetition_share(translations: list[str], sources: list[str], share: float = 0.25) -> float:
-    """The share of the translations of the longest `share` of the sources (in words) that repeat a word trigram:
-    the "Mahlah, Mahlah, Mahali" failure of long held-out verses."""
-    indices = longest(sources, share)
-    return sum(repeats_trigram(translations[i]) for i in indices) / len(indices)
-
-
-def longest_quarter_bleu(translations: list[str], references: list[str], sources: list[str]) -> float:
-    """Corpus BLEU of the translations of the longest quarter of the sources (in words): whether a change costs the
-    long held-out verses what it gains elsewhere."""
-    import sacrebleu
-
-    indices = longest(sources)
-    return sacrebleu.corpus_bleu([translations[i] for i in indices], [[references[i] for i in indices]]).score
-
-
-def compare(result: dict, output: Path, control: str, arm: str, samples: int, key: str = "arm") -> dict:
-    """ARM against CONTROL on the test verses: seed-averaged ΔBLEU with its 95% paired-bootstrap interval (the same
-    resampled verses for every seed and both arms), over the seeds both have (runs named by their field `key`)."""
-    seeds = sorted(
-        {row["seed"] for row in result["runs"] if row[key] == control}
-        & {row["seed"] for row in result["runs"] if row[key] == arm}
-    )
-    if not seeds:
-        raise SystemExit(f"no seed has runs of both {control} and {arm}")
-    control_translations = [read_translations(output, control, seed) for seed in seeds]
-    references = test_references(len(control_translations[0]))
-    delta, low, high = paired_bootstrap_delta(
-        control_translations, [read_translations(output, arm, seed) for seed in seeds], references, samples
-    )
-    from hf_unified_mt.training.data import load_parallel_data
-
-    sources = list(load_parallel_data()["test"]["source"][: len(references)])
-    repeats = {
-        name: round(
-            statistics.mean(repetition_share(read_translations(output, name, seed), sources) for seed in seeds), 3
-        )
-        for name in (control, arm)
-    }
-    longest_bleu = {
-        name: round(
-            statistics.mean(
-                longest_quarter_bleu(read_translations(output, name, seed), references, sources) for seed in seeds
-            ),
-            2,
-        )
-        for name in (control, arm)
-    }
-    return {
-        "control": control,
-        key: arm,
-        "seeds": seeds,
-        **delta_fields(delta, low, high),
-        "longest_quarter_repeating_a_trigram": dict(
-            repeats, references=round(repetition_share(references, sources), 3)
-        ),
-        "longest_quarter_bleu": longest_bleu,
-    }
-
-
-def comparison_line(row: dict, key: str = "arm") -> str:
-    """A comparison of `compare` as one sentence of the docs."""
-    line = (
-        f"\n{row[key]} against {row['control']} on the test verses, seeds {', '.join(map(str, row['seeds']))}: "
-        f"ΔBLEU {row['delta_bleu']:+.2f} ({row['interval'][0]:+.2f}, {row['interval'][1]:+.2f}), {row['verdict']}; "
-        "translations of the longest quarter of the sources that repeat a word trigram: "
-        + ", ".join(f"{name} {value:.1%}" for name, value in row["longest_quarter_repeating_a_trigram"].items())
-    )
-    if "longest_quarter_bleu" in row:  # comparisons made since it was recorded
-        line += "; BLEU of the longest quarter (mean over seeds): " + ", ".join(
-            f"{name} {value:.2f}" for name, value in row["longest_quarter_bleu"].items()
-        )
-    return line
 
 
 def summary_table(result: dict) -> str:
@@ -325,11 +216,9 @@ def summary_table(result: dict) -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.summary:
-        result = json.loads(args.output.read_text())
-        print(summary_table(result))
-        return result
+        return print_table(args.output, summary_table)
     if args.merge or args.compare:
-        result = json.loads(args.output.read_text())
+        result = read_result(args.output)
         for other in map(json.loads, (path.read_text() for path in args.merge)):
             if other["steps"] != result["steps"]:
                 raise SystemExit(f"runs of {other['steps']} updates cannot join runs of {result['steps']}")
@@ -338,16 +227,17 @@ def main(argv=None) -> dict:
             result["arms"].update(other["arms"])
         result["arms"].update({name: ARMS[name][0] for name in result["arms"] if name in ARMS})
         for row in result["runs"]:
-            keep_translations(args, row["arm"], row["seed"])
+            folder = args.output_dir / f"{row['arm']}-seed{row['seed']}"
+            keep_translations(args.output, row["arm"], row["seed"], folder, replace=False)
         if args.compare:
             comparison = compare(result, args.output, *args.compare, args.bootstrap_samples)
             result["comparisons"] = [
                 row for row in result.get("comparisons", []) if [row["control"], row["arm"]] != args.compare
             ] + [comparison]
-        args.output.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(args.output, result, argv, indent=1)
         print(summary_table(result))
         return result
-    previous = json.loads(args.output.read_text()) if args.output.exists() else {"runs": [], "arms": {}}
+    previous = read_result(args.output) if args.output.exists() else {"runs": [], "arms": {}}
     if previous["runs"] and previous.get("steps") != args.steps:
         raise SystemExit(f"{args.output} holds runs of {previous['steps']} updates, not {args.steps}")
     runs = [
@@ -355,21 +245,18 @@ def main(argv=None) -> dict:
         for row in previous["runs"]
         if (row["arm"], row["seed"]) not in {(a, s) for a in args.arms for s in args.seeds}
     ]
-    for seed in args.seeds:
-        for arm in args.arms:
-            runs.append(run_one(arm, seed, args))
-            result = dict(
-                recipe=str(MAIN_JOB.relative_to(REPO)),
-                steps=args.steps,
-                eval_samples=args.eval_samples,
-                train_options=args.train_options,
-                machine=dict(processor=platform.processor() or platform.machine(), cpus=os.cpu_count()),
-                code=code_version(),
-                arms={**previous["arms"], **{name: ARMS[name][0] for name in args.arms}},
-                runs=runs,
-            )
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(json.dumps(result, indent=1) + "\n")
+    for arm, seed in in_turn(args.arms, args.seeds):
+        runs.append(run_one(arm, seed, args))
+        result = dict(
+            recipe=str(MAIN_JOB.relative_to(ROOT)),
+            steps=args.steps,
+            eval_samples=args.eval_samples,
+            train_options=args.train_options,
+            machine=machine(),
+            arms={**previous["arms"], **{name: ARMS[name][0] for name in args.arms}},
+            runs=runs,
+        )
+        write_result(args.output, result, argv, indent=1)
     print(summary_table(result))
     return result
 

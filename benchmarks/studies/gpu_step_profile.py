@@ -9,26 +9,27 @@ Per model: wall-clock seconds per step (median of `--steps` after `--warmup` ste
 the kernels taking the most GPU time. A GPU busy for a small share of the wall clock is waiting for the host to
 launch work (launch-bound); a busy GPU with low FLOP/s runs inefficient kernels.
 
-    python benchmarks/gpu_step_profile.py --output $OUT/gpu_step_profile.json
+    python benchmarks/studies/gpu_step_profile.py --output $OUT/gpu_step_profile.json
 """
 
 import argparse
-import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+
 import torch
-from bench_timing import synchronize
+from harness import RESULTS, machine, synchronize, write_result
+from harness.profiling import busy_seconds
 from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
 
 import hf_unified_mt
 from hf_unified_mt.presets import MARIAN_COMMON
 from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
-
-
-HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv=None):
@@ -50,7 +51,7 @@ def parse_args(argv=None):
         "2.11 + CUDA 13 its backward failed with an illegal memory access, `mha_graph.execute(...)`)",
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--output", type=Path, default=HERE / "results" / "gpu_step_profile.json")
+    parser.add_argument("--output", type=Path, default=RESULTS / "gpu_step_profile.json")
     return parser.parse_args(argv)
 
 
@@ -69,22 +70,6 @@ def build_models(preset: str, vocab_size: int) -> dict:
     marian_values = {**matching.to_dict(), **MARIAN_COMMON, "encoder_ffn_dim": ffn, "decoder_ffn_dim": ffn}
     marian = MarianMTModel(MarianConfig(**marian_values))
     return {"prime": prime, "marian": marian}
-
-
-def busy_seconds(events) -> float:
-    """Length of the union of the GPU kernels' [start, end] intervals (microseconds in, seconds out)."""
-    intervals = sorted((event.time_range.start, event.time_range.end) for event in events)
-    total, current_start, current_end = 0.0, None, None
-    for start, end in intervals:
-        if current_end is None or start > current_end:
-            if current_end is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None:
-        total += current_end - current_start
-    return total / 1e6
 
 
 def profile_model(name: str, model, args) -> dict:
@@ -185,9 +170,9 @@ def main(argv=None):
         "torch": torch.__version__,
         "settings": {key: str(value) for key, value in vars(args).items()},
         "models": {name: profile_model(name, model, args) for name, model in models.items()},
+        "machine": machine(),
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.output, result, argv)
     print(table(result))
 
 

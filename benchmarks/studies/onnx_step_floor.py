@@ -18,25 +18,32 @@ default: both backends' faster setting at batch 1 on the 2-core machine of the d
 So `runs per token x run cost + nodes x node cost` is what a step costs however little arithmetic its nodes do, and
 the table sets it beside CTranslate2's token (issue 47's batch-1 target asks for half of it).
 
-    python benchmarks/onnx_step_floor.py                # JSON to benchmarks/results/onnx_step_floor.json
-    python benchmarks/onnx_step_floor.py --table        # the docs table of the JSON
+    python benchmarks/studies/onnx_step_floor.py                # JSON to benchmarks/results/onnx_step_floor.json
+    python benchmarks/studies/onnx_step_floor.py --table        # the docs table of the JSON
 """
 
 import argparse
 import collections
-import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import inference_vs_ctranslate2 as harness
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+
 import numpy as np
 import torch
+from harness import RESULTS, busy, load_check, machine, print_table, write_result
+from harness.backends import clock_calls, convert_to_ctranslate2, ctranslate2_backend, torch_backend
+from harness.models import build_models, source_batch, subjects
 
 
-HERE = Path(__file__).resolve().parent
+# The workload of `inference_vs_ctranslate2.py` (its `--quick` sizes with `--quick`), on the main job's model only.
+WORKLOAD = dict(vocab_size=4000, source_length=30, new_tokens=20, main_job_d_model=None)
+QUICK = dict(vocab_size=300, source_length=8, new_tokens=4, main_job_d_model=32)
 
 
 def parse_args(argv=None):
@@ -47,7 +54,7 @@ def parse_args(argv=None):
     parser.add_argument("--chain", type=int, default=200, help="Nodes of the long Add chain")
     parser.add_argument("--quick", action="store_true", help="Tiny model, one round (checks that it runs)")
     parser.add_argument("--table", action="store_true", help="Print the docs table of --output and exit")
-    parser.add_argument("--output", type=Path, default=HERE / "results" / "onnx_step_floor.json")
+    parser.add_argument("--output", type=Path, default=RESULTS / "onnx_step_floor.json")
     args = parser.parse_args(argv)
     for name in ("threads", "rounds", "calls", "chain"):
         if getattr(args, name) < 1:
@@ -113,12 +120,14 @@ def measure(args) -> dict:
     from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
     torch.set_num_threads(args.threads)
-    harness_args = harness.parse_args(["--threads", str(args.threads), *(["--quick"] if args.quick else [])])
-    [subject] = [s for s in harness.subjects(harness_args) if s["name"].startswith("main job")]
-    model, marian = harness.build_models(subject, harness_args)
-    new_tokens = harness_args.new_tokens
-    input_ids, attention_mask = harness.source_batch(harness_args, 1, model.config.vocab_size)
-    load_before = os.getloadavg()[0]
+    workload = argparse.Namespace(
+        **(QUICK if args.quick else WORKLOAD), no_main_job=False, archs=[], keep_dropout=False, device="cpu"
+    )
+    [subject] = subjects(workload)
+    model, marian = build_models(subject, workload)
+    new_tokens = workload.new_tokens
+    input_ids, attention_mask = source_batch(workload, 1, model.config.vocab_size)
+    load_before = load_check()
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         export_onnx(model, scratch / "onnx", int8=True, verify=False)
@@ -126,16 +135,16 @@ def measure(args) -> dict:
         runtime = ORTModelForSeq2SeqLM.from_pretrained(
             scratch / "onnx", int8=True, num_threads=args.threads, search_graphs=False
         )
-        ours = harness.torch_backend(runtime, new_tokens)
-        graph = harness.torch_backend(
+        ours = torch_backend(runtime, new_tokens)
+        graph = torch_backend(
             ORTModelForSeq2SeqLM.from_pretrained(scratch / "onnx", int8=True, num_threads=args.threads), new_tokens
         )
-        converted = harness.convert_to_ctranslate2(marian, scratch)
-        ct2 = harness.ctranslate2_backend(converted["int8"], marian.config.vocab_size, args.threads, new_tokens)
+        converted = convert_to_ctranslate2(marian, scratch)
+        ct2 = ctranslate2_backend(converted["int8"], marian.config.vocab_size, args.threads, new_tokens)
         nodes = optimized_node_count(runtime.decoder_session._model_path, args.threads)
 
-        step = harness.clock_calls(runtime.decoder_session, "run_with_iobinding", dict(seconds=0.0, calls=0))
-        encoder = harness.clock_calls(runtime.encoder.session, "run", dict(seconds=0.0, calls=0))
+        step = clock_calls(runtime.decoder_session, "run_with_iobinding", dict(seconds=0.0, calls=0))
+        encoder = clock_calls(runtime.encoder.session, "run", dict(seconds=0.0, calls=0))
         seconds = {"onnx-native-int8": [], "onnx-graph-int8": [], "marian/ct2-int8": []}
         step_seconds, encoder_seconds = [], []
         for backend in (ours, graph, ct2):  # warm-up (the plans, the search graph, CTranslate2's token strings)
@@ -174,7 +183,7 @@ def measure(args) -> dict:
         rounds=args.rounds,
         calls_per_round=args.calls,
         new_tokens=new_tokens,
-        source_length=harness_args.source_length,
+        source_length=workload.source_length,
         seconds_per_token=per_token,
         tokens_per_second={name: 1 / value for name, value in per_token.items()},
         decoder_step_runs_per_call=steps_per_call,
@@ -190,8 +199,8 @@ def measure(args) -> dict:
         target_seconds_per_token=per_token["marian/ct2-int8"] / 2,
         rounds_seconds_per_call=seconds,
         load_average_before=load_before,
-        machine_busy=harness.busy(load_before),
-        machine=harness.machine_description(argparse.Namespace(threads=args.threads)),
+        machine_busy=busy(load_before),
+        machine=machine(threads=args.threads, packages=("ctranslate2", "onnxruntime")),
     )
 
 
@@ -223,14 +232,11 @@ def table(result: dict) -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.table:
-        result = json.loads(args.output.read_text())
-        print(table(result))
-        return result
+        return print_table(args.output, table)
     if args.quick:
         args.rounds, args.calls, args.chain = 1, 2, 20
     result = measure(args)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.output, result, argv, indent=1)
     print(table(result))
     return result
 

@@ -7,11 +7,11 @@ child process with the machine to itself (run it on a quiet machine: the 10-minu
 anything running beside it costs updates). A run records the precision, attention kernel and padding it trained
 with, as train.py resolved them; its test translations are kept gzipped beside the JSON for the paired bootstrap.
 
-    python benchmarks/main_job_runs.py --settings bf16 --seeds 1 2     # train (resumable: finished runs are kept)
-    python benchmarks/main_job_runs.py --compare float32 bf16           # paired bootstrap on the test verses
-    python benchmarks/main_job_runs.py --loss_curves float32 bf16       # training loss at equal updates, per seed
-    python benchmarks/main_job_runs.py --full_validation --settings bf16 --seeds 1 2   # all 928 validation verses
-    python benchmarks/main_job_runs.py --table                          # the docs table of the committed JSON
+    python benchmarks/studies/main_job_runs.py --settings bf16 --seeds 1 2    # train (resumable: finished runs kept)
+    python benchmarks/studies/main_job_runs.py --compare float32 bf16          # paired bootstrap on the test verses
+    python benchmarks/studies/main_job_runs.py --loss_curves float32 bf16      # training loss at equal updates
+    python benchmarks/studies/main_job_runs.py --full_validation --settings bf16 --seeds 1 2   # all 928 verses
+    python benchmarks/studies/main_job_runs.py --table                         # the docs table of the committed JSON
 
 A run evaluates itself on the first 200 validation verses (the main job's `max_eval_samples`: all from Judges);
 `--full_validation` scores its saved model on all 928 (five books) with `training/score.py`, the model's own
@@ -19,23 +19,25 @@ generation configuration (beam 4, no repeated 4-grams), into a JSON of its own: 
 """
 
 import argparse
-import gzip
 import json
-import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
-from main_job_candidates import translations_path
-from main_job_recipe_search import SAME_SIZE_MARIAN, compare, comparison_line
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+
+from harness import RESULTS, ROOT, machine, read_result, write_result
+from harness.main_job import (
+    SAME_SIZE_MARIAN,
+    add_study_arguments,
+    compare,
+    comparison_line,
+    keep_translations,
+    train_main_job,
+)
 
 from hf_unified_mt.analysis.provenance import code_version
-
-
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-MAIN_JOB = REPO / "training" / "configs" / "cpu_default.yaml"
 
 
 def shape(encoder_layers: int, decoder_layers: int, d_model: int) -> list[str]:
@@ -127,38 +129,24 @@ SETTINGS = {
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--output_dir", type=Path, default=REPO / "outputs" / "main_job_runs")
-    parser.add_argument("--output", type=Path, default=HERE / "results" / "main_job_runs.json")
     parser.add_argument("--compare", nargs=2, metavar=("CONTROL", "SETTING"), choices=list(SETTINGS))
     parser.add_argument("--loss_curves", nargs=2, metavar=("CONTROL", "SETTING"), choices=list(SETTINGS))
     parser.add_argument("--curve_updates", type=int, nargs="+", default=[250, 500, 1000, 1500, 2000])
-    parser.add_argument("--bootstrap_samples", type=int, default=1000)
     parser.add_argument("--table", action="store_true", help="Print the docs table of --output and exit")
     parser.add_argument(
         "--full_validation", action="store_true", help="Score the runs of --settings/--seeds on all validation verses"
     )
-    parser.add_argument(
-        "--full_validation_output", type=Path, default=HERE / "results" / "main_job_full_validation.json"
-    )
-    parser.add_argument("--train_options", nargs=argparse.REMAINDER, default=[], help="More train.py options (tests)")
+    parser.add_argument("--full_validation_output", type=Path, default=RESULTS / "main_job_full_validation.json")
+    add_study_arguments(parser, "main_job_runs", seeds=[1, 2])
     return parser.parse_args(argv)
 
 
 def run_one(setting: str, seed: int, args) -> dict:
     """Train and score the main job once (train.py in a child process, as a user runs it)."""
     folder = args.output_dir / f"{setting}-seed{seed}"
-    if not (folder / "results.json").exists() or "test" not in json.loads((folder / "results.json").read_text()):
-        command = [sys.executable, str(REPO / "training" / "train.py"), str(MAIN_JOB), *SETTINGS[setting][1]]
-        command += ["--seed", str(seed), "--output_dir", str(folder), *args.train_options]
-        print(f"[{setting} seed {seed}] training", flush=True)
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    results = json.loads((folder / "results.json").read_text())
-    state = json.loads((folder / "trainer_state.json").read_text())
-    translations = translations_path(args.output, setting, seed)
-    translations.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(translations, "wt", encoding="utf-8") as handle:
-        handle.write((folder / "test_translations.txt").read_text(encoding="utf-8"))
+    options = [*SETTINGS[setting][1], "--seed", str(seed), *args.train_options]
+    results, state = train_main_job(folder, options, f"{setting} seed {seed}")
+    keep_translations(args.output, setting, seed, folder)
     resolved = results["training_arguments"]
     return dict(
         setting=setting,
@@ -180,7 +168,7 @@ def full_validation(args) -> dict:
     """Each finished run of `--settings` x `--seeds` scored on every validation verse (`training/score.py`, as a user
     scores a model; resumable: runs already scored are kept)."""
     path = args.full_validation_output
-    scores = json.loads(path.read_text()) if path.exists() else dict(split="validation", runs=[])
+    scores = read_result(path) if path.exists() else dict(split="validation", runs=[])
     for setting in args.settings:
         for seed in args.seeds:
             if any((row["setting"], row["seed"]) == (setting, seed) for row in scores["runs"]):
@@ -188,7 +176,7 @@ def full_validation(args) -> dict:
             folder = args.output_dir / f"{setting}-seed{seed}"
             if not (folder / "model.safetensors").exists():
                 raise FileNotFoundError(f"no trained model of {setting} seed {seed} in {folder}: train it first")
-            command = [sys.executable, str(REPO / "training" / "score.py"), str(folder), "--split", "validation"]
+            command = [sys.executable, str(ROOT / "training" / "score.py"), str(folder), "--split", "validation"]
             command += ["--output_dir", str(folder / "full_validation"), "--no_progress"]
             print(f"[{setting} seed {seed}] scoring every validation verse", flush=True)
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -206,7 +194,7 @@ def full_validation(args) -> dict:
                     code=code_version(),
                 )
             )
-            path.write_text(json.dumps(scores, indent=1, ensure_ascii=False) + "\n")
+            write_result(path, scores, indent=1)
     return scores
 
 
@@ -274,8 +262,8 @@ def table(result: dict, full: dict | None = None) -> str:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    result = json.loads(args.output.read_text()) if args.output.exists() else None
-    full = json.loads(args.full_validation_output.read_text()) if args.full_validation_output.exists() else None
+    result = read_result(args.output) if args.output.exists() else None
+    full = read_result(args.full_validation_output) if args.full_validation_output.exists() else None
     if args.table:
         print(table(result, full))
         return result
@@ -301,7 +289,7 @@ def main(argv=None) -> dict:
     else:
         result = result or dict(
             command="python training/train.py training/configs/cpu_default.yaml --seed N",
-            machine=dict(processor=platform.processor() or platform.machine(), cpus=len(os.sched_getaffinity(0))),
+            machine=machine(),
             test_verses=400,
             num_beams=4,
             runs=[],
@@ -312,8 +300,8 @@ def main(argv=None) -> dict:
                 result["runs"] = [
                     other for other in result["runs"] if (other["setting"], other["seed"]) != (setting, seed)
                 ] + [row]
-                args.output.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-    args.output.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+                write_result(args.output, result, argv, indent=1)
+    write_result(args.output, result, argv, indent=1)
     print(table(result, full))
     return result
 

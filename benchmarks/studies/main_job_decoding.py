@@ -10,43 +10,40 @@ search trained (`main_job_recipe_search.py`, one per seed); the option with the 
 compared with plain beam search on the test verses (paired bootstrap over the verses, all seeds), and the trigram
 repetitions of the longest quarter are counted as the recipe search counts them.
 
-    python benchmarks/main_job_decoding.py                      # the current recipe's models, seeds 1 and 2
-    python benchmarks/main_job_decoding.py --table              # the docs table of the committed JSON
+    python benchmarks/studies/main_job_decoding.py                      # the current recipe's models, seeds 1 and 2
+    python benchmarks/studies/main_job_decoding.py --table              # the docs table of the committed JSON
 
 A second round starts from the first round's pick, with the main job's own models (`main_job_runs.py`):
 
-    python benchmarks/main_job_decoding.py --round 2 --runs_dir outputs/main_job_runs --arm bf16 \
+    python benchmarks/studies/main_job_decoding.py --round 2 --runs_dir outputs/main_job_runs --arm bf16 \
         --output benchmarks/results/main_job_decoding_round2.json
 
 A third round keeps beam 4 and tries the length preference and repetition options around the second round's control,
 with the models of the main job's configuration (three seeds):
 
-    python benchmarks/main_job_decoding.py --round 3 --runs_dir outputs/main_job_runs --arm bf16-max-tokens-3200 \
-        --seeds 1 2 3 --output benchmarks/results/main_job_decoding_round3.json
+    python benchmarks/studies/main_job_decoding.py --round 3 --runs_dir outputs/main_job_runs \
+        --arm bf16-max-tokens-3200 --seeds 1 2 3 --output benchmarks/results/main_job_decoding_round3.json
 """
 
 import argparse
-import json
-import os
-import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
-import torch
-from main_job_recipe_search import repetition_share
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+
+from harness import RESULTS, ROOT, machine, print_table, write_result
+from harness.main_job import repetition_share
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_unified_mt  # noqa: F401  (registers the package's architectures with the Auto classes)
-from hf_unified_mt.analysis.provenance import code_version
 from hf_unified_mt.analysis.significance import delta_fields, paired_bootstrap_delta
 from hf_unified_mt.deployment.inference import translate
 from hf_unified_mt.training.data import load_parallel_data
 from hf_unified_mt.training.metrics import compute_translation_scores
 
-
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 
 # name -> generate() options added to beam search with 4 beams (the main job's decoding)
 OPTIONS = {
@@ -85,10 +82,10 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--round", type=int, default=1, choices=sorted(ROUNDS), help="1: against plain beam search")
     parser.add_argument("--options", nargs="+", help="Options of the round to try (default: all of them)")
-    parser.add_argument("--runs_dir", type=Path, default=REPO / "outputs" / "main_job_recipe_search")
+    parser.add_argument("--runs_dir", type=Path, default=ROOT / "outputs" / "main_job_recipe_search")
     parser.add_argument("--verses", type=int, default=400, help="Validation and test verses (the main job's 400)")
     parser.add_argument("--bootstrap_samples", type=int, default=1000)
-    parser.add_argument("--output", type=Path, default=HERE / "results" / "main_job_decoding.json")
+    parser.add_argument("--output", type=Path, default=RESULTS / "main_job_decoding.json")
     parser.add_argument("--table", action="store_true", help="Print the docs table of --output and exit")
     return parser.parse_args(argv)
 
@@ -124,9 +121,7 @@ def table(result: dict) -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.table:
-        result = json.loads(args.output.read_text())
-        print(table(result))
-        return result
+        return print_table(args.output, table)
     options, control = ROUNDS[args.round]
     unknown = sorted(set(args.options or []) - set(options))
     if unknown:
@@ -181,13 +176,9 @@ def main(argv=None) -> dict:
             pick_repeats=repeats(on_test[pick]),
             reference_repeats=round(repetition_share(references, list(test["source"])), 3),
         ),
-        machine=dict(
-            processor=platform.processor() or platform.machine(), cpus=os.cpu_count(), threads=torch.get_num_threads()
-        ),
-        code=code_version(),
+        machine=machine(),
     )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.output, result, argv, indent=1)
     print(table(result))
     return result
 

@@ -1,0 +1,169 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""The one harness of the benchmark scripts: every script in `benchmarks/` (and `benchmarks/studies/`) times, records
+and writes its result through this module, and imports no other script.
+
+* timing: `interleaved_times` runs every call once per round, back to back, after one warm-up round, so that slow
+  changes of a shared machine's speed hit them alike (and per-round ratios cancel them), GPU-synchronised;
+* the machine record, one schema for every result (`machine`): CPU, cores, memory, threads, GPU, package versions;
+* the load check before a run (`load_check`): a 1-minute load average above half a core marks the machine busy;
+* the result file (`write_result`): the JSON with its provenance (command, date, commit, uncommitted changes);
+* the command line every script shares (`add_result_arguments`, `print_table`): `--output` and `--table`, which
+  renders the tables from the JSON instead of measuring.
+
+What several scripts measure alike lives beside it: `harness.models` (a model and the same-size MarianMT, the main
+job's model, source batches), `harness.backends` (the decoding backends: PyTorch, CTranslate2, ONNX Runtime),
+`harness.profiling` (operators dispatched, GPU busy time) and `harness.main_job` (what the studies of the README main
+job share: its runs, kept translations, paired comparisons).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hf_unified_mt.analysis.provenance import code_version
+from hf_unified_mt.utils.files import write_json
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1]
+RESULTS = BENCHMARKS / "results"
+ROOT = BENCHMARKS.parent
+BUSY_LOAD = 0.5  # a 1-minute load average above half a core: the machine was doing other work
+
+
+# ------------------------------------------------------------------------------------------------------- timing
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued GPU work, so that a timer measures it (nothing to wait for on a CPU)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def interleaved_times(
+    calls: dict[str, Callable[[], object]], repeats: int, device: str = "cpu"
+) -> dict[str, list[float]]:
+    """Seconds of every call in each of `repeats` rounds, after one warm-up round. Within a round the calls run back
+    to back, so that slow changes of a shared machine's speed hit them alike (and per-round ratios cancel them)."""
+    times = {name: [] for name in calls}
+    for round_index in range(repeats + 1):
+        for name, call in calls.items():
+            synchronize(device)
+            start = time.perf_counter()
+            call()
+            synchronize(device)
+            if round_index > 0:  # round 0 warms up
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def median_times(calls: dict[str, Callable[[], object]], repeats: int, device: str = "cpu") -> dict[str, float]:
+    """Median seconds per call of [`interleaved_times`]."""
+    return {name: statistics.median(values) for name, values in interleaved_times(calls, repeats, device).items()}
+
+
+# ------------------------------------------------------------------------------------------------------ machine
+
+
+def cpu_name() -> str:
+    """The CPU's model name (`/proc/cpuinfo`), or what `platform` knows of it."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def versions(packages: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """Python's version and those of torch, transformers, this package and `packages` (None: not installed)."""
+    found = dict(python=platform.python_version())
+    for package in ("torch", "transformers", "hf_unified_mt", *packages):
+        try:
+            found[package] = __import__(package).__version__
+        except ImportError:
+            found[package] = None
+    return found
+
+
+def machine(threads: int | None = None, packages: tuple[str, ...] = ()) -> dict:
+    """What a result was measured on, the same fields for every script: the CPU, its cores (all, and those this
+    process may use), memory, the threads the run used (torch's, unless given), the GPU and the package versions."""
+    import torch
+
+    return dict(
+        cpu=cpu_name(),
+        logical_cpus=os.cpu_count(),
+        usable_cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        memory_gib=round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        threads=torch.get_num_threads() if threads is None else threads,
+        gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        platform=platform.platform(),
+        versions=versions(packages),
+    )
+
+
+def busy(load: float) -> bool:
+    """A machine whose 1-minute load average exceeds half a core was doing other work while we measured."""
+    return load > BUSY_LOAD
+
+
+def load_check() -> float:
+    """The 1-minute load average before a run; a warning on stderr when the machine is busy (the ratios of
+    interleaved rounds still hold, the absolute seconds do not)."""
+    load = os.getloadavg()[0]
+    if busy(load):
+        print(f"note: load average {load:.2f} before the run: the machine is busy", file=sys.stderr)
+    return load
+
+
+# ------------------------------------------------------------------------------------------------------- result
+
+
+def provenance(argv: list[str] | None = None) -> dict:
+    """How a result was made: the command (this script and its arguments), the date (UTC) and the code's commit."""
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+    arguments = sys.argv[1:] if argv is None else argv
+    return dict(
+        command=shlex.join(["python", str(shown), *map(str, arguments)]),
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **code_version(ROOT),
+    )
+
+
+def write_result(path: Path, result: dict, argv: list[str] | None = None, indent: int = 2) -> dict:
+    """Write `result` as JSON to `path` (atomically) with its provenance (added to `result` itself, which is
+    returned)."""
+    result["provenance"] = provenance(argv)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, result, indent=indent, ensure_ascii=False)
+    return result
+
+
+def read_result(path: Path) -> dict:
+    """A result JSON, read."""
+    return json.loads(Path(path).read_text())
+
+
+def print_table(path: Path, render: Callable[[dict], str]) -> dict:
+    """What `--table` does: the result JSON at `path` rendered by `render` and printed; the result."""
+    result = read_result(path)
+    print(render(result))
+    return result
+
+
+def add_result_arguments(parser, output: Path) -> None:
+    """`--output` (the result JSON) and `--table` (print the tables of that JSON and stop, measuring nothing)."""
+    parser.add_argument("--output", type=Path, default=output, help=f"the result JSON (default: {output})")
+    parser.add_argument("--table", action="store_true", help="print the tables of the JSON at --output and stop")

@@ -1,0 +1,171 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""The decoding backends the CPU inference benchmarks time (`inference_vs_ctranslate2.py`,
+`studies/onnx_step_floor.py`): each a function `(input_ids, attention_mask, num_beams) -> outputs` decoding exactly
+`new_tokens` tokens: PyTorch `generate()` (eager or with the decoding step compiled), CTranslate2 running a
+converted same-size MarianMT, and ONNX Runtime through `generate()`, the native loop or the search graphs; and a clock
+around an ONNX Runtime session's runs."""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from transformers import MarianMTModel
+
+
+GenerateFn = Callable[[torch.Tensor, torch.Tensor, int], object]  # (input_ids, attention_mask, num_beams) -> outputs
+
+
+def torch_backend(model: torch.nn.Module, new_tokens: int) -> GenerateFn:
+    """`model.generate` decoding exactly `new_tokens` tokens, without gradients."""
+
+    @torch.inference_mode()
+    def generate(input_ids, attention_mask, num_beams):
+        return model.generate(
+            input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            num_beams=num_beams,
+            do_sample=False,
+            early_stopping=False,
+        )
+
+    return generate
+
+
+def compiled_backend(model: torch.nn.Module, new_tokens: int) -> GenerateFn:
+    """`generate()` of a copy of `model` whose forward (one decoding step; `generate()` runs the encoder apart) is
+    compiled with `torch.compile` (Inductor, dynamic shapes, so that the growing cache and the beams do not recompile
+    every step). The copy fuses its projections once beforehand, which `generate()` would otherwise do and undo at
+    every call, changing what the compiled graphs depend on. Compiles on its first call.
+
+    The models share their forward's code, on which TorchDynamo counts recompilations: the graphs of the models
+    measured before (done with) are dropped, and the limit is raised above the few graphs one model needs (the first
+    step, the second, the dynamic rest; the cross-attention cache's state), so that no model falls back to eager."""
+    torch._dynamo.reset()
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 32)
+    clone = copy.deepcopy(model).eval()
+    if hasattr(clone, "fuse_projections"):
+        clone.fuse_projections()
+    clone.forward = torch.compile(clone.forward, dynamic=True)
+    return torch_backend(clone, new_tokens)
+
+
+class _VocabularyOnly:
+    """What the CTranslate2 converter reads from a Marian tokenizer: the vocabulary in id order and the special tokens.
+    The random-weight MarianMT has no tokenizer, and `AutoTokenizer` knows no tokenizer for a bare `MarianConfig`
+    (transformers 5 has no `MarianTokenizer` without sentencepiece files). Id 1 (the model's decoder start) is `<s>`,
+    2 is `</s>`, 3 is `<unk>`, the last is `<pad>` (dropped by the converter, as in the Marian models it targets)."""
+
+    def __init__(self, vocab_size: int):
+        names = {0: "<blank>", 1: "<s>", 2: "</s>", 3: "<unk>", vocab_size - 1: "<pad>"}
+        self.vocabulary = {names.get(i, f"t{i}"): i for i in range(vocab_size)}
+        self.bos_token, self.eos_token, self.unk_token = "<s>", "</s>", "<unk>"
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocabulary)
+
+
+def convert_to_ctranslate2(marian: MarianMTModel, directory: Path) -> dict[str, Path]:
+    """Saves `marian` and converts it with `ctranslate2.converters.TransformersConverter` to float32 and int8
+    (weights; CTranslate2 picks the matching compute type). Returns the converted directories by quantisation.
+
+    The converter loads the model's tokenizer only for its vocabulary; a converter subclass hands it
+    `_VocabularyOnly` instead (the least invasive way: the model itself goes through the converter's own loader)."""
+    from ctranslate2.converters import TransformersConverter
+
+    class RandomWeightsMarianConverter(TransformersConverter):
+        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
+            return _VocabularyOnly(marian.config.vocab_size)
+
+    saved = directory / "marian"
+    marian.save_pretrained(saved)
+    converted = {}
+    for quantization in ("float32", "int8"):
+        output = directory / f"ct2-{quantization}"
+        RandomWeightsMarianConverter(str(saved)).convert(str(output), quantization=quantization, force=True)
+        converted[quantization] = output
+    return converted
+
+
+def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_tokens: int) -> GenerateFn:
+    """A CTranslate2 `Translator` on the CPU decoding exactly `new_tokens` tokens; takes the same id tensors as the
+    PyTorch backends (converted to token strings once per batch, outside the timed call)."""
+    import ctranslate2
+
+    translator = ctranslate2.Translator(str(directory), device="cpu", intra_threads=threads, inter_threads=1)
+    names = {i: name for name, i in _VocabularyOnly(vocab_size).vocabulary.items()}
+    # Token strings by input tensor; the tensor is kept with them, so that its id() cannot be reused by another.
+    tokens_of: dict[int, tuple[torch.Tensor, list[list[str]]]] = {}
+
+    def generate(input_ids, attention_mask, num_beams):
+        if id(input_ids) not in tokens_of:
+            tokens_of[id(input_ids)] = (input_ids, [[names[int(i)] for i in row] for row in input_ids])
+        return translator.translate_batch(
+            tokens_of[id(input_ids)][1],
+            beam_size=num_beams,
+            num_hypotheses=1,
+            min_decoding_length=new_tokens,
+            max_decoding_length=new_tokens,
+        )
+
+    return generate
+
+
+# ONNX Runtime backends: label -> (int8, `from_pretrained` options). `onnx-fp32` / `onnx-int8` decode through
+# transformers' `generate()` loop (`native_search=False`, what the backend did before issue 47); `onnx-native-int8`
+# through the native loop over the step graph in Python (`hf_unified_mt.deployment.onnx_search`, the default before the
+# search graphs); `onnx-graph-*` as one search graph (`onnx_search_graph`), what `ORTModelForSeq2SeqLM` now takes.
+ONNX_BACKENDS = {
+    "onnx-fp32": (False, dict(native_search=False)),
+    "onnx-int8": (True, dict(native_search=False)),
+    "onnx-native-int8": (True, dict(search_graphs=False)),
+    "onnx-graph-fp32": (False, {}),
+    "onnx-graph-int8": (True, {}),
+}
+
+
+def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tokens: int) -> dict[str, GenerateFn]:
+    """The ONNX Runtime backends of `model` (`ONNX_BACKENDS`), or none, with a printed note, when the ONNX backend
+    (issue 33: `hf_unified_mt.deployment.onnx_export` / `onnx_runtime`) or ONNX Runtime is not installed, or when the
+    export refuses the model. The one place to adapt if that backend's API changes: `export_onnx(model, tokenizer,
+    directory)` writes the graphs, `ORTModelForSeq2SeqLM.from_pretrained(directory, int8=..., num_threads=...,
+    native_search=..., search_graphs=...)` loads them into a model whose `generate` takes the same arguments as the
+    PyTorch model's."""
+    try:
+        from hf_unified_mt.deployment.onnx_export import export_onnx
+        from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
+
+        export_onnx(model, directory, int8=True, verify=False)  # its tests compare the graphs with PyTorch
+        return {
+            label: torch_backend(
+                ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=threads, **options),
+                new_tokens,
+            )
+            for label, (int8, options) in ONNX_BACKENDS.items()
+        }
+    except (ImportError, NotImplementedError, ValueError) as error:
+        print(f"note: ONNX Runtime backends skipped for {type(model).__name__} ({error})", file=sys.stderr)
+        return {}
+
+
+def clock_calls(session, method: str, clock: dict) -> dict:
+    """Wraps `session.<method>` (an ONNX Runtime session's `run` or `run_with_iobinding`) so that every call adds its
+    seconds and one call to `clock` (`seconds`, `calls`); returns `clock`."""
+    original = getattr(session, method)
+
+    def timed(*arguments, **keywords):
+        start = time.perf_counter()
+        try:
+            return original(*arguments, **keywords)
+        finally:
+            clock["seconds"] += time.perf_counter() - start
+            clock["calls"] += 1
+
+    setattr(session, method, timed)
+    return clock
