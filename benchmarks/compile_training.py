@@ -1,31 +1,17 @@
 #!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""Whether `train.py --torch_compile True` pays for the README main job on a CPU, and what length buckets cost.
+"""Whether `train.py --torch_compile True` pays for the README main job on a CPU, and what length buckets cost
+(docs/benchmarks.md). Three measurements, each in fresh processes with an empty Inductor cache (cold compiles):
 
-Three measurements, each in fresh processes with an empty Inductor cache (`TORCHINDUCTOR_CACHE_DIR`: cold compiles,
-as a first run has them):
-
-* padding: the main job's training batches (`training/configs/cpu_default.yaml`: 3,200 tokens, lengths padded to 8)
-  without buckets and with 1 to 16 length buckets: padded tokens per real token, batch shapes;
-* steps: the main job's model (bf16 autocast where the CPU computes it natively, eager attention, AdamW), one
-  update on a batch of each bucket shape, compiled with static shapes (one graph per bucket) in one process and
-  with `dynamic=True` (one graph) in another, each beside the same model eager: the compile seconds, then the
-  seconds per update in interleaved rounds (both on every shape in each round), and the updates each would make in
-  the main job's 10 minutes (the buckets' share of the batches weighting the shapes). The two compiled forms run in
-  separate processes: TorchDynamo keeps its graphs per code object, and two compiled copies of one model class in
-  one process recompile each other's;
-* runs: `train.py` on the main job for `--updates` updates (no evaluation, no test; the time budget lifted so that
-  the learning rate follows the updates alone), alternating the arms: the main job as it is, with length buckets,
-  compiled with static shapes, compiled with `dynamic=True`, and in float32 (the bf16 noise: how far bf16 rounding
-  alone moves the loss); the compilations, compile seconds and graph breaks `train.py` logs, the seconds of each
-  update and the logged training losses.
+* padding: the main job's batches without buckets and with 1 to 16 length buckets (padded tokens per real token);
+* steps: one update per bucket shape, compiled with static shapes and with `dynamic=True` (two processes: TorchDynamo
+  keeps its graphs per code object), each beside the same model eager, in interleaved rounds;
+* runs: `train.py` on the main job for `--updates` updates per arm of `ARMS`, alternating: compilations, graph breaks,
+  seconds per update and the logged losses (float32: how far bf16 rounding alone moves them).
 
     python benchmarks/compile_training.py                        # writes benchmarks/results/compile_training.json
-    python benchmarks/compile_training.py --updates 20 --length-buckets 2 --train-options --preset tiny \\
+    python benchmarks/compile_training.py --updates 20 --length-buckets 2 --train-options --preset tiny \
         --config_overrides '{}' --tokenizer_vocab_size 500 --output /tmp/compile.json      # a quick check
-
-On a shared machine the seconds move with the other processes' load (recorded with each run); the step timings are
-interleaved so that the modes share it, the runs alternate.
 """
 
 from __future__ import annotations
@@ -44,8 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, also when a test loads this file by its path
 
-from harness import RESULTS, ROOT, machine, write_result
-from harness.main_job import MAIN_JOB
+from harness import MAIN_JOB, RESULTS, ROOT, machine, write_result
 
 
 RESULT = RESULTS / "compile_training.json"
@@ -57,17 +42,16 @@ ARMS = {
     "compiled_static": ["--length_buckets", "{buckets}", "--torch_compile", "True"],
     "compiled_dynamic": ["--length_buckets", "{buckets}", "--torch_compile", "True", "--torch_compile_dynamic", "True"],
     # the same batches in float32 (bf16 on a CPU pads to 8 and runs eager attention: kept)
-    "float32_buckets": [
-        "--length_buckets",
-        "{buckets}",
-        "--bf16_if_native",
-        "False",
-        "--pad_to_multiple_of",
-        "8",
-        "--attn_implementation",
-        "eager",
-    ],
+    "float32_buckets": ["--length_buckets", "{buckets}", "--bf16_if_native", "False", "--pad_to_multiple_of", "8"]
+    + ["--attn_implementation", "eager"],
 }
+
+
+# every run: the time budget lifted (the learning rate follows the updates alone), no evaluation, no test
+COMMON_RUN_OPTIONS = (
+    "--max_train_minutes 100000 --eval_strategy no --save_strategy no --do_predict False --num_sample_translations 0 "
+    "--disable_tqdm True"
+).split()
 
 
 def parse_args(argv=None):
@@ -112,14 +96,8 @@ def padding_table(argv: list[str]) -> dict:
     source, target = sequence_lengths(train, "input_ids"), sequence_lengths(train, "labels")
     rows = {}
     for buckets in (None, 1, 2, 3, 4, 6, 8, 12, 16):
-        sampler = MaxTokensBatchSampler(
-            source,
-            target,
-            max_tokens=data_args.max_tokens,
-            pad_to_multiple_of=data_args.pad_to_multiple_of,
-            seed=training_args.seed,
-            length_buckets=buckets,
-        )
+        batching = dict(max_tokens=data_args.max_tokens, pad_to_multiple_of=data_args.pad_to_multiple_of)
+        sampler = MaxTokensBatchSampler(source, target, **batching, seed=training_args.seed, length_buckets=buckets)
         stats = sampler.statistics()
         rows["none" if buckets is None else str(buckets)] = {
             "padded_tokens_per_real_token": round(stats["padded_tokens_per_real_token"], 4),
@@ -155,13 +133,8 @@ def step_timing(argv: list[str], shapes: list[list[int]], shares: list[float], r
     config_overrides = json.loads(model_args.config_overrides or "{}")
     import hf_unified_mt
 
-    config = hf_unified_mt.get_config(
-        model_args.arch,
-        model_args.preset,
-        vocab_size=model_args.tokenizer_vocab_size,
-        label_smoothing=training_args.label_smoothing_factor,
-        **config_overrides,
-    )
+    options = dict(vocab_size=model_args.tokenizer_vocab_size, label_smoothing=training_args.label_smoothing_factor)
+    config = hf_unified_mt.get_config(model_args.arch, model_args.preset, **options, **config_overrides)
     bf16 = training_args.bf16
     torch.manual_seed(0)
     reference = AutoModelForSeq2SeqLM.from_config(
@@ -326,19 +299,8 @@ def run_child(args, phase: str, options: dict, work: Path) -> dict:
         "TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{phase}"),
         "OMP_NUM_THREADS": str(args.threads),
     }
-    command = [
-        sys.executable,
-        __file__,
-        "--threads",
-        str(args.threads),
-        "--rounds",
-        str(args.rounds),
-        "--child",
-        phase,
-        str(output),
-        "--child-options",
-        json.dumps(options),
-    ]
+    command = [sys.executable, __file__, "--threads", str(args.threads), "--rounds", str(args.rounds)]
+    command += ["--child", phase, str(output), "--child-options", json.dumps(options)]
     started = time.perf_counter()
     completed = subprocess.run(command, env=environment, cwd=ROOT, capture_output=True, text=True)
     if completed.returncode != 0:
@@ -379,33 +341,11 @@ def main(argv=None) -> dict:
             for form, dynamic in (("static", False), ("dynamic", True))
         }
     if "runs" in phases:
-        common = [
-            "--max_steps",
-            str(args.updates),
-            "--max_train_minutes",
-            "100000",
-            "--eval_strategy",
-            "no",
-            "--save_strategy",
-            "no",
-            "--do_predict",
-            "False",
-            "--num_sample_translations",
-            "0",
-            "--disable_tqdm",
-            "True",
-        ]
+        common = ["--max_steps", str(args.updates), *COMMON_RUN_OPTIONS]
         result["runs"] = {}
         for arm in args.arms.split(","):
             options = [option.format(buckets=args.length_buckets) for option in ARMS[arm]]
-            run_argv = [
-                args.config,
-                *common,
-                *options,
-                "--output_dir",
-                str(work / arm),
-                *args.train_options,
-            ]
+            run_argv = [args.config, *common, *options, "--output_dir", str(work / arm), *args.train_options]
             result["runs"][arm] = {"options": options, **run_child(args, f"run-{arm}", {"argv": run_argv}, work)}
     result["summary"] = summarize(result)
     write_result(Path(args.output), result, argv, indent=1)

@@ -1,32 +1,18 @@
 #!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""`training/train.py` on millions of sentence pairs, up to its first update: the time of each stage of the data path
-(validating and loading the files, training the tokenizer, tokenizing, the length limits, the token sampler), the peak
-memory of the process and its workers, the disk the `datasets` cache takes, and then the same command again, which
-reads the tokenizer and the tokenized splits from that cache.
+"""`training/train.py` on millions of sentence pairs, up to its first update: the time of each stage of the data path,
+the peak memory of the process tree (sampled every 0.5 s: summed `rss`, and `pss`, the headline), the disk the
+`datasets` cache takes, and then the same command again, which reads the tokenizer and the tokenized splits from that
+cache (docs/benchmarks.md, "Millions of pairs"). The corpus is synthetic, built locally from the embedded
+training verses recombined and perturbed; the model is `tiny`; each run is a fresh process with its own cache.
 
     python benchmarks/data_path_scale.py --pairs 4000000            # writes benchmarks/results/data_path_scale.json
     python benchmarks/data_path_scale.py --pairs 20000 --output /tmp/small.json --work_dir /tmp/dps   # a quick check
-
-The corpus is synthetic and built locally (never committed): the embedded corpus's training verses recombined and
-perturbed (one verse or two in a row, on both sides alike; in half of the pairs one word left out of each side), one
-random pair per line of a TSV file (or JSON lines, `--format jsonl`), with the embedded validation and test files
-beside it. The model is the `tiny` preset: the data path is what is measured, and training stops after one update
-(`--max_steps 1`, no evaluation, no test). Each run is a fresh process with its own `datasets` cache
-(`HF_DATASETS_CACHE` under `--work_dir`), which the first run fills and the second reuses.
-
-Timings are wall-clock seconds from the start of the process; the CPU seconds of the process and its workers are
-recorded beside them, as is the load of the machine (other processes take cores from a run on a shared machine).
-Memory is sampled every 0.5 s over the process tree: the summed resident sets (`rss`: a page a forked worker shares
-with its parent counts twice), the proportional set size (`pss`: what the tree takes; the headline) and its anonymous
-part (`pss_anon`: without the pages of the memory-mapped Arrow files, which the kernel can drop).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import json
 import os
 import shutil
@@ -41,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, also when a test loads this file by its path
 
-from harness import RESULTS, ROOT, machine, write_result
+from harness import RESULTS, ROOT, embedded_pairs, machine, write_result
 
 
 RESULT = RESULTS / "data_path_scale.json"
@@ -54,14 +40,8 @@ STAGES = ("load_splits", "get_tokenizer", "prepare_model", "prepare_data", "buil
 
 def read_embedded_pairs() -> tuple[list[list[str]], list[list[str]]]:
     """The words of each source and target verse of the embedded training split."""
-    from hf_unified_mt.training.data import embedded_corpus_files
-
-    with gzip.open(embedded_corpus_files()["train"], "rt", encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader)
-        source, target = header.index("es"), header.index("en")
-        rows = [(row[source].split(" "), row[target].split(" ")) for row in reader]
-    return [row[0] for row in rows], [row[1] for row in rows]
+    sources, targets = embedded_pairs("train")
+    return [text.split(" ") for text in sources], [text.split(" ") for text in targets]
 
 
 def synthetic_pairs(count: int, seed: int = 0, block: int = 100_000):
@@ -221,11 +201,8 @@ def run_once(name: str, argv: list[str], work_dir: Path, log_dir: Path) -> dict:
     """One `train.py` run in a child process, its tree's resident memory sampled every 0.2 s."""
     record_path = work_dir / f"{name}.record.json"
     record_path.unlink(missing_ok=True)
-    environment = {
-        **os.environ,
-        "HF_DATASETS_CACHE": str(work_dir / "datasets_cache"),
-        "DATA_PATH_SCALE_START": repr(time.time()),
-    }
+    cache = str(work_dir / "datasets_cache")
+    environment = {**os.environ, "HF_DATASETS_CACHE": cache, "DATA_PATH_SCALE_START": repr(time.time())}
     load_before = os.getloadavg()
     others_before = busiest_processes()
     command = [sys.executable, str(Path(__file__).resolve()), "--child", str(record_path), "--", *argv]
@@ -304,10 +281,8 @@ def summary(runs: dict) -> dict:
             cache_disk_gib=round(first["cache_disk_mib"]["total"] / 1024, 2),
         )
     if "second" in runs:
-        result.update(
-            cached_first_update_s=runs["second"]["first_update_s"],
-            cache_hit=runs["second"]["tokenized_cache_hit"],
-        )
+        second = runs["second"]
+        result.update(cached_first_update_s=second["first_update_s"], cache_hit=second["tokenized_cache_hit"])
     return result
 
 
@@ -318,9 +293,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="--preprocessing_num_workers (0: not passed).")
     parser.add_argument("--work_dir", type=Path, default=ROOT / "outputs" / "data_path_scale")
     parser.add_argument("--output", type=Path, default=RESULT)
-    parser.add_argument(
-        "--cached_run_only", action="store_true", help="Only the second run, on the cache a previous call filled."
-    )
+    parser.add_argument("--cached_run_only", action="store_true", help="Only the second run, on a filled cache.")
     parser.add_argument("extra", nargs="*", help="More train.py options (after --).")
     arguments = sys.argv[1:]
     if arguments[:1] == ["--child"]:

@@ -1,46 +1,21 @@
 #!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""One GPU, one call: training throughput and decoding throughput of Prime (`unified_transformer`, `--preset`) against
-a MarianMT of the same width, depth and parameter count, side by side, with the device's bf16 matrix-product peak
-measured in the same run.
+"""One GPU, one call: training and decoding throughput of Prime (`unified_transformer`, `--preset`) against a MarianMT
+of the same width, depth and parameter count, with the device's bf16 matrix-product peak measured in the same run
+(what each phase measures, and how: docs/benchmarks.md, "On one GPU").
 
-Training runs through the README's own path, `training/train.py` (`Seq2SeqTrainer` with token-budget batches,
-`--bf16`), on the embedded Spanish-English corpus with a BPE tokenizer trained on it: `--warmup-steps` updates, then
-`--steps` timed updates. A forward pre-hook records each update's batch shape and its real (non-padding) source and
-target tokens; a synchronising callback times the updates. Model FLOPs per update come from
-`torch.utils.flop_counter` (forward + backward) on a handful of batch shapes, fitted exactly by the polynomial that
-matrix products give (terms B*S, B*T, B*S^2, B*T^2, B*S*T; held-out shapes check the fit) and summed over the
-updates' real shapes, padding included: achieved FLOP/s is what the device computed, MFU its share of the measured peak
-(and of the data-sheet peak given by `--spec-peak`).
+Training runs through `training/train.py` (`--phase prime`, then `--phase marian`): `--warmup-steps` updates, then
+`--steps` timed ones; FLOPs per update from `torch.utils.flop_counter` fitted by the polynomial matrix products give.
+`--phase report` decodes with `generate()` in bf16 (exactly `--new-tokens` new tokens) and writes the JSON.
 
-Decoding: PyTorch `generate()` in bf16, beam 4 (`--decode-beams`), batches of `--decode-batch` test verses, exactly
-`--new-tokens` new tokens per sentence (min = max; the models are those just trained, so the outputs are not
-translations and their length must be forced), interleaved rounds. Where the ONNX Runtime CUDA provider or
-CTranslate2's CUDA build is usable it is reported; where it is not, the reason is recorded.
+    python benchmarks/gpu_training_and_decoding.py --phase prime    # then --phase marian, --phase report
+    python benchmarks/gpu_training_and_decoding.py --phase table    # the tables of the JSON at --output
 
-    python benchmarks/gpu_training_and_decoding.py --output $OUT/gpu_training_and_decoding.json
-    python benchmarks/gpu_training_and_decoding.py --preset tiny --steps 4 --warmup-steps 2 --device cpu  # smoke test
-
-Every arm in one call (`--phase arms`): Prime and the same-size MarianMT, each eager, compiled (`torch.compile`) and
-compiled with CUDA graphs (`mode="reduce-overhead"`), at each of `--budgets` padded tokens per update (16,384 and
-65,536), within one `--time-budget`. The step is what `train.py --bf16` runs: forward under bf16 autocast, the
-label-smoothed (0.1) cross-entropy, backward, gradient clipping at 1.0, fused AdamW. Batches come from the embedded
-corpus's training split (BPE tokenizer trained on it), padded to a fixed set of shapes: each pair goes to the shortest
-of `--length-buckets` that holds its source and its target, a bucket of length L is cut into batches of
-budget // (2 L) pairs, and a batch short of rows is filled with pad rows, so that CUDA graphs are recorded once per
-bucket (the script pads by itself, without `datasets`, which the GPU machine's image lacks). By default
-(`--compile-scope layers`) the compiler compiles the encoder's and the decoder's layers, one graph per kind of layer
-for every shape (dynamic shapes, the forward called with `use_cache=False`), instead of the whole forward and loss
-(`--compile-scope model`), so that compiling fits the call; the compiler's caches are shared by the arms of a run.
-Each arm runs in a process of its own under a share of the time budget left (compiled arms weigh twice an eager one):
-an arm that fails (a compile error, a CUDA error) or outlasts its share is recorded as such, and the next one runs.
-Per arm and budget: tokens/s (real tokens), achieved FLOP/s and MFU against the bf16 matrix-product peak measured at
-the start of the run, and kernels per step (`torch.profiler`: GPU kernels and host launch calls; on a CPU the compute
-operators a step dispatches stand in, labelled as such). The JSON is rewritten after each arm, so that a run stopped
-early keeps the arms it finished.
+`--phase arms`: Prime and the MarianMT, eager, compiled and compiled with CUDA graphs, at each of `--budgets` padded
+tokens per update, within one `--time-budget`, each arm in a process of its own (`--phase arm`); batches padded to
+the fixed shapes of `--length-buckets`, without `datasets`. The JSON is rewritten after each arm.
 
     python benchmarks/gpu_training_and_decoding.py --phase arms --output $OUT/gpu_training_arms.json
-    python benchmarks/gpu_training_and_decoding.py --phase table --output benchmarks/results/gpu_training_arms.json
 
 On the lent H200 (its image has no `datasets`, and transformers 5.17: carry the wheels of transformers 5.24.0 and
 regex 2026.11.19 in `.whl`, as the device README says), one call of `run` with `carry: [".whl"]`, `timeout_s: 600`:
@@ -49,9 +24,7 @@ regex 2026.11.19 in `.whl`, as the device README says), one call of `run` with `
 """  # noqa: E501 (the command above is one line)
 
 import argparse
-import csv
 import ctypes
-import gzip
 import io
 import json
 import os
@@ -66,7 +39,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from harness import cpu_name, interleaved_times, machine, read_result, synchronize, write_result
+from harness import (
+    RESULTS,
+    cpu_name,
+    embedded_pairs,
+    fixed_length,
+    interleaved_times,
+    machine,
+    read_result,
+    synchronize,
+    write_result,
+)
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, TrainerCallback
 
@@ -77,9 +60,8 @@ from hf_unified_mt.training.baselines import count_parameters, marian_config_mat
 from hf_unified_mt.utils.files import write_bytes, write_json
 
 
-HERE = Path(__file__).resolve().parent
-TRAIN_RESULT = HERE / "results" / "gpu_training_and_decoding.json"
-ARMS_RESULT = HERE / "results" / "gpu_training_arms.json"
+TRAIN_RESULT = RESULTS / "gpu_training_and_decoding.json"
+ARMS_RESULT = RESULTS / "gpu_training_arms.json"
 ARM_MODELS = ("prime", "marian")
 ARM_MODES = ("eager", "graphs", "compiled")  # the run's order: the baseline, then the likeliest winner
 MODE_WEIGHTS = {"eager": 1.0, "graphs": 2.0, "compiled": 2.0}  # shares of the time budget: compiling takes time
@@ -95,39 +77,21 @@ def parse_args(argv=None):
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--max-tokens", type=int, default=16384, help="padded tokens per update (train.py)")
     parser.add_argument("--steps", type=int, default=300, help="timed updates per model")
-    parser.add_argument(
-        "--warmup-steps", type=int, default=120, help="untimed updates: the first epoch sees every batch shape anew"
-    )
+    parser.add_argument("--warmup-steps", type=int, default=120, help="untimed updates (every batch shape anew)")
     parser.add_argument("--decode-batch", type=int, default=64)
     parser.add_argument("--decode-beams", type=int, default=4)
     parser.add_argument("--new-tokens", type=int, default=40)
     parser.add_argument("--decode-batches", type=int, default=4, help="batches per timed decoding call")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--spec-peak", type=float, default=989e12, help="data-sheet dense bf16 FLOP/s (H100 SXM)")
-    parser.add_argument(
-        "--phase",
-        choices=("prime", "marian", "report", "arms", "table", "arm"),
-        required=True,
-        help="train one model through train.py; decode and write the JSON; run every arm (eager / compiled / CUDA "
-        "graphs) in one call; or print the tables of a JSON ('arm', one arm, is what 'arms' starts in a process of "
-        "its own)",
-    )
+    phases = ("prime", "marian", "report", "arms", "table", "arm")  # 'arm': one arm, in a process 'arms' starts
+    parser.add_argument("--phase", choices=phases, required=True, help="what to run (the module's docstring)")
     parser.add_argument("--marian-attention", default=None, help="MarianMT's attention implementation (eager, sdpa)")
-    parser.add_argument(
-        "--train-options",
-        default="",
-        help="more train.py options for both models, one string (e.g. '--torch_compile True')",
-    )
+    parser.add_argument("--train-options", default="", help="more train.py options for both models, one string")
     parser.add_argument("--skip-decoding", action="store_true", help="report training only (no decoding rounds)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/gpu_bench"))
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        help=f"the JSON (default: {TRAIN_RESULT.relative_to(HERE.parent)}; with --phase arms "
-        f"{ARMS_RESULT.relative_to(HERE.parent)})",
-    )
+    parser.add_argument("--output", type=Path, help="the JSON (default: results/gpu_training_*.json)")
     arms = parser.add_argument_group("--phase arms (--steps is the most timed updates per arm and budget)")
     arms.add_argument("--models", type=names_of(ARM_MODELS), default=list(ARM_MODELS))
     arms.add_argument("--modes", type=names_of(ARM_MODES), default=list(ARM_MODES), help="run in this order")
@@ -139,19 +103,11 @@ def parse_args(argv=None):
     arms.add_argument("--grace-seconds", type=float, default=20.0, help="past its share, an arm is stopped after this")
     arms.add_argument("--profiled", type=int, default=3, help="steps profiled to count kernels")
     arms.add_argument("--compile-backend", default="inductor")
-    arms.add_argument(
-        "--compile-scope",
-        choices=("layers", "model"),
-        default="layers",
-        help="compile each encoder and decoder layer (one graph per kind of layer) or the whole forward and loss",
-    )
+    scopes = ("layers", "model")  # each encoder and decoder layer (a graph per kind of layer), or forward and loss
+    arms.add_argument("--compile-scope", choices=scopes, default="layers", help="what torch.compile compiles")
     arms.add_argument("--seed", type=int, default=1)
-    arms.add_argument(
-        "--cudnn-attention",
-        action="store_true",
-        help="keep the cuDNN backend of scaled_dot_product_attention (off: it crashed on torch 2.11 + CUDA 13, "
-        "studies/gpu_step_profile.py)",
-    )
+    # off by default: cuDNN's scaled_dot_product_attention crashed on torch 2.11 + CUDA 13 (docs/benchmarks.md)
+    arms.add_argument("--cudnn-attention", action="store_true", help="keep the cuDNN attention backend")
     arms.add_argument("--arm", help=argparse.SUPPRESS)  # model/mode, for --phase arm
     arms.add_argument("--deadline", type=float, help=argparse.SUPPRESS)  # time.time() by which the arm ends
     arms.add_argument("--arm-output", type=Path, help=argparse.SUPPRESS)
@@ -284,44 +240,14 @@ def train_one(arch: str, args, tokenizer_dir: Path | None, overrides: dict | Non
 
     recorder = UpdateRecorder(args.device)
     output_dir = args.work_dir / arch
-    argv = [
-        "--arch",
-        arch,
-        "--preset",
-        args.preset,
-        "--output_dir",
-        str(output_dir),
-        "--max_steps",
-        str(args.warmup_steps + args.steps),
-        "--max_tokens",
-        str(args.max_tokens),
-        "--eval_strategy",
-        "no",
-        "--save_strategy",
-        "no",
-        "--load_best_model_at_end",
-        "False",
-        "--do_predict",
-        "False",
-        "--predict_with_generate",
-        "False",
-        "--num_sample_translations",
-        "0",
-        "--logging_steps",
-        "50",
-        "--report_to",
-        "none",
-        "--seed",
-        "1",
-        "--overlong",
-        "skip",
-        "--dataloader_num_workers",
-        "2",
-    ]
-    if args.device.startswith("cuda"):
-        argv += ["--bf16", "True"]
-    else:
-        argv += ["--use_cpu", "True"]
+    argv = ["--arch", arch, "--preset", args.preset, "--output_dir", str(output_dir)]
+    argv += ["--max_steps", str(args.warmup_steps + args.steps), "--max_tokens", str(args.max_tokens)]
+    argv += (
+        "--eval_strategy no --save_strategy no --load_best_model_at_end False --do_predict False "
+        "--predict_with_generate False --num_sample_translations 0 --logging_steps 50 --report_to none --seed 1 "
+        "--overlong skip --dataloader_num_workers 2"
+    ).split()
+    argv += ["--bf16" if args.device.startswith("cuda") else "--use_cpu", "True"]
     if tokenizer_dir is not None:
         argv += ["--tokenizer_name_or_path", str(tokenizer_dir)]
     else:
@@ -333,13 +259,15 @@ def train_one(arch: str, args, tokenizer_dir: Path | None, overrides: dict | Non
     return results, recorder
 
 
+def flop_terms(b: int, s: int, t: int) -> np.ndarray:
+    """[`flop_polynomial`]'s terms for `b` pairs of `s` source and `t` target tokens: B*S, B*T, B*S^2, B*T^2, B*S*T."""
+    return np.array([b * s, b * t, b * s * s, b * t * t, b * s * t], dtype=np.float64)
+
+
 def flop_polynomial(model, device: str, vocab_size: int) -> tuple[np.ndarray, float]:
     """Coefficients of FLOPs(B, S, T) = c . [B*S, B*T, B*S^2, B*T^2, B*S*T] for one forward + backward under bf16
     autocast (matrix products are exactly such polynomials), fitted on 7 shapes, with the largest relative error on
     3 held-out shapes."""
-
-    def terms(b, s, t):
-        return np.array([b * s, b * t, b * s * s, b * t * t, b * s * t], dtype=np.float64)
 
     def count(b, s, t):
         ids = torch.randint(4, vocab_size, (b, s), device=device)
@@ -355,10 +283,10 @@ def flop_polynomial(model, device: str, vocab_size: int) -> tuple[np.ndarray, fl
     check_shapes = [(32, 40, 44), (12, 120, 100), (64, 24, 30)]
     was_training = model.training
     model.train()
-    x = np.stack([terms(*shape) for shape in fit_shapes])
+    x = np.stack([flop_terms(*shape) for shape in fit_shapes])
     y = np.array([count(*shape) for shape in fit_shapes])
     coefficients, *_ = np.linalg.lstsq(x, y, rcond=None)
-    errors = [abs(terms(*shape) @ coefficients / count(*shape) - 1) for shape in check_shapes]
+    errors = [abs(flop_terms(*shape) @ coefficients / count(*shape) - 1) for shape in check_shapes]
     model.train(was_training)
     return coefficients, max(errors)
 
@@ -369,22 +297,7 @@ def training_summary(name, model, recorder, args, peak, vocab_size) -> dict:
     timed = slice(args.warmup_steps, None)
     seconds = sum(recorder.times[timed])
     batches = [batch for step in recorder.batches[timed] for batch in step]
-    flops = sum(
-        float(
-            np.array(
-                [
-                    b["batch"] * b["source"],
-                    b["batch"] * b["target"],
-                    b["batch"] * b["source"] ** 2,
-                    b["batch"] * b["target"] ** 2,
-                    b["batch"] * b["source"] * b["target"],
-                ],
-                dtype=np.float64,
-            )
-            @ coefficients
-        )
-        for b in batches
-    )
+    flops = sum(float(flop_terms(b["batch"], b["source"], b["target"]) @ coefficients) for b in batches)
     real = sum(b["source_tokens"] + b["target_tokens"] for b in batches)
     padded = sum(b["batch"] * (b["source"] + b["target"]) for b in batches)
     target = sum(b["target_tokens"] for b in batches)
@@ -422,14 +335,7 @@ def decoding(models: dict, tokenizer, args) -> dict:
         def call(model=model):
             with torch.inference_mode():
                 for batch in batches:
-                    model.generate(
-                        **batch,
-                        num_beams=args.decode_beams,
-                        min_new_tokens=args.new_tokens,
-                        max_new_tokens=args.new_tokens,
-                        do_sample=False,
-                        early_stopping=False,
-                    )
+                    model.generate(**batch, **fixed_length(args.new_tokens, args.decode_beams))
 
         calls[name] = call
     times = interleaved_times(calls, args.repeats, args.device)
@@ -498,9 +404,19 @@ def train_phase(args, name: str) -> None:
     print(json.dumps(summary, indent=1), flush=True)
 
 
+def run_environment(args) -> dict:
+    """The device, the versions that ran and the preset, as a result JSON starts."""
+    return {
+        "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": __import__("transformers").__version__,
+        "preset": args.preset,
+    }
+
+
 def report_phase(args) -> None:
     """Decoding throughput of the trained models, and the whole result."""
-    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name()
     training = {}
     for name in ("prime", "marian"):
         path = args.work_dir / f"train_{name}.json"
@@ -523,11 +439,7 @@ def report_phase(args) -> None:
     print(json.dumps(decode, indent=1), flush=True)
     peak = matmul_peak(args.device)
     result = {
-        "device": device_name,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "transformers": __import__("transformers").__version__,
-        "preset": args.preset,
+        **run_environment(args),
         "settings": {key: str(value) for key, value in vars(args).items()},
         "bf16_matmul_peak_tflops": peak / 1e12,
         "spec_peak_tflops": args.spec_peak / 1e12,
@@ -601,21 +513,6 @@ def decoding_table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def embedded_pairs(max_pairs: int | None = None) -> tuple[list[str], list[str]]:
-    """Spanish sources and English targets of the embedded corpus's training split, read with the csv module (the
-    arms need no `datasets`, which the GPU machine's image lacks)."""
-    import hf_unified_mt.training
-
-    path = Path(hf_unified_mt.training.__file__).parent / "corpora" / "bible_es_en" / "train.tsv.gz"
-    with gzip.open(path, "rt", encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader)
-        source, target = header.index("es"), header.index("en")
-        rows = [(row[source], row[target]) for row in reader]
-    rows = rows[:max_pairs] if max_pairs else rows
-    return [row[0] for row in rows], [row[1] for row in rows]
-
-
 def bucket_batches(
     source_lengths: np.ndarray, target_lengths: np.ndarray, max_tokens: int, buckets: list[int], seed: int
 ) -> list[tuple[int, int, np.ndarray]]:
@@ -657,7 +554,7 @@ def prepare_arms_corpus(args) -> dict:
     from hf_unified_mt.training.tokenization import train_tokenizer
 
     start = time.perf_counter()
-    sources, targets = embedded_pairs(args.max_pairs)
+    sources, targets = embedded_pairs("train", args.max_pairs)
     tokenizer = train_tokenizer(sources + targets, args.vocab_size)
     source_ids = tokenizer(sources)["input_ids"]
     target_ids = tokenizer(text_target=targets)["input_ids"]
@@ -885,7 +782,7 @@ def measure_budget(
     timed = [batches[number % len(batches)] for number in range(done)]
     real = sum(batch["source_tokens"] + batch["target_tokens"] for batch in timed)
     padded = sum(batch["shape"][0] * batch["shape"][1] * 2 for batch in timed)
-    flops = sum(float(flop_terms(*batch["shape"]) @ coefficients) for batch in timed)
+    flops = sum(float(flop_terms(rows, length, length) @ coefficients) for rows, length in (b["shape"] for b in timed))
     entry.update(
         timed_updates=done,
         seconds=seconds,
@@ -903,11 +800,6 @@ def measure_budget(
         entry.update(count_kernels(step, batches, args))
     except Exception as error:  # the profiler is a bystander: its failure leaves the timing standing
         entry["kernels_error"] = f"{type(error).__name__}: {error}"[:500]
-
-
-def flop_terms(rows: int, length: int) -> np.ndarray:
-    """[`flop_polynomial`]'s terms for a batch of `rows` pairs padded to `length` source and target tokens."""
-    return np.array([rows * length, rows * length, rows * length**2, rows * length**2, rows * length**2], np.float64)
 
 
 def arm_phase(args) -> None:
@@ -1068,11 +960,7 @@ def arms_phase(args) -> None:
     print(f"bf16 matrix-product peak {peak / 1e12:.1f} TFLOP/s", flush=True)
     result = {
         "benchmark": "training arms: eager, compiled, CUDA graphs",
-        "device": torch.cuda.get_device_name() if cuda else cpu_name(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "transformers": __import__("transformers").__version__,
-        "preset": args.preset,
+        **run_environment(args),
         "precision": "bf16 autocast" if cuda else "float32",
         "budgets": args.budgets,
         "length_buckets": args.length_buckets,

@@ -1,31 +1,18 @@
 #!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""CPU inference speed of every architecture against CTranslate2 running a MarianMT of the same size, measured side by
-side in one run.
+"""CPU inference speed of every architecture against CTranslate2 running a MarianMT of the same size, side by side in
+one run (what it measures and how to read it: docs/deployment.md and docs/history.md, "Deployment").
 
-For the main job's model (`training/configs/cpu_default.yaml`) and every architecture's `small` preset (`--preset`),
-a `MarianMTModel` of the same width, depth and parameter count (`marian_config_matching`, as in
-`speed_vs_marian.py`) is saved and converted to CTranslate2 float32 and int8. Then, on one fixed batch of
-`--source-length`-token sources, every backend decodes exactly `--new-tokens` tokens (min = max) at
-* batch 1, greedy, and
-* batch `--batch-size`, beam `--beams`,
-and the median of `--repeats` interleaved rounds gives tokens/s (generated target tokens per source sentence, not per
-beam). The backends: our model in PyTorch float32 (`generate()`), PyTorch int8 (`quantize_int8`) and, where the ONNX
-backend is installed, ONNX Runtime float32 and int8 through `generate()` and through the native search loop
-(`onnx_backends`); the MarianMT in PyTorch float32 and in CTranslate2 float32 and int8. Every backend runs with
-`--threads` threads (`torch.set_num_threads`, CTranslate2 `intra_threads`, `inter_threads=1`). The ratio column is
-the median over rounds of CTranslate2 int8's time over the backend's (> 1 = faster than CTranslate2 int8 on the same
-size of model), so that slow changes of a shared machine's speed cancel.
+For the main job's model and every architecture's `--preset`, a same-size `MarianMTModel` is converted to CTranslate2
+float32 and int8; on one fixed batch every backend decodes exactly `--new-tokens` tokens at batch 1 greedy and at
+`--batch-size` (and `--throughput-batch-size`) with `--beams` beams, on `--threads` threads, in interleaved rounds.
+Backends: ours in PyTorch float32 and int8 and in ONNX Runtime (`harness.backends`), the MarianMT in PyTorch and in
+CTranslate2. Random weights; needs the `bench` extra (CTranslate2).
 
     python benchmarks/inference_vs_ctranslate2.py            # table on stdout, JSON to benchmarks/results/
     python benchmarks/inference_vs_ctranslate2.py --quick    # tiny models, 1 round: checks that everything runs
-    python benchmarks/inference_vs_ctranslate2.py --profile  # where the time of PyTorch decoding goes (no table)
-    python benchmarks/inference_vs_ctranslate2.py --compile  # adds the decoding step under torch.compile
-
-Needs the `bench` extra (`pip install -e ".[train,bench]"`): CTranslate2. The models have random weights (no
-download); speed does not depend on the values of the weights. The converted MarianMT starts decoding from a zero
-embedding (CTranslate2's Marian convention) and drops the last vocabulary entry, which changes its outputs, not its
-work. A JSON written while the machine's load average exceeded half a core says so (`machine_busy`).
+    python benchmarks/inference_vs_ctranslate2.py --profile  # where the time of decoding goes (no table)
+    python benchmarks/inference_vs_ctranslate2.py --summary  # the deployment tables of the JSON at --output
 """
 
 import argparse
@@ -69,17 +56,8 @@ BEFORE = "pytorch-fp32"  # what a user ran before the ONNX backend
 # the fastest backend now: the first of these a result JSON holds (results before the search graphs hold no graph rows)
 AFTERS = ("onnx-graph-int8", "onnx-native-int8", "onnx-int8")
 # `--quick`: tiny models and short sequences, one round; for the test that the script runs end to end.
-QUICK = dict(
-    preset="tiny",
-    vocab_size=300,
-    source_length=8,
-    new_tokens=4,
-    batch_size=4,
-    beams=2,
-    repeats=1,
-    main_job_d_model=32,
-    throughput_batch_size=6,
-)
+QUICK = dict(preset="tiny", vocab_size=300, source_length=8, new_tokens=4, batch_size=4, beams=2, repeats=1)
+QUICK.update(main_job_d_model=32, throughput_batch_size=6)
 
 
 def parse_args(argv=None):
@@ -92,49 +70,19 @@ def parse_args(argv=None):
     parser.add_argument("--new-tokens", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=16, help="Batch of the beam-search setting")
     parser.add_argument("--beams", type=int, default=4, help="Beams of the beam-search setting")
-    parser.add_argument(
-        "--throughput-batch-size",
-        type=int,
-        default=64,
-        help="Batch of a third, throughput setting with --beams beams (0: leave it out)",
-    )
+    parser.add_argument("--throughput-batch-size", type=int, default=64, help="Batch of a third setting (0: none)")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--quick", action="store_true", help=f"Tiny everything, one round; overrides these options: {QUICK}"
-    )
-    parser.add_argument(
-        "--compile",
-        action="store_true",
-        help="Add a `pytorch-fp32-compiled` backend: the decoding step under torch.compile (Inductor, dynamic "
-        "shapes); compiling takes minutes per model on 2 cores",
-    )
+    parser.add_argument("--quick", action="store_true", help=f"Tiny everything, one round: {QUICK}")
+    parser.add_argument("--compile", action="store_true", help="Add the decoding step under torch.compile")
     parser.add_argument("--profile", action="store_true", help="Profile PyTorch decoding instead of timing")
-    parser.add_argument(
-        "--summary",
-        action="store_true",
-        help="Print the README's before/after table from the JSON at --output (no measuring)",
-    )
-    parser.add_argument(
-        "--compare-runs",
-        nargs="+",
-        metavar="JSON",
-        help="Print how these result JSONs (runs of this benchmark, first to last) agree, per cell (no measuring)",
-    )
-    parser.add_argument(
-        "--profile-summary",
-        nargs="+",
-        metavar="[LABEL=]JSON",
-        help="Print the ONNX Runtime int8 breakdown of these --profile JSONs side by side (no measuring)",
-    )
+    parser.add_argument("--summary", action="store_true", help="Print the deployment tables of the JSON at --output")
+    parser.add_argument("--compare-runs", nargs="+", metavar="JSON", help="Print how these runs agree, per cell")
+    parser.add_argument("--profile-summary", nargs="+", metavar="[LABEL=]JSON", help="--profile JSONs side by side")
     parser.add_argument("--profile-arch", default="unified_transformer", choices=list(hf_unified_mt.ARCHITECTURES))
     parser.add_argument("--profile-setting", choices=["greedy", "beam"], default="greedy")
     parser.add_argument("--profile-calls", type=int, default=5, help="Profiled generate() calls per model")
-    parser.add_argument(
-        "--profile-native-loop",
-        action="store_true",
-        help="Profile ONNX Runtime's native loop over the step graph (`search_graphs=False`), not the search graphs",
-    )
+    parser.add_argument("--profile-native-loop", action="store_true", help="Profile ONNX Runtime's native loop")
     parser.add_argument("--workdir", type=Path, help="Keep the saved and converted MarianMT models here")
     parser.add_argument("--output", type=Path, default=RESULTS / "inference_vs_ctranslate2.json")
     args = parser.parse_args(argv)
@@ -835,13 +783,8 @@ def run_profile(args) -> list[dict]:
     """`--profile`: the breakdown for `--profile-arch` (its `--preset`) in PyTorch float32 and int8, for its
     same-size MarianMT, and (where the onnx extra is installed) in ONNX Runtime float32 and int8, in one run
     (relative shares stay meaningful on a busy machine; absolute times do not)."""
-    subject = dict(
-        name=f"{args.profile_arch} ({args.preset})",
-        arch=args.profile_arch,
-        preset=args.preset,
-        overrides={},
-        vocab_size=None,
-    )
+    name = f"{args.profile_arch} ({args.preset})"
+    subject = dict(name=name, arch=args.profile_arch, preset=args.preset, overrides={}, vocab_size=None)
     model, marian = build_models(subject, args)
     results = []
     for name, candidate in (

@@ -2,12 +2,10 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Two ONNX exports of the same model side by side: how much faster does a change to the graphs decode?
 
-Loads both export folders with `ORTModelForSeq2SeqLM` (int8 by default, as search graphs unless `--before-native-loop`
-/ `--after-native-loop`) in one process and
-times `generate()` on the same random sources (30 tokens, exactly 20 new tokens) at batch 1 greedy, batch 16 with
-beam 4 and batch 64 with beam 4, the two exports alternating within every round, median of `--rounds` rounds. Also
-checks that both decode the same tokens. A graph change is measured this way because ratios between separate runs
-of the full benchmark move by more than such a change (docs/deployment.md, "How reproducible").
+Loads both export folders with `ORTModelForSeq2SeqLM` (int8 by default, as search graphs) in one process and times
+`generate()` on the same random sources at the three settings of `SETTINGS`, the two exports alternating within every
+round, median of `--rounds` rounds, and checks that both decode the same tokens: ratios between separate runs of the
+full benchmark move by more than such a change (docs/deployment.md).
 
     # the export before the change, from a worktree of the commit before it; the one after, from this checkout
     python -m hf_unified_mt.deployment.onnx_export outputs/default /tmp/before --int8   # (in the old worktree)
@@ -41,18 +39,9 @@ def parse_args(argv=None):
     parser.add_argument("--source-length", type=int, default=30)
     parser.add_argument("--new-tokens", type=int, default=20)
     for side in ("before", "after"):
+        parser.add_argument(f"--{side}-native-loop", action="store_true", help=f"Decode {side!r} with the native loop")
         parser.add_argument(
-            f"--{side}-native-loop",
-            action="store_true",
-            help=f"Decode {side!r} with the native loop over the step graph (`search_graphs=False`) instead of the "
-            "search graphs; with the same folder on both sides, measures the search graphs themselves",
-        )
-        parser.add_argument(
-            f"--{side}-all-optimizers",
-            action="store_true",
-            help=f"Run {side!r} with every graph optimisation of ONNX Runtime, including those the package's sessions "
-            "leave out (`onnx_runtime.DISABLED_OPTIMIZERS`); with the same folder on both sides, measures leaving "
-            "them out",
+            f"--{side}-all-optimizers", action="store_true", help=f"Every ONNX Runtime graph optimisation for {side!r}"
         )
     parser.add_argument("--output", type=Path, help="Write the result as JSON")
     parser.add_argument("--table", type=Path, nargs="+", help="Print the docs table of these result JSONs and exit")

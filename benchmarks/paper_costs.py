@@ -2,25 +2,17 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """What each paper's mechanism costs against its own reference, measured side by side in one run: one command per
 paper, each writing `benchmarks/results/<measure>.json` and printing its tables (`--table`: the tables of the JSON).
+What each measures, against which figure of its paper: docs/benchmarks.md, "What each paper's mechanism costs".
 
-* `generation_throughput` (paper 000 §3.3.1, Table 3): the Unified Transformer's `generate()` with fused and unfused
-  projections and a MarianMTModel of the same parameter count;
-* `deep_transformer_decoding` (paper 001, Table 3): merged attention (MAtt) and the original AAN against standard
-  self-attention at the same depth: `generate()`, the time of each decoding step as the output grows (`self` attends
-  over all previous positions, `aan`/`merged` update a running sum), and a training step on about
-  `--train-target-tokens` target tokens (the paper: MAtt 1.54x at 6 layers, 1.53x at 12, batch 32, beam 4, AAN
-  1.35x; training 1.12x);
-* `multi_unit_speed` (paper 002 §5.7, Figure 2b: 890 tokens/s with one unit, 863 with four, 830 with six): 1, 2, 4, 6
-  units, the encoder with the units batched over stacked weights and as a loop over the units, and beam search on
-  real source sentences of the embedded corpus; the fastest of the rounds, in the process's CPU time with one thread;
-* `multi_encoder_presets` (paper 003 §5.4, Table 8): parameters, the peak memory of a training step (a fresh process
-  per preset: CUDA's `max_memory_allocated`, on a CPU the growth of the peak resident set), training and
-  beam-search speed of the Single to Quintuple presets;
-* `multi_pass_cost` (paper 004): one encoder forward and `generate()` with 1, 2, 3 passes of identical weights, and
-  the 3-pass model read from its first and second pass (`encoder_pass=`, §3.2).
+* `generation_throughput` (paper 000, Table 3): `generate()` with fused and unfused projections, a same-size MarianMT;
+* `deep_transformer_decoding` (paper 001, Table 3): MAtt and AAN against self-attention: `generate()`, each decoding
+  step as the output grows, a training step;
+* `multi_unit_speed` (paper 002 §5.7): 1-6 units, batched and looped, beam search on real sentences, CPU time;
+* `multi_encoder_presets` (paper 003, Table 8): parameters, peak memory of a training step (a process per preset),
+  training and beam-search speed of the Single to Quintuple presets;
+* `multi_pass_cost` (paper 004): 1, 2, 3 passes of identical weights, and the 3-pass model read from passes 1 and 2.
 
-Every `generate()` decodes exactly `--new-tokens` tokens (min = max), so that the work is the same across models;
-models are timed in turn within every round after a warm-up round (`harness.interleaved_times`), medians reported.
+Every `generate()` decodes exactly `--new-tokens` tokens; models are timed in interleaved rounds, medians reported.
 
     python benchmarks/paper_costs.py generation_throughput --preset base --output \
         benchmarks/results/generation_throughput_base.json
@@ -34,7 +26,6 @@ models are timed in turn within every round after a warm-up round (`harness.inte
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import resource
 import statistics
@@ -42,12 +33,13 @@ import subprocess
 import sys
 import time
 from functools import partial
-from pathlib import Path
 
 import torch
 from harness import (
     RESULTS,
     add_result_arguments,
+    embedded_pairs,
+    fixed_length,
     interleaved_times,
     load_check,
     machine,
@@ -69,13 +61,8 @@ PAPER_002_TOKENS_PER_SECOND = {1: 890, 4: 863, 6: 830}  # read from paper 002 §
 PAPER_003_PRESETS = ["single", "dual", "triple", "quadruple", "quintuple"]
 # Paper 003 Table 8, Sk-En / En-Vi / En-It row: (first figure, parameters in millions). The first figure's header was
 # lost in the text extraction (§5.4 "Memory and Inference Cost": memory or time); it is shown for its ratios only.
-PAPER_003_TABLE_8 = {
-    "single": (11.8, 48),
-    "dual": (16.7, 61),
-    "triple": (26.4, 99),
-    "quadruple": (27.6, 109),
-    "quintuple": (30.8, 135),
-}
+PAPER_003_TABLE_8 = {"single": (11.8, 48), "dual": (16.7, 61), "triple": (26.4, 99), "quadruple": (27.6, 109)}
+PAPER_003_TABLE_8["quintuple"] = (30.8, 135)
 
 
 def log(message: str) -> None:
@@ -87,13 +74,6 @@ def random_batch(vocab_size: int, rows: int, length: int, seed: int, device: str
     ids = torch.randint(4, vocab_size, (rows, length), generator=torch.Generator().manual_seed(seed))
     ids[:, -1] = 2
     return ids.to(device), torch.ones_like(ids).to(device)
-
-
-def fixed_length(new_tokens: int, num_beams: int) -> dict:
-    """`generate()` options that decode exactly `new_tokens` tokens with `num_beams` beams."""
-    return dict(
-        max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=num_beams, do_sample=False, early_stopping=False
-    )
 
 
 def for_decoding(model: torch.nn.Module, device: str) -> torch.nn.Module:
@@ -170,14 +150,9 @@ def generation_throughput_tables(result: dict) -> str:
 def deep_models(args, depth: int) -> dict[str, torch.nn.Module]:
     models = {}
     for decoder_attention_type in DECODER_TYPES:
+        options = dict(vocab_size=args.vocab_size, encoder_layers=depth, decoder_layers=depth, **args.config_overrides)
         config = hf_unified_mt.get_config(
-            "deep_transformer",
-            args.preset,
-            vocab_size=args.vocab_size,
-            encoder_layers=depth,
-            decoder_layers=depth,
-            decoder_attention_type=decoder_attention_type,
-            **args.config_overrides,
+            "deep_transformer", args.preset, decoder_attention_type=decoder_attention_type, **options
         )
         torch.manual_seed(0)
         models[decoder_attention_type] = for_decoding(
@@ -225,13 +200,10 @@ def step_profiles(models: dict, ids, mask, steps: int, device: str) -> dict[str,
                 encoder_outputs, tokens, cache = states[name]
                 synchronize(device)
                 start = time.perf_counter()
-                out = model(
-                    encoder_outputs=encoder_outputs,
-                    attention_mask=mask,
-                    decoder_input_ids=tokens,
-                    cache=cache,
-                    use_cache=True,
+                inputs = dict(
+                    encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tokens, cache=cache
                 )
+                out = model(**inputs, use_cache=True)
                 tokens = out.logits[:, -1].argmax(-1, keepdim=True)
                 synchronize(device)
                 times[name].append(time.perf_counter() - start)
@@ -344,21 +316,12 @@ def deep_transformer_decoding_tables(result: dict) -> str:
 # ----------------------------------------------------------------------------------------- paper 002, §5.7
 
 
-def read_column(path: Path, field: str, limit: int) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        column = handle.readline().rstrip("\n").split("\t").index(field)
-        return [line.rstrip("\n").split("\t")[column] for _, line in zip(range(limit), handle)]
-
-
 def corpus_batch(num_sentences: int, vocab_size: int):
     """`num_sentences` Spanish sentences of the validation split, tokenized with a BPE tokenizer trained on 5,000
     training pairs."""
-    corpus = Path(hf_unified_mt.__file__).parent / "corpora" / "bible_es_en"
-    texts = read_column(corpus / "train.tsv.gz", "es", 5000) + read_column(corpus / "train.tsv.gz", "en", 5000)
-    tokenizer = train_tokenizer(texts, vocab_size=vocab_size)
-    return tokenizer, tokenizer(
-        read_column(corpus / "valid.tsv.gz", "es", num_sentences), return_tensors="pt", padding=True
-    )
+    sources, targets = embedded_pairs("train", 5000)
+    tokenizer = train_tokenizer(sources + targets, vocab_size=vocab_size)
+    return tokenizer, tokenizer(embedded_pairs("validation", num_sentences)[0], return_tensors="pt", padding=True)
 
 
 def cpu_and_wall(call) -> tuple[float, float]:
@@ -490,13 +453,8 @@ def multi_unit_speed_tables(result: dict) -> str:
 
 
 def encoder_preset(preset: str, args) -> torch.nn.Module:
-    config = hf_unified_mt.get_config(
-        "multi_encoder_transformer",
-        preset,
-        vocab_size=args.vocab_size,
-        share_encoder_decoder_embeddings=False,
-        **args.config_overrides,
-    )
+    options = dict(vocab_size=args.vocab_size, share_encoder_decoder_embeddings=False, **args.config_overrides)
+    config = hf_unified_mt.get_config("multi_encoder_transformer", preset, **options)
     torch.manual_seed(0)
     model = hf_unified_mt.MultiEncoderTransformerForConditionalGeneration(config).to(args.device)
     model.generation_config.forced_eos_token_id = None
@@ -612,13 +570,8 @@ def multi_pass_cost(args) -> dict:
     torch.manual_seed(0)
     models = {}
     for passes in (1, 2, 3):
-        config = hf_unified_mt.get_config(
-            "multi_pass_transformer",
-            args.preset,
-            vocab_size=args.vocab_size,
-            num_passes=passes,
-            **args.config_overrides,
-        )
+        options = dict(vocab_size=args.vocab_size, num_passes=passes, **args.config_overrides)
+        config = hf_unified_mt.get_config("multi_pass_transformer", args.preset, **options)
         models[passes] = hf_unified_mt.MultiPassTransformerForConditionalGeneration(config)
     for model in models.values():  # the 3-pass model's weights in all (hard connections add no parameters)
         model.load_state_dict(models[3].state_dict(), strict=True)
@@ -638,16 +591,8 @@ def multi_pass_cost(args) -> dict:
         log(f"{measure}, batch {batch_size}, beams {num_beams}: done")
         for name in variants:
             ratio = seconds[name] / seconds["P=1"]
-            rows.append(
-                dict(
-                    measure=measure,
-                    variant=name,
-                    batch_size=batch_size,
-                    num_beams=num_beams,
-                    seconds=seconds[name],
-                    ratio_to_p1=ratio,
-                )
-            )
+            row = dict(measure=measure, variant=name, batch_size=batch_size, num_beams=num_beams)
+            rows.append(dict(row, seconds=seconds[name], ratio_to_p1=ratio))
 
     for batch_size in args.batch_sizes:
         ids, mask = random_batch(args.vocab_size, batch_size, args.source_length, batch_size, args.device)
@@ -712,9 +657,7 @@ def parse_args(argv=None):
     subparsers = {}
     for name, (vocab_size, new_tokens, repeats, threads) in defaults.items():
         sub = measures.add_parser(name)
-        sub.add_argument(
-            "--config-overrides", type=json.loads, default={}, help="JSON of config fields for every model"
-        )
+        sub.add_argument("--config-overrides", type=json.loads, default={}, help="config fields of every model")
         sub.add_argument("--vocab-size", type=int, default=vocab_size)
         sub.add_argument("--new-tokens", type=int, default=new_tokens)
         sub.add_argument("--repeats", type=int, default=repeats)

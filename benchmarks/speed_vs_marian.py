@@ -1,24 +1,13 @@
 #!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Speed and implementation efficiency of every architecture against a MarianMT of the same parameter count,
-measured side by side in one run.
-
-For each architecture (its `small` preset, or `--preset`), a `MarianMTModel` of the same width and depth whose FFN
-width is solved to match the parameter count; both are timed in interleaved rounds on
-* a training step (forward, backward, Adam step) on one fixed batch of `--train-batch` × `--source-length` tokens,
-* greedy decoding of exactly `--new-tokens` tokens at batch 1 and `--decode-batch`.
-Model FLOPs are counted once per measured call with `torch.utils.flop_counter.FlopCounterMode` (on an eager-attention
-copy, so that every model's attention is counted the same way), giving achieved FLOP/s; the efficiency column is
-the architecture's achieved FLOP/s over MarianMT's (≥ 0.9 means it wastes no more than 10% over MarianMT even where
-it does more work, as MUTE's units or MPT's passes do).
+side by side in one run (docs/benchmarks.md, "Speed against a same-size MarianMT"): a training step and greedy
+decoding at batch 1 and `--decode-batch`, in interleaved rounds; model FLOPs counted on an eager-attention copy give
+achieved FLOP/s, and the efficiency column is the architecture's over MarianMT's.
 
     python benchmarks/speed_vs_marian.py                   # table on stdout, JSON to benchmarks/results/
     python benchmarks/speed_vs_marian.py --archs unified_transformer --repeats 5
     python benchmarks/speed_vs_marian.py --archs multi_unit_transformer --profile train   # operator tables
-
-`--profile TASK` prints, instead of timing, `torch.profiler` operator tables of the same calls (a training step, or
-greedy decoding at batch 1 / `--decode-batch`) for the architecture and its MarianMT side by side: where it spends
-time that a same-size MarianMT does not (`--profile-output` also writes them to a file).
 """
 
 import argparse
@@ -45,16 +34,8 @@ def parse_args(argv=None):
     parser.add_argument("--decode-batch", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--compile",
-        action="store_true",
-        help="Also time each model's training step under torch.compile against eager (adds columns)",
-    )
-    parser.add_argument(
-        "--keep-dropout",
-        action="store_true",
-        help="Keep each preset's dropouts in training (MarianMT: dropout 0.1) instead of none for all",
-    )
+    parser.add_argument("--compile", action="store_true", help="Also time the training step under torch.compile")
+    parser.add_argument("--keep-dropout", action="store_true", help="Keep the presets' dropouts (MarianMT: 0.1)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--output", type=Path, default=RESULTS / "speed_vs_marian.json")
     parser.add_argument("--profile", choices=["train", "decode_b1", "decode_bN"], help="Operator tables of this task")
@@ -165,9 +146,8 @@ def measure(arch: str, args) -> dict:
 
 def format_table(rows: list[dict], args) -> str:
     lines = [
-        f"| architecture (`{args.preset}`) | params | training step | decode batch 1 "
-        f"| decode batch {args.decode_batch} "
-        "| FLOP/s eff. train | eff. decode 1 | eff. decode N |",
+        f"| architecture (`{args.preset}`) | params | training step | decode batch 1 | decode batch {args.decode_batch}"
+        " | FLOP/s eff. train | eff. decode 1 | eff. decode N |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     if args.compile:

@@ -2,18 +2,11 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """Training cost of the ablation study's arms, measured side by side on one machine: seconds per update (forward,
 backward, AdamW step) of each arm's model at the study's size, on one fixed batch of the study's shape, in
-interleaved rounds, so that stage 4 can compare compositions at equal training wall-clock as well as at equal updates.
-A run's own clock (`training_clock.json`) is no substitute: runs of a study take hours, on whatever else the machine
-does meanwhile.
-
-Each arm's cost is reported as seconds per update and as a ratio to `--reference` (4+4 Prime by default), with its
-parameter count. The equal-time arms of the study train the cheaper arm of a pair for that ratio times the updates.
+interleaved rounds, as a ratio to `--reference` (4+4 Prime by default): the study's equal-time arms train the cheaper
+arm of a pair for that ratio times the updates (docs/ablation_study.md).
 
     python benchmarks/training_cost.py                      # stage-4 arms and their controls; table + JSON
     python benchmarks/training_cost.py --arms 000-prime 000-prime-8x8-dsinit --repeats 3
-
-Run it on an otherwise idle machine (no training run beside it): the ratios are side by side, the seconds are not
-comparable across machines.
 """
 
 import argparse

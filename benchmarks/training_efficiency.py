@@ -1,59 +1,31 @@
 #!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""How close a CPU training step comes to this machine's limit, in float32 and under bfloat16 autocast.
-
-First the machine's matrix-product peak per precision: `--gemm-size`^3 products (float32, bfloat16), on
-`--threads` threads. Then one training step (forward, backward, AdamW) on one fixed batch of the main job's shape
-(`--max-tokens` padded source + target tokens in rows of `--length` tokens each side) for
-* the README main job's model (`training/configs/cpu_default.yaml`: Prime 3+3, d 192, vocabulary 4k),
-* Prime `small` (4+4, d 256, vocabulary 8k, the study's arm),
-* a MarianMT of the same width, depth and parameter count beside each (FFN width solved),
-each in float32 and under `torch.autocast("cpu", dtype=torch.bfloat16)`, timed in interleaved rounds. Model FLOPs
-per step come from `torch.utils.flop_counter` on an eager-attention copy (CPU attention kernels are invisible to the
-counter); achieved FLOP/s over the peak of the step's precision says how far each step is from the limit.
+"""How close a CPU training step comes to this machine's limit, in float32 and under bfloat16 autocast: the
+matrix-product peak per precision, then one training step (forward, backward, AdamW) on one fixed batch of the main
+job's shape for the main job's model, Prime `small` and a same-size MarianMT beside each, in interleaved rounds; model
+FLOPs from `torch.utils.flop_counter` on an eager-attention copy (docs/benchmarks.md, "Training on CPU").
 
     python benchmarks/training_efficiency.py                  # table on stdout, JSON to benchmarks/results/
-    python benchmarks/training_efficiency.py --table          # the table of docs/benchmarks.md from the JSON
-    python benchmarks/training_efficiency.py --profile        # where the main job's step spends its time, by operator
+    python benchmarks/training_efficiency.py --table          # the tables of docs/benchmarks.md from the JSONs
+    python benchmarks/training_efficiency.py --profile        # the main job's step by operator, per setting
     python benchmarks/training_efficiency.py --changes        # the step with each of its speed-ups undone, side by side
-
-`--changes` times the main job's training step (bf16, eager attention, lengths padded to 8: what the main job runs)
-on a run's batch shapes with each speed-up of the step undone and redone, side by side in interleaved rounds: the
-loss's cross-entropy composed from PyTorch's operators on a float32 copy of the logits (as before) or in blocks of
-rows (`BlockwiseCrossEntropy`), and the Prime layers' projections one by one or stacked. JSON to
-`benchmarks/results/training_step_changes.json`.
-
-`--profile` runs the main job's model on batches of a run's shapes (token-budget batches, lengths that are not
-multiples of 8) in float32, under bf16 autocast, and under bf16 with the lengths padded to 8 and to 16, and sorts
-each step's operator time (`torch.profiler`, self time) into the work it does (and, for each, with the attention
-written out as matmuls and softmax instead of PyTorch's fused CPU kernel): linear layers, batched matmuls
-(attention and the convolution's band products), softmax, casts, layer norm, loss and embeddings, optimizer, the
-rest. JSON to `benchmarks/results/training_step_profile.json`.
-
-Run it on an otherwise idle machine: the ratios are side by side, the seconds are this machine's.
 """
 
 import argparse
 import contextlib
 import copy
-import json
 import statistics
 import time
 import types
 from pathlib import Path
 
 import torch
-import yaml
-from harness import interleaved_times, machine, read_result, write_result
+from harness import RESULTS, interleaved_times, machine, main_job_settings, read_result, write_result
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 import hf_unified_mt
 from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
-
-
-HERE = Path(__file__).resolve().parent
-MAIN_JOB = HERE.parent / "training" / "configs" / "cpu_default.yaml"
 
 
 def parse_args(argv=None):
@@ -68,9 +40,9 @@ def parse_args(argv=None):
     parser.add_argument("--profile", action="store_true", help="profile the main job's step by operator instead")
     parser.add_argument("--profile-steps", type=int, default=12, help="batches (shapes) per profiled pass")
     parser.add_argument("--changes", action="store_true", help="time the step with each of its speed-ups undone")
-    parser.add_argument("--changes-output", type=Path, default=HERE / "results" / "training_step_changes.json")
-    parser.add_argument("--profile-output", type=Path, default=HERE / "results" / "training_step_profile.json")
-    parser.add_argument("--output", type=Path, default=HERE / "results" / "training_efficiency.json")
+    parser.add_argument("--changes-output", type=Path, default=RESULTS / "training_step_changes.json")
+    parser.add_argument("--profile-output", type=Path, default=RESULTS / "training_step_profile.json")
+    parser.add_argument("--output", type=Path, default=RESULTS / "training_efficiency.json")
     return parser.parse_args(argv)
 
 
@@ -87,11 +59,14 @@ def gemm_peak(dtype: torch.dtype, size: int, repeats: int = 10) -> float:
     return 2 * size**3 / best
 
 
+def gemm_peaks(size: int) -> dict[str, float]:
+    return {"float32": gemm_peak(torch.float32, size), "bfloat16": gemm_peak(torch.bfloat16, size)}
+
+
 def prime_config(name: str):
     """The Prime config of `name`: the README main job's (its preset and overrides), `small`, or `tiny` (tests)."""
     if name == "main_job":
-        recipe = yaml.safe_load(MAIN_JOB.read_text())
-        overrides = json.loads(recipe.get("config_overrides") or "{}")
+        recipe, overrides = main_job_settings()
         return hf_unified_mt.get_config(
             recipe["arch"], recipe["preset"], vocab_size=recipe["tokenizer_vocab_size"], **overrides
         )
@@ -103,24 +78,21 @@ def build_models(name: str) -> dict:
     config = prime_config(name)
     torch.manual_seed(0)
     prime = AutoModelForSeq2SeqLM.from_config(config)
-    marian = MarianMTModel(
-        marian_config_matching(
-            count_parameters(prime),
-            config.vocab_size,
-            d_model=config.d_model,
-            layers=config.encoder_layers,
-            heads=config.encoder_attention_heads,
-        )
-    )
+    size = dict(d_model=config.d_model, layers=config.encoder_layers, heads=config.encoder_attention_heads)
+    marian = MarianMTModel(marian_config_matching(count_parameters(prime), config.vocab_size, **size))
     return {f"{name}/prime": prime, f"{name}/marian": marian}
+
+
+def random_batch(vocab: int, rows: int, source: int, target: int, generator: torch.Generator) -> dict:
+    """`rows` random sources of `source` ids and labels of `target` ids, unpadded."""
+    ids = torch.randint(4, vocab, (rows, source), generator=generator)
+    labels = torch.randint(4, vocab, (rows, target), generator=generator)
+    return dict(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
 
 
 def fixed_batch(vocab_size: int, args) -> dict:
     rows = max(1, args.max_tokens // (2 * args.length))
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(4, vocab_size, (rows, args.length), generator=generator)
-    labels = torch.randint(4, vocab_size, (rows, args.length), generator=generator)
-    return dict(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
+    return random_batch(vocab_size, rows, args.length, args.length, torch.Generator().manual_seed(0))
 
 
 def train_on(model, optimizer, batches: list, bf16: bool) -> None:
@@ -157,12 +129,9 @@ def shape_cost(args, name: str = "main_job", steps: int = 24) -> dict:
     prime = AutoModelForSeq2SeqLM.from_config(prime_config(name))  # (no MarianMT here)
     optimizer = torch.optim.AdamW(prime.parameters(), lr=1e-4)
     generator = torch.Generator().manual_seed(0)
-    vocab = prime.config.vocab_size
 
     def make(rows: int, source: int, target: int) -> dict:
-        ids = torch.randint(4, vocab, (rows, source), generator=generator)
-        labels = torch.randint(4, vocab, (rows, target), generator=generator)
-        return dict(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
+        return random_batch(prime.config.vocab_size, rows, source, target, generator)
 
     rows = max(1, args.max_tokens // (2 * args.length))
     fixed = [make(rows, args.length, args.length) for _ in range(steps)]
@@ -188,10 +157,7 @@ def shape_cost(args, name: str = "main_job", steps: int = 24) -> dict:
 
 def measure(args) -> dict:
     torch.set_num_threads(args.threads)
-    peaks = {
-        "float32": gemm_peak(torch.float32, args.gemm_size),
-        "bfloat16": gemm_peak(torch.bfloat16, args.gemm_size),
-    }
+    peaks = gemm_peaks(args.gemm_size)
     rows, calls = {}, {}
     for name in args.models:
         for key, model in build_models(name).items():
@@ -262,16 +228,13 @@ def profile_batches(vocab: int, args, multiple: int = 1, steps: int = 12) -> lis
     batches = []
     for index in range(steps):
         source, target = 21 + 2 * index, 43 - index
-        rows = max(1, args.max_tokens // (source + target))
-        ids = torch.randint(4, vocab, (rows, source), generator=generator)
-        labels = torch.randint(4, vocab, (rows, target), generator=generator)
-        mask = torch.ones_like(ids)
+        batch = random_batch(vocab, max(1, args.max_tokens // (source + target)), source, target, generator)
         pad_source, pad_target = -source % multiple, -target % multiple
         batches.append(
             dict(
-                input_ids=torch.nn.functional.pad(ids, (0, pad_source), value=0),
-                attention_mask=torch.nn.functional.pad(mask, (0, pad_source), value=0),
-                labels=torch.nn.functional.pad(labels, (0, pad_target), value=-100),
+                input_ids=torch.nn.functional.pad(batch["input_ids"], (0, pad_source), value=0),
+                attention_mask=torch.nn.functional.pad(batch["attention_mask"], (0, pad_source), value=0),
+                labels=torch.nn.functional.pad(batch["labels"], (0, pad_target), value=-100),
             )
         )
     return batches
@@ -291,10 +254,7 @@ def profile_steps(args) -> dict:
         "bfloat16, padded to 8, eager attention": (True, 8, "eager"),
         "float32, eager attention": (False, 1, "eager"),
     }
-    peaks = {
-        "float32": gemm_peak(torch.float32, args.gemm_size),
-        "bfloat16": gemm_peak(torch.bfloat16, args.gemm_size),
-    }
+    peaks = gemm_peaks(args.gemm_size)
     torch.manual_seed(0)
     model = AutoModelForSeq2SeqLM.from_config(prime_config(args.models[0]))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # the Trainer's default optimizer
@@ -414,7 +374,7 @@ def step_changes(args) -> dict:
     peak = gemm_peak(torch.bfloat16, args.gemm_size)
     torch.manual_seed(0)
     config = prime_config(args.models[0])
-    config.label_smoothing = yaml.safe_load(MAIN_JOB.read_text()).get("label_smoothing_factor", 0.1)
+    config.label_smoothing = main_job_settings()[0].get("label_smoothing_factor", 0.1)
     model = AutoModelForSeq2SeqLM.from_config(config)
     model.set_attn_implementation("eager")
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)

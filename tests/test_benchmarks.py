@@ -1,17 +1,15 @@
-"""The benchmarks (`benchmarks/`, their harness `benchmarks/harness/`, the finished studies `benchmarks/studies/`):
-each script end to end in a quick mode where it has one (the CPU inference benchmark against CTranslate2 in its
-`--quick` mode, tiny models, one round, and its `--profile` breakdown), and every committed table of the docs
-regenerated from its committed JSON. Checks that the scripts run and write what they say; no speed is asserted
-(speed targets belong in the benchmarks' tables)."""
+"""The benchmarks (`benchmarks/`, their harness `benchmarks/harness/`, the finished studies' tables
+`benchmarks/studies/tables.py`): each script end to end in a quick mode where it has one (the CPU inference benchmark
+against CTranslate2 in its `--quick` mode, tiny models, one round, and its `--profile` breakdown), and every committed
+table of the docs regenerated from its committed JSON. Checks that the scripts run and write what they say; no speed
+is asserted (speed targets belong in the benchmarks' tables)."""
 
-import gzip
 import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -157,35 +155,6 @@ def test_profile_breaks_down_decoding_time(tmp_path):
     assert "generate() outside model" in result.stdout
 
 
-@pytest.mark.subprocess
-def test_step_floor_sets_the_runtime_fixed_cost_beside_ctranslate2(tmp_path):
-    """`benchmarks/studies/onnx_step_floor.py --quick`: both backends timed, the step graph's runs and nodes counted,
-    and the fixed cost derived from ONNX Runtime's run and node costs as its table says."""
-    pytest.importorskip("ctranslate2")
-    pytest.importorskip("onnxruntime")
-    output = tmp_path / "floor.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "studies" / "onnx_step_floor.py"), "--quick"]
-    command += ["--output", str(output)]
-    result = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT, timeout=600)
-    floor = json.loads(output.read_text())
-    assert set(floor["seconds_per_token"]) == {"onnx-native-int8", "onnx-graph-int8", "marian/ct2-int8"}
-    assert floor["decoder_step_runs_per_call"] == floor["new_tokens"]  # one step graph run per greedy token
-    assert floor["decoder_step_nodes"] == sum(floor["decoder_step_operators"].values()) > 0
-    assert 0 < floor["decoder_step_share_of_call"] < 1 and floor["onnxruntime_run_seconds"] > 0
-    expected = floor["onnxruntime_run_seconds"] + floor["decoder_step_nodes"] * floor["onnxruntime_node_seconds"]
-    assert floor["fixed_cost_floor_seconds_per_token"] == pytest.approx(expected)
-    assert floor["target_seconds_per_token"] == pytest.approx(floor["seconds_per_token"]["marian/ct2-int8"] / 2)
-    assert "| ONNX Runtime int8, native loop in Python: a whole token |" in result.stdout
-    assert "| ONNX Runtime int8, search graph (the default): a whole token |" in result.stdout
-
-
-def test_the_history_holds_the_step_floor_of_the_committed_json():
-    module = benchmark_script("studies/onnx_step_floor")
-    floor = committed_result("onnx_step_floor.json")
-    assert floor["threads"] == 1 and not floor["machine_busy"]
-    assert module.table(floor) in (ROOT / "docs" / "history.md").read_text()
-
-
 def test_the_history_holds_the_profiles_before_and_after_the_native_loop():
     module = benchmark_script("inference_vs_ctranslate2")
     documents = [
@@ -266,11 +235,11 @@ def benchmark_script(name):
     return module
 
 
-def harness_module(name: str = ""):
-    """The benchmarks' harness (`benchmarks/harness/`), or its module `name` (`main_job`)."""
+def harness_module():
+    """The benchmarks' harness (`benchmarks/harness/`)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        return importlib.import_module(f"harness.{name}" if name else "harness")
+        return importlib.import_module("harness")
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
 
@@ -338,73 +307,6 @@ def test_the_history_holds_two_runs_of_the_benchmark_side_by_side():
     assert table in (ROOT / "docs" / "history.md").read_text()
 
 
-@pytest.mark.subprocess
-def test_main_job_candidates_train_by_the_main_jobs_recipe_and_tabulate(tmp_path):
-    """`benchmarks/studies/main_job_candidates.py` on a tiny slice: each candidate trained by `train.py` with the main
-    job's config and its own model options, one row per run in the JSON, skipped when run again, and the summary
-    table."""
-    output = tmp_path / "candidates.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "studies" / "main_job_candidates.py"), "--seeds", "1"]
-    command += ["--output_dir", str(tmp_path / "runs"), "--output", str(output), "--train_options"]
-    command += ["--max_train_minutes", "0.02", "--max_train_samples", "32", "--max_test_samples", "3"]
-    command += ["--max_eval_samples", "3", "--tokenizer_vocab_size", "300", "--generation_num_beams", "1"]
-    subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
-    result = json.loads(output.read_text())
-    runs = {row["candidate"]: row for row in result["runs"]}
-    assert set(runs) == {"prime", "prime-dual"} and all(row["test_verses"] == 3 for row in runs.values())
-    assert runs["prime-dual"]["parameters"] > runs["prime"]["parameters"] and runs["prime"]["updates"] >= 1
-    config = json.loads((tmp_path / "runs" / "prime-dual-seed1" / "config.json").read_text())
-    assert [branch["type"] for branch in config["encoder_branches"]] == ["self_attention", "prime"]
-    assert config["d_model"] == 192 and config["decoder_layers"] == 3
-    again = subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
-    assert "training" not in again.stdout and json.loads(output.read_text())["runs"] == result["runs"]
-    summary = command[:2] + ["--summary", "--output", str(output)]
-    table = subprocess.run(summary, check=True, capture_output=True, text=True).stdout
-    assert table.startswith("| candidate |") and "| Prime 3+3, d 192 (the main job) |" in table
-    [comparison] = result["comparisons"]
-    assert (comparison["control"], comparison["candidate"], comparison["seeds"]) == ("prime", "prime-dual", [1])
-    assert comparison["interval"][0] <= comparison["delta_bleu"] <= comparison["interval"][1]
-    kept = gzip.open(tmp_path / "candidates" / "prime-dual-seed1.test.txt.gz", "rt", encoding="utf-8").read()
-    assert kept == (tmp_path / "runs" / "prime-dual-seed1" / "test_translations.txt").read_text(encoding="utf-8")
-
-
-def test_main_job_candidates_compare_each_candidate_with_the_main_job_by_paired_bootstrap(tmp_path, monkeypatch):
-    """The comparison reads the kept translations: a candidate that writes the references beats one that writes
-    nothing useful, with an interval above zero; identical translations give exactly zero; a candidate is compared on
-    the seeds both have."""
-    module = benchmark_script("studies/main_job_candidates")
-    main_job = harness_module("main_job")
-    references = [f"and god said unto moses verse number {i} of the book" for i in range(40)]
-    monkeypatch.setattr(module, "test_references", lambda n: references[:n])
-    output = tmp_path / "candidates.json"
-    written = {
-        ("prime", 1): ["the the the"] * 40,
-        ("prime", 2): ["and the lord"] * 40,
-        ("prime-dual", 1): references,
-        ("prime-dual", 2): references,
-        ("same", 1): ["the the the"] * 40,
-        ("same", 3): references,
-    }
-    for (candidate, seed), lines in written.items():
-        path = main_job.translations_path(output, candidate, seed)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(path, "wt", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-    runs = [dict(candidate=name, seed=seed, test_verses=40) for name, seed in written]
-    better, same = module.compare_with_main_job(runs, output, samples=200)
-    assert better["candidate"] == "prime-dual" and better["seeds"] == [1, 2] and better["verdict"] == "B better"
-    assert better["interval"][0] > 0
-    assert same["seeds"] == [1] and same["delta_bleu"] == 0 and same["verdict"] == "within noise"
-
-
-def test_the_study_document_holds_the_main_job_candidates_table_of_the_committed_json():
-    """The equal-time comparison at the main job's size is quoted from its committed JSON, not retyped."""
-    module = benchmark_script("studies/main_job_candidates")
-    document = committed_result("main_job_candidates.json")
-    assert {row["seed"] for row in document["runs"]} == {1, 2} and document["comparisons"]
-    assert module.summary_table(document) in (ROOT / "docs" / "ablation_study.md").read_text()
-
-
 def test_gpu_tables_in_the_docs_are_generated_from_the_committed_json():
     module = benchmark_script("gpu_training_and_decoding")
     result = committed_result("gpu_training_and_decoding.json")
@@ -451,18 +353,6 @@ def test_gpu_benchmark_runs_end_to_end_on_a_cpu_at_tiny_size(tmp_path):
     training_only = json.loads((tmp_path / "training_only.json").read_text())
     assert "prime" not in training_only["decoding"] and training_only["training"]["prime"]["timed_updates"] == 3
     assert "| Prime `tiny` |" in completed.stdout
-
-
-def test_gpu_step_profile_table_in_the_docs_is_generated_from_the_committed_json(tmp_path):
-    module = benchmark_script("studies/gpu_step_profile")
-    result = committed_result("gpu_step_profile.json")
-    assert result["models"]["prime"]["kernels_per_step"] > 0
-    assert module.table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
-    output = tmp_path / "profile.json"
-    module.main(["--preset", "tiny", "--batch", "2", "--length", "6", "--warmup", "1", "--steps", "2"]
-                + ["--profiled", "1", "--scale", "2", "--device", "cpu", "--output", str(output)])  # fmt: skip
-    measured = json.loads(output.read_text())["models"]
-    assert measured["prime"]["seconds_per_step_median_batch_x2"] > 0 and measured["marian"]["parameters"] > 0
 
 
 def test_training_efficiency_measures_both_precisions_against_their_peaks(tmp_path, capsys):
@@ -535,182 +425,44 @@ def test_training_step_changes_table_in_the_docs_is_generated_from_the_committed
     assert module.changes_table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
-def test_every_recipe_arm_is_a_valid_main_job_command():
-    """Each arm of the recipe search passes train.py's own option checks over the main job's configuration (a
-    refused option, such as `normalize_before=True` for Prime layers, fails here instead of after an hour)."""
-    from hf_unified_mt.training.run import parse_arguments, validate_arguments
-
-    module = benchmark_script("studies/main_job_recipe_search")
-    arms = {name: options for name, (_, options) in module.ARMS.items()}
-    for options in arms.values():
-        validate_arguments(*parse_arguments([str(module.MAIN_JOB), *options, "--max_steps", "1600"]))
-
-    def model_of(arm):
-        return json.loads(arms[arm][arms[arm].index("--config_overrides") + 1])
-
-    assert model_of("base")["dropout"] == 0.1 and model_of("linear-2e-3-dropout-0")["conv_weight_dropout"] == 0.0
-    assert model_of("marian-base")["encoder_ffn_dim"] == 898  # the same-size MarianMT (4.18M parameters)
-    # every arm translates with plain beam search, whatever n-gram constraint the main job's file holds today
-    assert all(options[options.index("--generation_no_repeat_ngram_size") + 1] == "0" for options in arms.values())
-    # and trains in float32 on 2,500-token batches, as every committed arm did, whatever the main job's file holds today
-    for options in arms.values():
-        _, data_args, training_args = parse_arguments([str(module.MAIN_JOB), *options])
-        assert training_args.bf16 is False and data_args.max_tokens == 2500
+FINISHED_STUDIES = {  # result -> the document that quotes its table (`benchmarks/studies/tables.py NAME`)
+    "main_job_candidates": "ablation_study.md",
+    "main_job_recipe_search": "history.md",
+    "main_job_decoding": "history.md",
+    "main_job_decoding_round2": "history.md",
+    "main_job_decoding_round3": "history.md",
+    "main_job_runs": "benchmarks.md",
+    "onnx_step_floor": "history.md",
+    "gpu_step_profile": "benchmarks.md",
+}
 
 
-def test_recipe_search_counts_repeated_trigrams_in_the_longest_verses():
-    main_job = harness_module("main_job")
-    sources = ["a b c d e f g h", "a b", "a b c d e f g", "a"]
-    translations = ["x y z x y z", "x x x x", "p q r s", "x y z x y z"]
-    # the longest half of the sources: 0 (repeats "x y z") and 2 (does not); 1 and 3 are short
-    assert main_job.repetition_share(translations, sources, share=0.5) == 0.5
-    assert main_job.repeats_trigram("and he said and he said") and not main_job.repeats_trigram("and he said unto")
+@pytest.mark.parametrize("name", sorted(FINISHED_STUDIES))
+def test_the_docs_hold_the_tables_of_the_finished_studies(name, capsys):
+    """A finished study's table is quoted from its committed JSON, not retyped: `benchmarks/studies/tables.py NAME`
+    prints it (its measuring script is retired; docs/history.md names the commit that holds it)."""
+    module = benchmark_script("studies/tables")
+    module.main([name])
+    printed = capsys.readouterr().out
+    assert printed == module.table(name) + "\n"
+    assert module.table(name) in (ROOT / "docs" / FINISHED_STUDIES[name]).read_text()
 
 
-def test_the_history_holds_the_recipe_search_table_of_the_committed_json():
-    module = benchmark_script("studies/main_job_recipe_search")
-    document = committed_result("main_job_recipe_search.json")
-    assert document["comparisons"] and {row["seed"] for row in document["runs"]} == {1, 2}
-    assert module.summary_table(document) in (ROOT / "docs" / "history.md").read_text()
-
-
-def test_the_history_holds_the_decoding_tables_of_the_committed_json():
-    module = benchmark_script("studies/main_job_decoding")
-    document = committed_result("main_job_decoding.json")
-    assert document["test"]["pick"] in module.OPTIONS and set(document["validation"]) <= set(module.OPTIONS)
-    history = (ROOT / "docs" / "history.md").read_text()
-    assert module.table(document) in history
-    second = committed_result("main_job_decoding_round2.json")
-    options, control = module.ROUNDS[2]
-    assert second["test"]["control"] == control and set(second["validation"]) <= set(options)
-    assert module.table(second) in history
-    third = committed_result("main_job_decoding_round3.json")
-    options, control = module.ROUNDS[3]
-    assert third["test"]["control"] == control and set(third["validation"]) <= set(options)
-    assert module.table(third) in history
-
-
-def test_the_benchmarks_document_holds_the_main_job_runs_of_the_committed_json():
-    module = benchmark_script("studies/main_job_runs")
-    document = committed_result("main_job_runs.json")
-    assert {(row["setting"], row["seed"]) for row in document["runs"]} >= {("float32", 1), ("float32", 2), ("bf16", 1)}
-    assert all(row["bf16"] == row["setting"].startswith("bf16") for row in document["runs"])
+def test_the_finished_studies_records_hold_what_their_tables_read():
     full = committed_result("main_job_full_validation.json")
-    assert {(row["setting"], row["seed"]) for row in full["runs"]} <= {
-        (row["setting"], row["seed"]) for row in document["runs"]
-    }
+    runs = committed_result("main_job_runs.json")
     assert all(row["verses"] == 928 for row in full["runs"])
-    assert module.table(document, full) in (ROOT / "docs" / "benchmarks.md").read_text()
-
-
-def test_main_job_runs_compare_again_replaces_the_comparison(tmp_path, monkeypatch):
-    """A second `--compare` of the same two settings replaces the first row instead of adding another."""
-    module = benchmark_script("studies/main_job_runs")
-    deltas = iter([0.5, 0.7])
-
-    def compare(result, output, control, setting, samples, key):
-        return dict(control=control, setting=setting, delta=next(deltas))
-
-    monkeypatch.setattr(module, "compare", compare)
-    output = tmp_path / "runs.json"
-    output.write_text(json.dumps({"runs": [], "comparisons": [dict(control="float32", setting="bf16", delta=0.1)]}))
-    monkeypatch.setattr(module, "table", lambda result, full=None: "")
-    for _ in range(2):
-        module.main(["--compare", "bf16", "bf16-max-tokens-3200", "--output", str(output)])
-    rows = json.loads(output.read_text())["comparisons"]
-    assert [(row["control"], row["setting"], row["delta"]) for row in rows] == [
-        ("float32", "bf16", 0.1),
-        ("bf16", "bf16-max-tokens-3200", 0.7),
-    ]
-
-
-def test_main_job_runs_score_each_run_on_every_validation_verse_once(tmp_path, monkeypatch):
-    """`--full_validation` scores a run's saved model with training/score.py on the validation split, records it in
-    its own JSON, skips runs already scored, and refuses a run that has no model."""
-    module = benchmark_script("studies/main_job_runs")
-    calls = []
-    run = subprocess.run
-
-    def score(command, **options):
-        if not str(command[1]).endswith("score.py"):  # git, for the code version the rows record
-            return run(command, **options)
-        calls.append(command)
-        folder = Path(command[command.index("--output_dir") + 1])
-        folder.mkdir(parents=True)
-        scores = dict(num_beams=4, bleu=30.123, chrf=50.0, bleu_signature="nrefs:1")
-        (folder / "eval_validation.json").write_text(json.dumps(scores))
-        (folder / "hypotheses_validation.txt").write_text("a\nb\nc\n")
-
-    monkeypatch.setattr(module.subprocess, "run", score)
-    for seed in (1, 2):
-        (tmp_path / "runs" / f"bf16-seed{seed}").mkdir(parents=True)
-        (tmp_path / "runs" / f"bf16-seed{seed}" / "model.safetensors").write_bytes(b"")
-    output = tmp_path / "full.json"
-    options = ["--output_dir", str(tmp_path / "runs"), "--full_validation_output", str(output)]
-    runs = dict(runs=[dict(setting="bf16", seed=1, updates=9, validation_bleu=1.0, test_bleu=2.0, test_chrf=3.0)])
-    (tmp_path / "runs.json").write_text(json.dumps(runs))
-    options += ["--output", str(tmp_path / "runs.json")]
-    module.main(["--full_validation", "--settings", "bf16", "--seeds", "1", "2", *options])
-    assert [command[command.index("--split") + 1] for command in calls] == ["validation", "validation"]
-    scored = json.loads(output.read_text())["runs"]
-    assert [(row["seed"], row["bleu"], row["verses"]) for row in scored] == [(1, 30.12, 3), (2, 30.12, 3)]
-    assert "| 9 | 1.00 | 30.12 | 2.00 | 3.00 |" in module.table(runs, json.loads(output.read_text()))
-    module.main(["--full_validation", "--settings", "bf16", "--seeds", "1", *options])
-    assert len(calls) == 2
-    with pytest.raises(FileNotFoundError, match="no trained model of bf16 seed 3"):
-        module.main(["--full_validation", "--settings", "bf16", "--seeds", "3", *options])
-
-
-def test_main_job_runs_record_the_training_loss_of_two_settings_at_equal_updates(tmp_path):
-    module = benchmark_script("studies/main_job_runs")
-    for setting, offset in (("bf16", 0.0), ("bf16-max-tokens-3200", 0.5)):
-        for seed in (1, 2):
-            folder = tmp_path / "runs" / f"{setting}-seed{seed}"
-            folder.mkdir(parents=True)
-            history = [{"step": step, "loss": 9.0 - step / 100 + offset + seed} for step in range(25, 601, 25)]
-            history.append({"step": 600, "eval_loss": 1.0})
-            (folder / "trainer_state.json").write_text(json.dumps({"log_history": history}))
-    output = tmp_path / "runs.json"
-    scores = dict(updates=600, validation_bleu=1.0, test_bleu=1.0, test_chrf=1.0)
-    runs = [dict(setting=s, seed=n, **scores) for s in ("bf16", "bf16-max-tokens-3200") for n in (1, 2)]
-    output.write_text(json.dumps({"runs": runs}))
-    options = ["--output_dir", str(tmp_path / "runs"), "--output", str(output), "--curve_updates", "250", "500"]
-    module.main(["--loss_curves", "bf16", "bf16-max-tokens-3200", *options])
-    [row] = json.loads(output.read_text())["loss_curves"]
-    assert row["losses"]["bf16"]["2"] == {"250": 8.5, "500": 6.0}
-    assert row["losses"]["bf16-max-tokens-3200"]["1"] == {"250": 8.0, "500": 5.5}
-    assert "| the configuration: bf16, 3,200 tokens, seed 2 | 9.000 | 6.500 |" in module.table(
-        json.loads(output.read_text())
-    )
-    with pytest.raises(ValueError, match="no training loss at updates \\[700\\]"):
-        module.main(["--loss_curves", "bf16", "bf16-max-tokens-3200", *options[:-2], "700"])
-
-
-@pytest.mark.subprocess
-def test_main_job_runs_train_the_readme_command_per_setting_and_compare(tmp_path):
-    """`benchmarks/studies/main_job_runs.py` on a tiny slice: the main job's own configuration with each setting's
-    options, the precision train.py resolved recorded per run, skipped when run again, and the paired bootstrap."""
-    output = tmp_path / "runs.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "studies" / "main_job_runs.py"), "--seeds", "1"]
-    command += ["--output_dir", str(tmp_path / "runs"), "--output", str(output), "--train_options"]
-    command += ["--max_train_minutes", "0.02", "--max_train_samples", "32", "--max_test_samples", "3"]
-    command += ["--max_eval_samples", "3", "--tokenizer_vocab_size", "300", "--generation_num_beams", "1"]
-    subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
-    runs = {row["setting"]: row for row in json.loads(output.read_text())["runs"]}
-    assert runs["float32"]["bf16"] is False and runs["float32"]["attn_implementation"] is None
-    from hf_unified_mt.training.run import native_bf16_available
-
-    native = native_bf16_available(use_cpu=True)
-    assert runs["bf16"]["bf16"] is native
-    if native:
-        assert (runs["bf16"]["attn_implementation"], runs["bf16"]["pad_to_multiple_of"]) == ("eager", 8)
-    again = subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
-    assert "training" not in again.stdout
-    compare = command[:2] + ["--output", str(output), "--compare", "float32", "bf16", "--bootstrap_samples", "20"]
-    subprocess.run(compare, check=True, capture_output=True, text=True, timeout=300)
-    [comparison] = json.loads(output.read_text())["comparisons"]
-    assert (comparison["control"], comparison["setting"], comparison["seeds"]) == ("float32", "bf16", [1])
-    assert comparison["interval"][0] <= comparison["delta_bleu"] <= comparison["interval"][1]
+    assert {(row["setting"], row["seed"]) for row in full["runs"]} <= {
+        (row["setting"], row["seed"]) for row in runs["runs"]
+    }
+    assert all(row["bf16"] == row["setting"].startswith("bf16") for row in runs["runs"])
+    floor = committed_result("onnx_step_floor.json")
+    assert floor["threads"] == 1 and not floor["machine_busy"]
+    for name in ("main_job_candidates", "main_job_recipe_search"):
+        document = committed_result(f"{name}.json")
+        assert {row["seed"] for row in document["runs"]} == {1, 2} and document["comparisons"]
+    with pytest.raises(SystemExit, match="no finished study wrote"):
+        benchmark_script("studies/tables").table("speed_vs_marian")
 
 
 def test_operator_counts_cover_every_architecture_and_reproduce_the_committed_prime_row():

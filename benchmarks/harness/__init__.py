@@ -8,12 +8,13 @@ and writes its result through this module, and imports no other script.
 * the load check before a run (`load_check`): a 1-minute load average above half a core marks the machine busy;
 * the result file (`write_result`): the JSON with its provenance (command, date, commit, uncommitted changes);
 * the command line every script shares (`add_result_arguments`, `print_table`): `--output` and `--table`, which
-  renders the tables from the JSON instead of measuring.
+  renders the tables from the JSON instead of measuring;
+* what several scripts read or decode alike: the README main job's configuration (`MAIN_JOB`, `main_job_settings`),
+  the embedded corpus without `datasets` (`embedded_pairs`), `generate()` options for an exact length (`fixed_length`).
 
 What several scripts measure alike lives beside it: `harness.models` (a model and the same-size MarianMT, the main
 job's model, source batches), `harness.backends` (the decoding backends: PyTorch, CTranslate2, ONNX Runtime),
-`harness.profiling` (operators dispatched, GPU busy time) and `harness.main_job` (what the studies of the README main
-job share: its runs, kept translations, paired comparisons).
+and `harness.profiling` (operators dispatched, GPU busy time).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from hf_unified_mt.utils.files import write_json
 BENCHMARKS = Path(__file__).resolve().parents[1]
 RESULTS = BENCHMARKS / "results"
 ROOT = BENCHMARKS.parent
+MAIN_JOB = ROOT / "training" / "configs" / "cpu_default.yaml"  # the README main job's training configuration
 BUSY_LOAD = 0.5  # a 1-minute load average above half a core: the machine was doing other work
 
 
@@ -70,6 +72,41 @@ def interleaved_times(
 def median_times(calls: dict[str, Callable[[], object]], repeats: int, device: str = "cpu") -> dict[str, float]:
     """Median seconds per call of [`interleaved_times`]."""
     return {name: statistics.median(values) for name, values in interleaved_times(calls, repeats, device).items()}
+
+
+def fixed_length(new_tokens: int, num_beams: int) -> dict:
+    """`generate()` options that decode exactly `new_tokens` tokens with `num_beams` beams: the same work for every
+    model, whatever its outputs (random weights)."""
+    return dict(
+        max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=num_beams, do_sample=False, early_stopping=False
+    )
+
+
+def main_job_settings() -> tuple[dict, dict]:
+    """The README main job's training configuration (`MAIN_JOB`) and its model's config overrides, read."""
+    import yaml
+
+    settings = yaml.safe_load(MAIN_JOB.read_text())
+    overrides = settings.get("config_overrides") or {}
+    return settings, json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
+
+
+def embedded_pairs(split: str = "train", limit: int | None = None) -> tuple[list[str], list[str]]:
+    """Spanish sources and English targets of a split of the embedded corpus (`bible_es_en`), the first `limit` pairs,
+    read with the csv module (without `datasets`, which the GPU machine's image lacks)."""
+    import csv
+    import gzip
+
+    import hf_unified_mt
+
+    name = {"train": "train.tsv.gz", "validation": "valid.tsv.gz", "test": "test.tsv.gz"}[split]
+    path = Path(hf_unified_mt.__file__).parent / "training" / "corpora" / "bible_es_en" / name
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader)
+        source, target = header.index("es"), header.index("en")
+        rows = [(row[source], row[target]) for _, row in zip(range(limit or sys.maxsize), reader)]
+    return [row[0] for row in rows], [row[1] for row in rows]
 
 
 # ------------------------------------------------------------------------------------------------------ machine

@@ -1,6 +1,6 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""The decoding backends the CPU inference benchmarks time (`inference_vs_ctranslate2.py`,
-`studies/onnx_step_floor.py`): each a function `(input_ids, attention_mask, num_beams) -> outputs` decoding exactly
+"""The decoding backends the CPU inference benchmarks time (`inference_vs_ctranslate2.py`):
+each a function `(input_ids, attention_mask, num_beams) -> outputs` decoding exactly
 `new_tokens` tokens: PyTorch `generate()` (eager or with the decoding step compiled), CTranslate2 running a
 converted same-size MarianMT, and ONNX Runtime through `generate()`, the native loop or the search graphs; and a clock
 around an ONNX Runtime session's runs."""
@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 from transformers import MarianMTModel
 
+from harness import fixed_length
+
 
 GenerateFn = Callable[[torch.Tensor, torch.Tensor, int], object]  # (input_ids, attention_mask, num_beams) -> outputs
 
@@ -25,15 +27,7 @@ def torch_backend(model: torch.nn.Module, new_tokens: int) -> GenerateFn:
 
     @torch.inference_mode()
     def generate(input_ids, attention_mask, num_beams):
-        return model.generate(
-            input_ids,
-            attention_mask=attention_mask,
-            max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens,
-            num_beams=num_beams,
-            do_sample=False,
-            early_stopping=False,
-        )
+        return model.generate(input_ids, attention_mask=attention_mask, **fixed_length(new_tokens, num_beams))
 
     return generate
 

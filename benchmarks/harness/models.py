@@ -1,23 +1,18 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """The models the speed benchmarks measure: an architecture's model beside a MarianMT of the same width, depth and
-parameter count (`build_pair`; `speed_vs_marian.py`, `inference_vs_ctranslate2.py`, `studies/onnx_step_floor.py`),
+parameter count (`build_pair`; `speed_vs_marian.py`, `inference_vs_ctranslate2.py`),
 the README main job's model read from its training configuration, and fixed random source batches."""
 
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
-import yaml
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 import hf_unified_mt
-from harness import ROOT
+from harness import main_job_settings
 from hf_unified_mt.training.baselines import count_parameters, marian_config_matching
-
-
-MAIN_JOB_CONFIG = ROOT / "training" / "configs" / "cpu_default.yaml"
 
 
 def switch_off_dropout(config) -> None:
@@ -63,9 +58,7 @@ def main_job_model(args) -> tuple[str, str, str, dict, int]:
     """(name, architecture, preset, config overrides, vocabulary size) of the README's main job, read from its
     training config. With `args.main_job_d_model` set, its width and FFNs shrink to it (depth and heads
     kept)."""
-    settings = yaml.safe_load(MAIN_JOB_CONFIG.read_text())
-    overrides = settings.get("config_overrides") or {}
-    overrides = json.loads(overrides) if isinstance(overrides, str) else dict(overrides)
+    settings, overrides = main_job_settings()
     vocab_size = settings["tokenizer_vocab_size"]
     if args.main_job_d_model:
         width = args.main_job_d_model

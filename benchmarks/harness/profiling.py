@@ -2,8 +2,7 @@
 """What the profiling benchmarks share: the compute operators PyTorch dispatches (`OperatorCount`, a
 `TorchDispatchMode`: what a step's launch overhead grows with on a GPU, where every counted operator is one or more
 kernel launches; `operator_counts.py`, and `gpu_training_and_decoding.py`'s stand-in for kernels on a CPU), and the
-GPU's busy time under `torch.profiler` (`busy_seconds`; `gpu_training_and_decoding.py`,
-`studies/gpu_step_profile.py`)."""
+GPU's busy time under `torch.profiler` (`busy_seconds`; `gpu_training_and_decoding.py`)."""
 
 from collections import Counter
 

@@ -4,7 +4,7 @@
 replacement, the same draw for both systems, and recomputes corpus BLEU from sacreBLEU's sufficient statistics; the 95%
 interval of B - A is the 2.5th and 97.5th percentiles of the resampled differences (the percentile interval of Efron
 and Tibshirani's "An Introduction to the Bootstrap", 1993). Several training seeds per system are averaged inside each
-resample. Used by the ablation study (`ablation_report`) and `benchmarks/studies/main_job_candidates.py`."""
+resample. Used by the ablation study (`ablation_report`)."""
 
 from __future__ import annotations
 
