@@ -16,6 +16,7 @@ from transformers.data.data_collator import DataCollatorForSeq2Seq
 from conftest import SPECIALS, VOCAB_WORDS, random_batch, tiny_config
 from hf_unified_mt.modeling_multi_unit_transformer import (
     MultiUnitTransformerForConditionalGeneration,
+    RelativeSelfAttentionInputs,
     disorder_ranks,
     lipschitz_penalty,
     permute_real_tokens,
@@ -436,6 +437,35 @@ def test_relative_attention_matches_the_shaw_formula():
     expected = expected + torch.einsum("bhts,tsd->bhtd", expected_weights, r)
     assert torch.allclose(weights, expected_weights, atol=1e-6)
     assert torch.allclose(output, expected, atol=1e-5)
+
+
+def test_relative_attention_with_one_table_per_unit_and_a_mask_matches_each_unit_alone():
+    """The units' form: `[U, B, H, T, d_h]` queries with one table per unit (`[U, 1, 1, 2k+1, d_h]`) and an additive
+    padding mask are each unit's attention computed on its own, with its own table."""
+    torch.manual_seed(0)
+    units, batch, heads, length, d_h, k = 3, 2, 2, 5, 4, 2
+    q, key, v = (torch.randn(units, batch, heads, length, d_h) for _ in range(3))
+    tables = torch.randn(units, 2 * k + 1, d_h)
+    positions = torch.arange(length)
+    buckets = relative_position_buckets(positions, positions, k)
+    mask = torch.zeros(batch, 1, length, length)
+    mask[1, ..., -2:] = torch.finfo(torch.float32).min
+    output, weights = relative_attention(q, key, v, tables[:, None, None], buckets, mask, 0.0, False)
+    for unit in range(units):
+        alone, alone_weights = relative_attention(q[unit], key[unit], v[unit], tables[unit], buckets, mask, 0.0, False)
+        torch.testing.assert_close(output[unit], alone)
+        torch.testing.assert_close(weights[unit], alone_weights)
+    assert weights[:, 1, ..., -2:].abs().max() == 0
+
+
+def test_relative_self_attention_inputs_are_the_positions_buckets_and_causal_mask():
+    """What the decoder's training forward computes once for all layers (and each layer for a decoding step)."""
+    inputs = RelativeSelfAttentionInputs.build(2, 3, 5, 1, torch.float32, torch.device("cpu"))
+    query_positions, key_positions = torch.arange(2, 5), torch.arange(5)
+    assert torch.equal(inputs.buckets, relative_position_buckets(query_positions, key_positions, 1))
+    assert torch.equal(inputs.future, key_positions[None, :] > query_positions[:, None])
+    assert torch.equal(inputs.causal_mask == torch.finfo(torch.float32).min, inputs.future)
+    assert inputs.causal_mask[~inputs.future].abs().max() == 0
 
 
 # ---------------------------------------------------------------------------------------------- diversity tool

@@ -8,13 +8,14 @@ from torch.nn.functional import cross_entropy as nn_cross_entropy
 from transformers import AutoModelForSeq2SeqLM, DynamicCache, EncoderDecoderCache
 
 import hf_unified_mt
-from conftest import random_batch
+from conftest import random_batch, tiny_config
 from hf_unified_mt import loss_mt
 from hf_unified_mt.cache_mt import StatefulDecoderCacheLayer
 from hf_unified_mt.configuration_mt_common import MTConfig
 from hf_unified_mt.loss_mt import BlockwiseCrossEntropy
 from hf_unified_mt.modeling_mt_common import (
     CACHE_FIELD,
+    MTAttention,
     MTDecoder,
     MTDecoderLayer,
     MTEncoder,
@@ -26,6 +27,7 @@ from hf_unified_mt.modeling_mt_common import (
     SinusoidalPositionalEmbedding,
     shift_tokens_right,
 )
+from hf_unified_mt.modeling_multi_pass_transformer import MultiPassTransformerEncoder
 
 
 @strict
@@ -237,3 +239,78 @@ def test_a_stack_without_build_layer_is_refused_by_name():
         NoLayers(
             PlainTransformerConfig(vocab_size=64, d_model=16, encoder_attention_heads=2, decoder_attention_heads=2)
         )
+
+
+# ------------------------------------------------------------------------ stacked projections of a training forward
+
+
+def plain_projections(monkeypatch) -> None:
+    """Every training forward computes its projections one by one, as evaluation does: no stacked q/k/v of a
+    self-attention, no stacked keys/values of the decoder's cross-attentions, no q/k/v stack shared by the
+    Multi-Pass Transformer's passes."""
+    monkeypatch.setattr(MTAttention, "stacked_input_projections", lambda self: None)
+    monkeypatch.setattr(MTDecoder, "stacked_cross_attention_states", lambda self, states, cache: None)
+    monkeypatch.setattr(
+        MultiPassTransformerEncoder, "shared_projections", lambda self, passes: [None] * len(self.layers)
+    )
+
+
+def loss_and_gradients(model, ids, mask, labels) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(1)
+    loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    return loss.detach(), {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+
+
+@pytest.mark.parametrize(
+    ("arch", "overrides"),
+    [
+        ("deep_transformer", dict(decoder_attention_type="merged")),
+        ("deep_transformer", dict(decoder_attention_type="self", dropout=0.1, attention_dropout=0.1)),
+        ("deep_transformer", dict(decoder_attention_type="merged_self")),
+        ("multi_pass_transformer", dict(num_passes=3, connection_type="soft", training_objective="sum")),
+        ("multi_pass_transformer", dict(num_passes=2, routing_pattern="d", dropout=0.1)),
+        ("multi_unit_transformer", dict()),
+        ("multi_unit_transformer", dict(decoder_attention_type="merged_self", attention_dropout=0.1)),
+        ("multi_unit_transformer", dict(use_bias_module=True, use_sequential_dependency=True)),
+    ],
+)
+def test_stacked_training_projections_give_the_plain_forms_loss_and_gradients(arch, overrides, monkeypatch):
+    """A training forward computes a self-attention's q, k, v as one product, every decoder layer's cross-attention
+    keys and values as one product (`MTDecoder.stacked_cross_attention_states`), and the Multi-Pass Transformer
+    stacks each layer's q/k/v once for all its passes: the same loss and the same gradient of every parameter as the
+    projections one by one (dropout draws the same masks in both forms)."""
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(tiny_config(arch, **overrides)).train()
+    ids, mask = random_batch(model.config.vocab_size)
+    labels = ids.masked_fill(mask == 0, -100)
+    stacked_loss, stacked = loss_and_gradients(model, ids, mask, labels)
+    plain_projections(monkeypatch)
+    plain_loss, plain = loss_and_gradients(model, ids, mask, labels)
+    torch.testing.assert_close(stacked_loss, plain_loss, rtol=1e-5, atol=1e-6)
+    assert stacked.keys() == plain.keys()
+    for name in plain:
+        torch.testing.assert_close(stacked[name], plain[name], rtol=1e-4, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_the_stacked_projections_are_training_only():
+    """Evaluation (and so generation and export) projects one by one; a training forward stacks."""
+    model = AutoModelForSeq2SeqLM.from_config(tiny_config("deep_transformer"))
+    decoder, attention = model.model.decoder, model.model.encoder.layers[0].self_attn
+    states = torch.randn(2, 3, model.config.d_model)
+    model.eval()
+    assert attention.self_projections_for_forward(None) is None
+    assert decoder.stacked_cross_attention_states(states, None) is None
+    model.train()
+    weight, bias = attention.self_projections_for_forward(None)
+    assert weight.shape == (3 * model.config.d_model, model.config.d_model) and bias.shape == (
+        3 * model.config.d_model,
+    )
+    per_layer = decoder.stacked_cross_attention_states(states, None)
+    assert len(per_layer) == model.config.decoder_layers
+    first = decoder.layers[0].encoder_attn
+    torch.testing.assert_close(per_layer[0][0], first.k_proj(states))
+    torch.testing.assert_close(per_layer[0][1], first.v_proj(states))
+    decoder.gradient_checkpointing = True
+    assert decoder.stacked_cross_attention_states(states, None) is None

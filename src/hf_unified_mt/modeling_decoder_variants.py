@@ -52,6 +52,11 @@ def cumulative_average(
     search reorders with the rest of the cache. Padded positions get zero, like a zero row of M_a. Sums and counts
     are kept in float32, so that half-precision models average long prefixes exactly."""
     dtype, values = values.dtype, values.float()
+    if padding_mask is None and cache_layer is None:
+        # A whole sequence without padding: position i averages i + 1 values (the same quotients as below, from one
+        # count vector instead of a cumulative sum of ones, its clamp and a product by ones).
+        counts = torch.arange(1, values.shape[1] + 1, device=values.device, dtype=values.dtype).unsqueeze(-1)
+        return (values.cumsum(dim=1) / counts).to(dtype)
     if padding_mask is None:
         valid = values.new_ones(*values.shape[:2], 1)
     else:
@@ -171,6 +176,10 @@ class MergedAttention(MTAttention):
     of a cross-attention. Returns the merged output, the cross-attention weights, and, when attention maps are
     requested, the average mask M_a as a `[batch, heads, query, key]` self-attention map (`prefix_average_weights`)."""
 
+    # The decoder's training forward may project every layer's keys and values of H as one product
+    # (`MTDecoder.stacked_cross_attention_states`): this attention reads its layer's, as `MTAttention` does.
+    reads_cross_attention_states = True
+
     def __init__(self, config: MTConfig, num_heads: int, layer_idx: int):
         super().__init__(config, num_heads, is_causal=False, layer_idx=layer_idx, is_cross_attention=True)
 
@@ -182,8 +191,11 @@ class MergedAttention(MTAttention):
         attention_mask: torch.Tensor | None = None,
         padding_mask: torch.Tensor | None = None,
         self_attention_mask: torch.Tensor | None = None,
+        cross_attention_states: tuple[tuple[torch.Tensor, torch.Tensor], ...] | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """`cross_attention_states`: per decoder layer, `(k_proj(H), v_proj(H))` projected by the decoder for all its
+        layers at once (`MTDecoder.stacked_cross_attention_states`), or None to project H here."""
         cache_layer = cache_layer_for(cache, self.layer_idx)
         average_weights = requested_prefix_average_map(
             self.config, kwargs, self_attention_mask, padding_mask, hidden_states, self.num_heads, cache_layer
@@ -191,7 +203,8 @@ class MergedAttention(MTAttention):
         # Eq. (16): simplified AAN on the shared value projection, in full width d.
         average = cumulative_average(self.v_proj(hidden_states), padding_mask, cache_layer, "merged")
         # Eq. (1): encoder-decoder attention, heads concatenated before the output projection.
-        keys, values = self.key_values(encoder_hidden_states, cache, is_cross_attention=True)
+        projected = cross_attention_states[self.layer_idx] if cross_attention_states is not None else None
+        keys, values = self.key_values(encoder_hidden_states, cache, is_cross_attention=True, projected=projected)
         context, weights = self.attend(self.q_proj(hidden_states), keys, values, attention_mask, **kwargs)
         # Eq. (17): the two branches share W_o.
         return self.out_proj(context + average), weights, average_weights

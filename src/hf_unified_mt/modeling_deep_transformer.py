@@ -51,6 +51,7 @@ class DeepTransformerDecoder(DeepTransformerPreTrainedModel, MTDecoder):
     """The decoder whose first sublayer is `config.decoder_attention_type` (merged attention by default)."""
 
     _can_record_outputs = decoder_recorders()
+    stacks_cross_attention_projections = True
 
     def build_layer(self, config: MTConfig, layer_idx: int) -> nn.Module:
         return decoder_layer(config, layer_idx)

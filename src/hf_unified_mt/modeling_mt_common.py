@@ -254,6 +254,27 @@ class MTAttention(nn.Module):
         )
         return output.reshape(*query.shape[:-1], -1).contiguous(), weights
 
+    def stacked_input_projections(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """[W_q; W_k; W_v] and [b_q; b_k; b_v], built from the current weights (differentiable): one product computes
+        the three input projections of a self-attention, and its backward one gradient for the input instead of three
+        and their sum. None when a projection is not a plain `nn.Linear` with a bias (a quantised one, a LoRA
+        adapter), which then projects on its own."""
+        linears = (self.q_proj, self.k_proj, self.v_proj)
+        if any(type(linear) is not nn.Linear or linear.bias is None for linear in linears):
+            return None
+        return torch.cat([linear.weight for linear in linears]), torch.cat([linear.bias for linear in linears])
+
+    def self_projections_for_forward(
+        self, cache: Cache | None, stacked: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The stacked input projections a self-attention forward computes with: `stacked` when the caller built them
+        (a stack run several times with tied weights builds them once per forward), else, in a training forward
+        without a cache, those of `stacked_input_projections`; None (one product per projection) in evaluation,
+        generation and export, which keep the plain form."""
+        if stacked is not None or not self.training or cache is not None:
+            return stacked
+        return self.stacked_input_projections()
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -262,13 +283,30 @@ class MTAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         query_states: torch.Tensor | None = None,
         apply_output_projection: bool = True,
+        stacked_projections: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cross_attention_states: tuple[tuple[torch.Tensor, torch.Tensor], ...] | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`query_states` passes an already computed `q_proj(hidden_states)`, and `apply_output_projection=False`
-        returns the concatenated heads, for layers that fuse their projections."""
+        returns the concatenated heads, for layers that fuse their projections. A self-attention's training forward
+        computes q, k and v as one product (`self_projections_for_forward`; `stacked_projections` passes the stacked
+        weights built by the caller). `cross_attention_states` holds, per decoder layer, the cross-attention's
+        `(k_proj(H), v_proj(H))` of the encoder output H, which a decoder's training forward projects for all its
+        layers at once (`MTDecoder.stacked_cross_attention_states`); a cross-attention reads its layer's."""
         is_cross_attention = key_value_states is not None
-        source = key_value_states if is_cross_attention else hidden_states
-        keys, values = self.key_values(source, cache, is_cross_attention)
+        stacked = None
+        if not is_cross_attention and query_states is None:
+            stacked = self.self_projections_for_forward(cache, stacked_projections)
+        if stacked is not None:
+            query_states, *projected = nn.functional.linear(hidden_states, *stacked).split(self.embed_dim, dim=-1)
+            keys, values = self.key_values(None, cache, is_cross_attention, projected=tuple(projected))
+        elif is_cross_attention and cross_attention_states is not None:
+            keys, values = self.key_values(
+                None, cache, is_cross_attention, projected=cross_attention_states[self.layer_idx]
+            )
+        else:
+            source = key_value_states if is_cross_attention else hidden_states
+            keys, values = self.key_values(source, cache, is_cross_attention)
         if query_states is None:
             query_states = self.q_proj(hidden_states)
         output, weights = self.attend(query_states, keys, values, attention_mask, **kwargs)
@@ -646,6 +684,10 @@ class MTDecoder(MTPreTrainedModel):
     encoder_attention_mask=..., cache=..., padding_mask=<[B, T] bool or None>)`; the layer's own cache
     object (keys/values and recurrent state) is `cache.self_attention_cache.layers[layer_idx]`."""
 
+    # Whether a training forward projects every layer's cross-attention keys and values as one product
+    # (`stacked_cross_attention_states`).
+    stacks_cross_attention_projections: bool = False
+
     def __init__(self, config: MTConfig):
         super().__init__(config)
         self.dropout = config.dropout
@@ -662,6 +704,40 @@ class MTDecoder(MTPreTrainedModel):
 
     def new_cache(self) -> EncoderDecoderCache:
         return EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+
+    def stacked_cross_attention_states(
+        self, encoder_hidden_states: torch.Tensor | None, cache: Cache | None
+    ) -> tuple[tuple[torch.Tensor, torch.Tensor], ...] | None:
+        """Every layer's cross-attention keys and values of the encoder output H, `(k_proj(H), v_proj(H))` `[B, S, d]`
+        per layer, as one product over the layers' stacked key and value matrices: all layers read the same H, so the
+        training forward projects it once, and its backward returns one gradient to H instead of one per projection
+        and their sum. Only for a decoder that opts in (`stacks_cross_attention_projections`), in a training forward
+        without a cache or gradient checkpointing (whose recomputation must see every tensor a layer differentiates as
+        an input), when every layer's cross-attention is a plain `MTAttention` (or one that declares it reads them,
+        `reads_cross_attention_states`) with plain `nn.Linear` projections; None otherwise (each cross-attention
+        projects H itself, as evaluation, generation and export always do)."""
+        if (
+            not self.stacks_cross_attention_projections
+            or not self.training
+            or cache is not None
+            or self.gradient_checkpointing
+            or encoder_hidden_states is None
+        ):
+            return None
+        attentions = [getattr(layer, "encoder_attn", None) for layer in self.layers]
+        if any(
+            not (type(attention) is MTAttention or getattr(type(attention), "reads_cross_attention_states", False))
+            or attention.layer_idx != i
+            for i, attention in enumerate(attentions)
+        ):
+            return None
+        linears = [linear for attention in attentions for linear in (attention.k_proj, attention.v_proj)]
+        if any(type(linear) is not nn.Linear or linear.bias is None for linear in linears):
+            return None
+        weight = torch.cat([linear.weight for linear in linears])
+        bias = torch.cat([linear.bias for linear in linears])
+        projected = nn.functional.linear(encoder_hidden_states, weight, bias).split(self.config.d_model, dim=-1)
+        return tuple(zip(projected[0::2], projected[1::2], strict=True))
 
     @accepts_past_key_values
     @merge_with_config_defaults
@@ -718,6 +794,9 @@ class MTDecoder(MTPreTrainedModel):
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
+        cross_attention_states = self.stacked_cross_attention_states(encoder_hidden_states, cache)
+        if cross_attention_states is not None:
+            kwargs = {**kwargs, "cross_attention_states": cross_attention_states}
         for layer in self.layers:
             hidden_states = layer(
                 hidden_states,

@@ -126,8 +126,11 @@ class MultiPassEncoderLayer(MTEncoderLayer):
         connection: torch.Tensor | None = None,  # positional, so that gradient checkpointing carries its gradient
         attention_mask: torch.Tensor | None = None,
         padding_mask: torch.Tensor | None = None,
+        stacked_projections: tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`stacked_projections`: the self-attention's stacked q/k/v weights (`MTAttention.stacked_input_projections`),
+        which the encoder builds once for all the passes in a training forward; built by the attention when None."""
         branch_connection = None
         if connection is not None and self.connect_before_residual:
             # Patterns (a)/(c), Eq. (6): S~_k = AttModule(S~_{k-1} + c_k); c_k also travels on the residual stream.
@@ -141,7 +144,9 @@ class MultiPassEncoderLayer(MTEncoderLayer):
         def self_attention(inputs: torch.Tensor) -> torch.Tensor:
             if branch_connection is not None:
                 inputs = inputs + branch_connection
-            return self.self_attn(inputs, attention_mask=attention_mask, **kwargs)[0]
+            return self.self_attn(
+                inputs, attention_mask=attention_mask, stacked_projections=stacked_projections, **kwargs
+            )[0]
 
         mid = self.self_attn_sublayer(hidden_states, self_attention)  # Eq. (2)
         return self.ffn_sublayer(mid, self.ffn), mid  # Eq. (3)
@@ -330,6 +335,18 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
         )
         return outputs if return_dict else outputs.to_tuple()
 
+    def shared_projections(self, num_passes: int) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
+        """Per layer, the stacked q/k/v weights of its self-attention for every pass of a training forward: the
+        weights are tied across the passes (Gao et al. §3.2), so one stack serves them all, and the backward sums the
+        passes' gradients once before it reaches the three projections. None per layer (each attention builds its
+        own, or projects one by one) with a single pass, in evaluation, with Prime layers, and under gradient
+        checkpointing, whose recomputation must see every tensor a layer differentiates as an input."""
+        shared = num_passes > 1 and self.training and not self.gradient_checkpointing
+        return [
+            layer.self_attn.stacked_input_projections() if shared and isinstance(layer, MultiPassEncoderLayer) else None
+            for layer in self.layers
+        ]
+
     @merge_with_config_defaults
     @capture_outputs
     def run_passes(
@@ -348,6 +365,7 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
 
         pass_outputs = []
         inner_features = None  # S_0..S_{N-1} of the previous pass (S^mid for patterns (c)/(d))
+        projections = self.shared_projections(num_passes)
         for _ in range(num_passes):
             if inner_features is None:
                 connections = [None] * len(self.layers)
@@ -356,9 +374,10 @@ class MultiPassTransformerEncoder(MultiPassTransformerPreTrainedModel, MTEncoder
             # Every pass restarts from the original input, S~_{-1} = X (§3.2 of Gao et al.: the difference
             # from a plain tied 6+6 stack).
             hidden_states, inner_features = embeddings, []
-            for layer, connection in zip(self.layers, connections, strict=True):
+            for layer, connection, stacked in zip(self.layers, connections, projections, strict=True):
+                layer_kwargs = kwargs if stacked is None else {**kwargs, "stacked_projections": stacked}
                 hidden_states, mid = layer(
-                    hidden_states, connection, attention_mask=attention_mask, padding_mask=padding_mask, **kwargs
+                    hidden_states, connection, attention_mask=attention_mask, padding_mask=padding_mask, **layer_kwargs
                 )
                 inner_features.append(mid if self.connect_from_mid else hidden_states)
             pass_outputs.append(self.finalize(hidden_states))
@@ -370,6 +389,7 @@ class MultiPassTransformerDecoder(MultiPassTransformerPreTrainedModel, MTDecoder
     composed through `config.decoder_attention_type`."""
 
     _can_record_outputs = decoder_recorders()
+    stacks_cross_attention_projections = True
 
     def build_layer(self, config: MultiPassTransformerConfig, layer_idx: int) -> nn.Module:
         return decoder_layer(config, layer_idx)

@@ -99,23 +99,35 @@ def relative_attention(
 
         e_ij = q_i · (k_j + r_idx(i,j)) / sqrt(d_h),    z_i = Σ_j softmax_j(e_ij) · (v_j + r_idx(i,j)).
 
-    `query` `[..., H, T, d_h]`, `key` / `value` `[..., H, S, d_h]`, `position_table` `[..., 2k+1, d_h]` broadcasting
-    over the heads, `buckets` `[T, S]` from `relative_position_buckets`, `attention_mask` additive (broadcastable to
-    the scores) or None. The relative terms are computed against the 2k+1 table rows, then gathered into the scores and
-    bucketed out of the weights, so no `[T, S, d_h]` tensor is built. Returns the output `[..., H, T, d_h]` and the
-    weights `[..., H, T, S]`.
+    `query` `[..., H, T, d_h]`, `key` / `value` `[..., H, S, d_h]` with the same leading dimensions, `position_table`
+    `[2k+1, d_h]` (one table) or `[G, 1, ..., 1, 2k+1, d_h]` (one table per index of the query's first dimension, e.g.
+    per unit, broadcasting over the others), `buckets` `[T, S]` from `relative_position_buckets`, `attention_mask`
+    additive (broadcastable to the scores) or None. The relative terms are computed against the 2k+1 table rows, then
+    gathered into the scores and bucketed out of the weights, so no `[T, S, d_h]` tensor is built. Returns the output
+    `[..., H, T, d_h]` and the weights `[..., H, T, S]`.
+
+    Every product is one batched matmul over all leading dimensions, with the relative term as the matmul's addend
+    (`baddbmm`: q·k + q·r in one operator, for the scores as for the output); with contiguous inputs no operand is
+    copied.
     """
-    query = query * query.shape[-1] ** -0.5
-    index = buckets.expand(*query.shape[:-2], *buckets.shape)
-    scores = torch.matmul(query, key.transpose(-1, -2))
-    scores = scores + torch.matmul(query, position_table.transpose(-1, -2)).gather(-1, index)
+    *leading, length, head_dim = query.shape
+    query3 = query.reshape(-1, length, head_dim) * head_dim**-0.5
+    key3, value3 = (states.reshape(-1, *states.shape[-2:]) for states in (key, value))
+    index = buckets.expand(query3.shape[0], *buckets.shape)
+    table = position_table.reshape(-1, *position_table.shape[-2:])  # [G, 2k+1, d_h], G = 1 for one table
+    # q_i · r_m for the 2k+1 rows m, `[N, T, 2k+1]`: one product per table, over all the query rows it serves
+    relative_scores = torch.matmul(query3.reshape(table.shape[0], -1, head_dim), table.transpose(-1, -2))
+    relative_scores = relative_scores.view(*query3.shape[:-1], -1).gather(-1, index)
+    scores = torch.baddbmm(relative_scores, query3, key3.transpose(-1, -2))
     if attention_mask is not None:
-        scores = scores + attention_mask
+        scores = (scores.view(*leading, length, -1) + attention_mask).reshape(scores.shape)
     weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     weights = dropout_if_training(weights, dropout, training)
-    bucketed_weights = weights.new_zeros(*weights.shape[:-1], position_table.shape[-2]).scatter_add(-1, index, weights)
-    output = torch.matmul(weights, value) + torch.matmul(bucketed_weights, position_table)
-    return output, weights
+    # Σ_j a_ij r_idx(i,j) = Σ_m (Σ_{j: idx(i,j)=m} a_ij) r_m: the weights summed per table row, times the table
+    bucketed_weights = weights.new_zeros(*weights.shape[:-1], table.shape[-2]).scatter_add(-1, index, weights)
+    relative_output = torch.matmul(bucketed_weights.view(table.shape[0], -1, table.shape[-2]), table)
+    output = torch.baddbmm(relative_output.view(*query3.shape), weights, value3)
+    return output.view(*leading, length, head_dim), weights.view(*leading, length, -1)
 
 
 class RelativePositionSelfAttention(MTAttention):
@@ -140,28 +152,81 @@ class RelativePositionSelfAttention(MTAttention):
         hidden_states: torch.Tensor,
         cache: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
+        relative_self_attention: "RelativeSelfAttentionInputs | None" = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`relative_self_attention`: the buckets and causal mask for this step (`RelativeSelfAttentionInputs`), which
+        the decoder's training forward computes once for all its layers; computed here when None."""
         cache_layer = cache_layer_for(cache, self.layer_idx)
         past_length = cache_layer.get_seq_length() if cache_layer is not None else 0
-        keys, values = self.key_values(hidden_states, cache, is_cross_attention=False)
-        query = self.split_heads(self.q_proj(hidden_states))
+        stacked = self.self_projections_for_forward(cache)
+        if stacked is not None:
+            # Training: q, k and v of every head as one product, laid out `[3, B, H, T, d_h]` by one copy, so that
+            # the attention's products read them as they lie.
+            batch, length = hidden_states.shape[:2]
+            query, keys, values = (
+                nn.functional.linear(hidden_states, *stacked)
+                .view(batch, length, 3, self.num_heads, self.head_dim)
+                .permute(2, 0, 3, 1, 4)
+                .contiguous()
+            )
+        else:
+            keys, values = self.key_values(hidden_states, cache, is_cross_attention=False)
+            query = self.split_heads(self.q_proj(hidden_states))
 
-        device = hidden_states.device
-        query_positions = torch.arange(past_length, past_length + query.shape[-2], device=device)
-        key_positions = torch.arange(keys.shape[-2], device=device)
+        if relative_self_attention is None:
+            relative_self_attention = RelativeSelfAttentionInputs.build(
+                past_length, query.shape[-2], keys.shape[-2], self.max_distance, query.dtype, hidden_states.device
+            )
         mask = additive_attention_mask(attention_mask, query.dtype)
         if self.is_causal:
             # sdpa masks may leave causality to the kernel (mask None): always apply it here.
-            future = key_positions[None, :] > query_positions[:, None]
-            mask = mask if mask is not None else query.new_zeros(future.shape)
-            mask = mask.masked_fill(future, torch.finfo(query.dtype).min)
-        buckets = relative_position_buckets(query_positions, key_positions, self.max_distance)
+            causal = relative_self_attention
+            if mask is None:
+                mask = causal.causal_mask.to(query.dtype)  # a no-op but under autocast
+            else:
+                mask = mask.masked_fill(causal.future, torch.finfo(query.dtype).min)
         output, weights = relative_attention(
-            query, keys, values, self.relative_positions, buckets, mask, self.dropout, self.training
+            query,
+            keys,
+            values,
+            self.relative_positions,
+            relative_self_attention.buckets,
+            mask,
+            self.dropout,
+            self.training,
         )
         output = output.transpose(1, 2).reshape(*hidden_states.shape[:-1], -1)
         return self.out_proj(output), weights
+
+
+@dataclass
+class RelativeSelfAttentionInputs:
+    """What the decoder's relative-position self-attention derives from the positions alone, the same in every
+    layer: the buckets idx(i, j) `[T, S]`, the future keys `[T, S]` (True where j > i) and the additive causal mask
+    `[T, S]` (the dtype's minimum on the future keys, else 0)."""
+
+    buckets: torch.Tensor
+    future: torch.Tensor
+    causal_mask: torch.Tensor
+
+    @classmethod
+    def build(
+        cls,
+        past_length: int,
+        query_length: int,
+        key_length: int,
+        max_distance: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> "RelativeSelfAttentionInputs":
+        """For query rows at positions past_length.. against keys at 0..key_length-1."""
+        query_positions = torch.arange(past_length, past_length + query_length, device=device)
+        key_positions = torch.arange(key_length, device=device)
+        future = key_positions[None, :] > query_positions[:, None]
+        causal_mask = future.new_zeros(future.shape, dtype=dtype).masked_fill(future, torch.finfo(dtype).min)
+        buckets = relative_position_buckets(query_positions, key_positions, max_distance)
+        return cls(buckets=buckets, future=future, causal_mask=causal_mask)
 
 
 # ------------------------------------------------------------------------------------------------ the units
@@ -178,6 +243,11 @@ def unit_linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) 
         flat = flat.expand(units, *flat.shape)
     output = torch.baddbmm(bias.unsqueeze(1), flat, weight)
     return output.view(units, *inputs.shape[-3:-1], weight.shape[-1])
+
+
+def units_of(parameter: torch.Tensor, units: slice | None) -> torch.Tensor:
+    """The units' slice of a stacked parameter, or the parameter itself for all units (`units` None)."""
+    return parameter if units is None else parameter[units]
 
 
 class MultiUnitSelfAttention(nn.Module):
@@ -224,34 +294,49 @@ class MultiUnitSelfAttention(nn.Module):
         init.zeros_(self.out_proj_bias)
 
     def forward(
-        self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None = None
+        self,
+        unit_inputs: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        relative_buckets: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`relative_buckets`: the `[T, T]` indices of `relative_position_buckets` for this length, which the encoder
+        computes once for all its layers (computed here when None)."""
+        if relative_buckets is None:
+            positions = torch.arange(unit_inputs.shape[-2], device=unit_inputs.device)
+            relative_buckets = relative_position_buckets(positions, positions, self.max_distance)
         if self.batched:
-            outputs, weights = self.attend(unit_inputs, attention_mask, slice(None))
+            outputs, weights = self.attend(unit_inputs, attention_mask, relative_buckets, None)
         else:
-            per_unit = [self.attend(unit_inputs, attention_mask, slice(i, i + 1)) for i in range(self.num_units)]
+            per_unit = [
+                self.attend(unit_inputs, attention_mask, relative_buckets, slice(i, i + 1))
+                for i in range(self.num_units)
+            ]
             outputs, weights = torch.cat([o for o, _ in per_unit]), torch.cat([w for _, w in per_unit])
         unit_weights = weights.transpose(0, 1)  # [B, I, H, T, T]
         return outputs, unit_weights.mean(dim=1), unit_weights
 
     def attend(
-        self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None, units: slice
+        self, unit_inputs: torch.Tensor, attention_mask: torch.Tensor | None, buckets: torch.Tensor, units: slice | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The units selected by `units`: outputs `[U, B, T, d]`, weights `[U, B, H, T, T]`."""
-        if unit_inputs.dim() == 4:
+        """The units selected by `units` (None: all of them, reading the stacked parameters whole, without a slicing
+        operator and its backward): outputs `[U, B, T, d]`, weights `[U, B, H, T, T]`."""
+        if unit_inputs.dim() == 4 and units is not None:
             unit_inputs = unit_inputs[units]
-        projected = unit_linear(unit_inputs, self.in_proj_weight[units], self.in_proj_bias[units])
+        projected = unit_linear(unit_inputs, units_of(self.in_proj_weight, units), units_of(self.in_proj_bias, units))
         num_units, batch, length, _ = projected.shape
-        query, key, value = projected.view(num_units, batch, length, 3, self.num_heads, self.head_dim).permute(
-            3, 0, 1, 4, 2, 5
+        # [q | k | v] of every unit, head and position, laid out `[3, U, B, H, T, d_h]` by one copy, so that each
+        # product of the attention reads its operands as they lie
+        query, key, value = (
+            projected.view(num_units, batch, length, 3, self.num_heads, self.head_dim)
+            .permute(3, 0, 1, 4, 2, 5)
+            .contiguous()
         )
-        positions = torch.arange(length, device=projected.device)
-        buckets = relative_position_buckets(positions, positions, self.max_distance)
-        table = self.relative_positions[units][:, None, None]  # [U, 1, 1, 2k+1, d_h]: shared by batch and heads
+        table = units_of(self.relative_positions, units)[:, None, None]  # [U, 1, 1, 2k+1, d_h]: batch and heads share
         mask = additive_attention_mask(attention_mask, query.dtype)  # [B, 1, T, T] broadcasts over units and heads
         output, weights = relative_attention(query, key, value, table, buckets, mask, self.dropout, self.training)
         output = output.transpose(2, 3).reshape(num_units, batch, length, -1)
-        return unit_linear(output, self.out_proj_weight[units], self.out_proj_bias[units]), weights
+        out_weight, out_bias = units_of(self.out_proj_weight, units), units_of(self.out_proj_bias, units)
+        return unit_linear(output, out_weight, out_bias), weights
 
 
 class MultiUnitFeedForward(nn.Module):
@@ -289,16 +374,21 @@ class MultiUnitFeedForward(nn.Module):
 
     def forward(self, unit_states: torch.Tensor) -> torch.Tensor:
         if self.batched:
-            return self.transform(unit_states, slice(None))
+            return self.transform(unit_states, None)
         return torch.cat([self.transform(unit_states, slice(i, i + 1)) for i in range(self.num_units)])
 
-    def transform(self, unit_states: torch.Tensor, units: slice) -> torch.Tensor:
-        states = unit_states[units]
+    def transform(self, unit_states: torch.Tensor, units: slice | None) -> torch.Tensor:
+        """FFN_i(LN_i(s_i)) of the units selected by `units` (None: all, as `MultiUnitSelfAttention.attend`)."""
+        states = unit_states if units is None else unit_states[units]
         normed = nn.functional.layer_norm(states, states.shape[-1:])
-        normed = normed * self.layer_norm_weight[units, None, None] + self.layer_norm_bias[units, None, None]
-        hidden = self.activation_fn(unit_linear(normed, self.fc1_weight[units], self.fc1_bias[units]))
+        # LN_i's gain and bias, one fused multiply-add: b_i + LN(s_i) * g_i
+        gain, shift = units_of(self.layer_norm_weight, units), units_of(self.layer_norm_bias, units)
+        normed = torch.addcmul(shift[:, None, None], normed, gain[:, None, None])
+        hidden = self.activation_fn(
+            unit_linear(normed, units_of(self.fc1_weight, units), units_of(self.fc1_bias, units))
+        )
         hidden = dropout_if_training(hidden, self.activation_dropout, self.training)
-        return unit_linear(hidden, self.fc2_weight[units], self.fc2_bias[units])
+        return unit_linear(hidden, units_of(self.fc2_weight, units), units_of(self.fc2_bias, units))
 
 
 class PrimeUnits(nn.Module):
@@ -620,8 +710,11 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         padding_mask: torch.Tensor | None = None,
+        relative_buckets: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
+        """`relative_buckets`: the units' `[T, T]` relative position buckets, which the encoder's training forward
+        computes once for all its layers (computed by the attention when None)."""
         if self.prime_units is not None:
             unit_inputs = hidden_states
             if self.bias_module is not None:
@@ -631,7 +724,7 @@ class MultiUnitTransformerEncoderLayer(GradientCheckpointingLayer):
             unit_inputs = self.layer_norm(hidden_states)
             if self.bias_module is not None:
                 unit_inputs = self.bias_module(unit_inputs, padding_mask)  # Eq. (11)
-            attention = self.self_attn(unit_inputs, attention_mask)[0]
+            attention = self.self_attn(unit_inputs, attention_mask, relative_buckets)[0]
             states = hidden_states + dropout_if_training(attention, self.dropout, self.training)  # Eq. (8)
             ffn = self.ffn(states)
             unit_outputs = states + dropout_if_training(ffn, self.dropout, self.training)  # Eq. (9)
@@ -772,6 +865,14 @@ class MultiUnitTransformerEncoder(MultiUnitTransformerPreTrainedModel, MTEncoder
         if kwargs.get("output_unit_attentions") is None:
             requested = kwargs.get("output_attentions")
             kwargs["output_unit_attentions"] = bool(self.config.output_attentions if requested is None else requested)
+        if self.training and self.config.unit_layer["type"] != "prime":
+            # The units' relative position buckets depend on the length alone: a training forward computes them
+            # once, for every layer (otherwise each layer computes its own).
+            states = inputs_embeds if inputs_embeds is not None else input_ids
+            if states is not None:
+                positions = torch.arange(states.shape[1], device=states.device)
+                max_distance = self.config.relative_attention_max_distance
+                kwargs["relative_buckets"] = relative_position_buckets(positions, positions, max_distance)
         return super().forward(
             input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
         )
@@ -792,6 +893,44 @@ class MultiUnitTransformerDecoder(MultiUnitTransformerPreTrainedModel, MTDecoder
     encoder units keep theirs, and the absolute sinusoidal positions stay)."""
 
     _can_record_outputs = decoder_recorders(MultiUnitTransformerDecoderLayer)
+    stacks_cross_attention_projections = True
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ):
+        """`MTDecoder.forward`. A training forward without a cache (the whole target at once) computes the relative
+        self-attention's buckets and causal mask once, for every layer (`RelativeSelfAttentionInputs`); otherwise each
+        layer computes them for its step."""
+        relative = self.config.decoder_attention_type in ("self", "merged_self")
+        if relative and self.training and cache is None and not use_cache and kwargs.get("past_key_values") is None:
+            states = inputs_embeds if inputs_embeds is not None else input_ids
+            if states is not None:
+                kwargs["relative_self_attention"] = RelativeSelfAttentionInputs.build(
+                    0,
+                    states.shape[1],
+                    states.shape[1],
+                    self.config.relative_attention_max_distance,
+                    self.embed_tokens.weight.dtype if inputs_embeds is None else inputs_embeds.dtype,
+                    states.device,
+                )
+        return super().forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            cache=cache,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
 
     def build_layer(self, config: MultiUnitTransformerConfig, layer_idx: int) -> nn.Module:
         return decoder_layer(
