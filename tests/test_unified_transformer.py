@@ -326,3 +326,113 @@ def test_dropconnect_keeps_the_expected_taps():
         draws = torch.stack([conv.kernels(inputs) for _ in range(4000)])
     torch.testing.assert_close(draws.mean(0), expected, atol=0.02, rtol=0.05)
     assert (draws != expected).any()
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("kernel_sizes", [[3, 7], [5]])
+@pytest.mark.parametrize("length", [1, 2, 9])
+def test_the_training_convolutions_written_out_backward_is_its_gradient(is_causal, kernel_sizes, length):
+    """`PrimeConvolutionFunction` (the training forward, backward written out): float64 gradcheck of the inputs',
+    generators' and gates' gradients, centred and causal, with a narrower cell beside the widest or one width alone,
+    with padding and without; 9 positions are more than the widest kernel reaches on either side."""
+    from hf_unified_mt.modeling_unified_transformer import PrimeConvolutionFunction
+
+    torch.manual_seed(0)
+    heads, channels = 2, 4
+    inputs = torch.randn(2, length, channels, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(heads * sum(kernel_sizes), channels, dtype=torch.float64, requires_grad=True)
+    gates = torch.softmax(torch.randn(len(kernel_sizes), dtype=torch.float64), dim=0).requires_grad_()
+    mask = torch.ones(2, length, dtype=torch.bool)
+    mask[-1, length // 2 + 1 :] = False
+    for padding_mask in (mask, None):
+
+        def convolution(inputs, weight, gates, padding_mask=padding_mask):
+            layout = (heads, tuple(kernel_sizes), is_causal)
+            return PrimeConvolutionFunction.apply(inputs, weight, gates, padding_mask, *layout, 0.0)
+
+        assert torch.autograd.gradcheck(convolution, (inputs, weight, gates))
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("kernel_sizes", [[3, 7], [7]])
+@pytest.mark.parametrize("length", [1, 6, 11])
+def test_the_training_convolution_gives_autograds_outputs_and_gradients(is_causal, kernel_sizes, length):
+    """In training with grad enabled, up to `band_max_length` positions the convolution is `PrimeConvolutionFunction`:
+    with DropConnect on, the outputs and every gradient of `kernels` + `band_convolution` under autograd, the same
+    dropout draws (float64); beyond `band_max_length` (here 8) it takes the sliding windows, which the Function
+    equals too; in evaluation and without grad it keeps the computation of the paper's form."""
+    from hf_unified_mt.modeling_unified_transformer import PrimeDynamicConvolution
+
+    torch.manual_seed(0)
+    config = tiny_config(conv_kernel_sizes=kernel_sizes, d_model=16, conv_weight_dropout=0.3)
+    conv = PrimeDynamicConvolution(config, 4, is_causal=is_causal).double().train()
+    conv.band_max_length = 8
+    with torch.no_grad():
+        conv.kernel_gate.copy_(torch.linspace(-0.5, 0.5, len(kernel_sizes)))
+    inputs = torch.randn(3, length, 16, dtype=torch.float64, requires_grad=True)
+    padding = torch.ones(3, length, dtype=torch.bool)
+    padding[-1, length // 2 + 1 :] = False
+    weight = torch.randn(3, length, 16, dtype=torch.float64)
+
+    def autograd_band_form():
+        window = conv.padded_window(inputs * padding.unsqueeze(-1), 4, conv.max_kernel_size, is_causal)
+        return conv.band_convolution(window, conv.kernels(inputs)).transpose(1, 2).reshape(inputs.shape)
+
+    results = []
+    for convolution in (lambda: conv(inputs, padding), lambda: conv.training_convolution(inputs, padding)):
+        for form in (convolution, autograd_band_form):
+            torch.manual_seed(1)  # the same DropConnect draws
+            output = form()
+            (output * weight).sum().backward()
+            results.append([output.detach(), inputs.grad.clone(), *(p.grad.clone() for p in conv.parameters())])
+            inputs.grad = None
+            conv.zero_grad()
+    for expected, *received in zip(*results):
+        for value in received:
+            torch.testing.assert_close(value, expected, rtol=1e-10, atol=1e-12)
+
+    function = "PrimeConvolutionFunctionBackward"
+    assert (type(conv(inputs, padding).grad_fn).__name__ == function) == (length <= conv.band_max_length)
+    with torch.no_grad():
+        assert not conv.trains_in_one_function(length)
+    assert not conv.eval().trains_in_one_function(length)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_the_training_convolution_under_bfloat16_autocast(is_causal):
+    """Under autocast (bfloat16 on the CPU) the written-out backward runs in the dtypes autocast gave the forward:
+    the outputs are the autograd form's, and the gradients are float32's up to bfloat16 rounding, as autograd's are
+    (about 1% apart, on either side, for the gates)."""
+    from hf_unified_mt.modeling_unified_transformer import PrimeDynamicConvolution
+
+    torch.manual_seed(0)
+    config = tiny_config(conv_kernel_sizes=[3, 7], d_model=16, conv_weight_dropout=0.0)
+    conv = PrimeDynamicConvolution(config, 4, is_causal=is_causal).train()
+    with torch.no_grad():
+        conv.kernel_gate.copy_(torch.tensor([0.3, -0.2]))
+    inputs = torch.randn(3, 10, 16, requires_grad=True)
+    padding = torch.ones(3, 10, dtype=torch.bool)
+    padding[-1, 6:] = False
+    weight = torch.randn(3, 10, 16)
+
+    def autograd_band_form():
+        window = conv.padded_window(inputs * padding.unsqueeze(-1), 4, conv.max_kernel_size, is_causal)
+        return conv.band_convolution(window, conv.kernels(inputs)).transpose(1, 2).reshape(inputs.shape)
+
+    results = []
+    for form, bfloat16 in (
+        (lambda: conv(inputs, padding), True),
+        (autograd_band_form, True),
+        (autograd_band_form, False),
+    ):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
+            output = form()
+        (output.float() * weight).sum().backward()
+        results.append([output.detach(), inputs.grad.clone(), *(p.grad.clone() for p in conv.parameters())])
+        inputs.grad = None
+        conv.zero_grad()
+    (output, *gradients), (autograd_output, *_), (_, *float32_gradients) = results
+    assert output.dtype == torch.bfloat16 and torch.equal(output, autograd_output)
+    for gradient, expected in zip(gradients, float32_gradients):
+        assert gradient.dtype == torch.float32
+        assert (gradient - expected).norm() <= 0.03 * expected.norm()

@@ -17,14 +17,16 @@ derivations). Where the paper's equations are:
 
 Each class shows the paper's computation first; below it, marked by a section line, the paths that compute the same
 result faster or for export: the convolution's three computations (one decoding step, a band matrix, sliding
-windows) and the forward the ONNX export traces, and the layer's stacked and fused projections (§3.3.1). A Prime
-layer composed into another architecture reads its options through `prime_layer_config`.
+windows), the forward the ONNX export traces and the training forward with its backward written out
+(`PrimeConvolutionFunction`), and the layer's stacked and fused projections (§3.3.1). A Prime layer composed into
+another architecture reads its options through `prime_layer_config`.
 """
 
 import copy
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache
@@ -97,24 +99,44 @@ class PrimeDynamicConvolution(nn.Module):
         centre, causal: the most recent taps) with -inf elsewhere, so that one softmax over the taps normalises every
         cell over its own taps (Eq. 6; exp(-inf) = 0); the gate-weighted sum of the cells (Eq. 7) as one product with
         softmax(gate)."""
-        batch, length, _ = inputs.shape
-        heads, width = self.num_heads, self.max_kernel_size
-        if all(type(generator) is nn.Linear for generator in self.kernel_generators):
-            weight = torch.cat([generator.weight for generator in self.kernel_generators])
-            logits = nn.functional.linear(inputs, weight)
+        if self.plain_generators():
+            logits = nn.functional.linear(inputs, self.generator_weight())
         else:  # a quantised generator, or one with an adapter: each computes its own part
             logits = torch.cat([generator(inputs) for generator in self.kernel_generators], dim=-1)
-        logits = logits.split([heads * size for size in self.kernel_sizes], dim=-1)
-        cells = []
-        for size, cell in zip(self.kernel_sizes, logits):
-            cell = cell.view(batch, length, heads, size)
-            if size < width:  # a narrower cell's taps sit at the centre (causal: the most recent)
-                start = width - size if self.is_causal else (width - size) // 2
-                cell = nn.functional.pad(cell, (start, width - size - start), value=float("-inf"))
-            cells.append(cell)
-        weights = torch.softmax(torch.stack(cells, dim=-1), dim=-2)  # [B, T, H, max_k, cells]
+        weights = self.cell_probabilities(logits, self.num_heads, self.kernel_sizes, self.is_causal)
         weights = dropout_if_training(weights, self.weight_dropout, self.training)  # DropConnect
         return torch.matmul(weights, torch.softmax(self.kernel_gate, dim=0).to(weights.dtype))
+
+    @staticmethod
+    def cell_probabilities(logits: torch.Tensor, heads: int, kernel_sizes: list[int], is_causal: bool) -> torch.Tensor:
+        """Eq. 6 for every cell at once: the generators' logits `[B, T, H·k_1 + H·k_2 + ...]` placed in rows of
+        `max_k` taps (-inf outside each cell's own taps, `cell_taps`) and normalised by one softmax over the taps,
+        `[B, T, H, max_k, cells]`."""
+        batch, length, _ = logits.shape
+        width = max(kernel_sizes)
+        cells = []
+        for size, cell in zip(kernel_sizes, logits.split([heads * size for size in kernel_sizes], dim=-1)):
+            cell = cell.view(batch, length, heads, size)
+            if size < width:
+                taps = PrimeDynamicConvolution.cell_taps(size, width, is_causal)
+                cell = nn.functional.pad(cell, (taps.start, width - taps.stop), value=float("-inf"))
+            cells.append(cell)
+        return torch.softmax(torch.stack(cells, dim=-1), dim=-2)
+
+    @staticmethod
+    def cell_taps(size: int, width: int, is_causal: bool) -> slice:
+        """The taps of a cell of `size` among `width`: a narrower cell's sit at the centre (causal: the most
+        recent)."""
+        start = width - size if is_causal else (width - size) // 2
+        return slice(start, start + size)
+
+    def plain_generators(self) -> bool:
+        """Whether every generator is a plain `nn.Linear` (not a quantised one, nor one with an adapter)."""
+        return all(type(generator) is nn.Linear for generator in self.kernel_generators)
+
+    def generator_weight(self) -> torch.Tensor:
+        """The generators' weights stacked `[H·k_1 + H·k_2 + ..., C]`: their logits in one product."""
+        return torch.cat([generator.weight for generator in self.kernel_generators])
 
     def forward(
         self,
@@ -127,9 +149,12 @@ class PrimeDynamicConvolution(nn.Module):
         from `cached_values`, the self-attention cache's values `[B, H, S, C/H]` (S >= T; they *are* the
         convolution's inputs so far when it reads the value projection, Eq. 5, padded positions already zeroed), or
         otherwise from the window the cache layer keeps for it. Zeros stand before the first token, exactly the zero
-        padding of the full-sequence computation."""
+        padding of the full-sequence computation. A training forward of a short sequence computes the same with its
+        backward written out (`training_convolution`, below)."""
         batch, length, channels = inputs.shape
         heads, width = self.num_heads, self.max_kernel_size
+        if cached_values is None and cache_layer is None and self.trains_in_one_function(length):
+            return self.training_convolution(inputs, padding_mask)
         taps = self.kernels(inputs)
         if cached_values is not None:
             window = cached_values[:, :, -(length + width - 1) :]
@@ -144,11 +169,7 @@ class PrimeDynamicConvolution(nn.Module):
                 window = cache_layer.update_window("prime_conv", inputs, width)
                 window = window.view(batch, window.shape[1], heads, channels // heads).transpose(1, 2)
             else:
-                # channel c belongs to head c // (C / H): [B, H, T+K-1, C/H], padded after the transpose, so that
-                # the padded window is laid out for the matmul (no copy of it there)
-                window = inputs.view(batch, length, heads, channels // heads).transpose(1, 2)
-                before = width - 1 if self.is_causal else width // 2
-                window = nn.functional.pad(window, (0, 0, before, width - 1 - before))
+                window = self.padded_window(inputs, heads, width, self.is_causal)
         if length == 1:  # one position (a decoding step): the band is its taps
             return self.step_convolution(window, taps)
         if length <= self.band_max_length:
@@ -157,9 +178,20 @@ class PrimeDynamicConvolution(nn.Module):
             output = self.window_convolution(window, taps)
         return output.transpose(1, 2).reshape(batch, length, channels)
 
+    @staticmethod
+    def padded_window(inputs: torch.Tensor, heads: int, width: int, is_causal: bool) -> torch.Tensor:
+        """The window the convolution reads, `[B, H, T+K-1, C/H]`: channel c belongs to head c // (C / H), with K-1
+        zeros before the positions (causal) or K//2 on each side (centred), padded after the transpose, so that the
+        padded window is laid out for the matmul (no copy of it there)."""
+        batch, length, channels = inputs.shape
+        window = inputs.view(batch, length, heads, channels // heads).transpose(1, 2)
+        before = width - 1 if is_causal else width // 2
+        return nn.functional.pad(window, (0, 0, before, width - 1 - before))
+
     # --------------------------------------------------------------- the computations of the convolution
     # The same convolution three ways, chosen by `forward` by the number of positions: one decoding step, the band
-    # matrix (short sequences), the sliding windows (long ones); and the forward the ONNX export traces.
+    # matrix (short sequences), the sliding windows (long ones); the forward the ONNX export traces; and the training
+    # forward of the band form with its backward written out.
 
     def step_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
         """One position (a decoding step): the window `[B, H, k, C/H]` (the last k <= K inputs) weighted by the taps
@@ -176,11 +208,15 @@ class PrimeDynamicConvolution(nn.Module):
         `[B, H, T+K-1, C/H]` (as fairseq's `dynamicconv` "expand" path). The band is built by the skew trick: each row
         of taps is right-padded to T+K entries, and reading the flat buffer back in rows of T+K-1 shifts row t right
         by t. Returns `[B, H, T, C/H]`."""
-        batch, heads, padded_length, _ = window.shape  # padded_length = T + K - 1
-        length = taps.shape[1]
+        return torch.matmul(self.band_matrix(taps), window)
+
+    @staticmethod
+    def band_matrix(taps: torch.Tensor) -> torch.Tensor:
+        """The band `[B, H, T, T+K-1]` of `band_convolution` from the taps `[B, T, H, K]`, by the skew trick."""
+        batch, length, heads, width = taps.shape
+        padded_length = length + width - 1
         rows = nn.functional.pad(taps.transpose(1, 2), (0, length))  # [B, H, T, T+K]
-        band = rows.reshape(batch, heads, -1)[..., : length * padded_length].view(batch, heads, length, padded_length)
-        return torch.matmul(band, window)
+        return rows.reshape(batch, heads, -1)[..., : length * padded_length].view(batch, heads, length, padded_length)
 
     def window_convolution(self, window: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
         """The same convolution over explicit sliding windows: O(T·K) work instead of the band's O(T·(T+K)), the faster
@@ -205,6 +241,107 @@ class PrimeDynamicConvolution(nn.Module):
                 self.band_max_length = band_max_length
 
         return forward
+
+    def trains_in_one_function(self, length: int) -> bool:
+        """Whether a forward of `length` positions without a cache takes `training_convolution`: in training with
+        grad enabled, in the band form's range and with plain generators (evaluation, decoding and the export keep
+        the computation above)."""
+        return self.training and torch.is_grad_enabled() and length <= self.band_max_length and self.plain_generators()
+
+    def training_convolution(self, inputs: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+        """The training forward of a sequence: `kernels` and `band_convolution` (the same outputs, the same
+        DropConnect draws) as one `PrimeConvolutionFunction`, whose backward is written out. Returns `[B, T, C]`."""
+        return PrimeConvolutionFunction.apply(
+            inputs,
+            self.generator_weight(),
+            torch.softmax(self.kernel_gate, dim=0),
+            padding_mask,
+            self.num_heads,
+            tuple(self.kernel_sizes),
+            self.is_causal,
+            self.weight_dropout,
+        )
+
+
+class PrimeConvolutionFunction(torch.autograd.Function):
+    """Prime's dynamic convolution in training (Eq. 5-7, the band form of `PrimeDynamicConvolution`), with its
+    backward written out: the same forward operators (the same outputs, the same DropConnect draws), and autograd's
+    gradients up to rounding in fewer operators (on a GPU, kernel launches). Autograd's backward retraces the skew
+    (the band's slice and pad gradients and a layout copy of the taps' gradient), the window's padding, DropConnect
+    and the cells' layout, and sums the input's two gradients; here, with `g` the output's gradient `[B, H, T, C/H]`:
+
+    * the band's gradient g · windowᵀ holds each tap's gradient on a diagonal (row t's tap j at column t + j), read
+      as a strided view, and the window's gradient is bandᵀ · g, its unpadded rows (masked) the input's share;
+    * with the taps Σ_c gate_c · drop_c (DropConnect's drop_c = p_c ⊙ mask / (1 - rate)), gate_c's gradient is
+      Σ drop_c ⊙ ∂taps, and p_c ⊙ ∂p_c = gate_c · drop_c ⊙ ∂taps =: y_c, so the softmax's backward (Eq. 6) is
+      ∂logits_c = y_c - p_c · Σ_taps y_c, each cell's in the generators' layout;
+    * the input's gradient is ∂logits · W plus its window share, in one product and one in-place sum.
+    """
+
+    @staticmethod
+    def forward(ctx, inputs, weight, gates, padding_mask, heads, kernel_sizes, is_causal, weight_dropout):
+        batch, length, channels = inputs.shape
+        width = max(kernel_sizes)
+        logits = nn.functional.linear(inputs, weight)
+        probabilities = PrimeDynamicConvolution.cell_probabilities(logits, heads, kernel_sizes, is_causal)
+        dropped = dropout_if_training(probabilities, weight_dropout, True)  # DropConnect: the draws of `kernels`
+        taps = torch.matmul(dropped, gates.to(dropped.dtype))
+        if padding_mask is not None:
+            inputs_read = inputs * padding_mask.unsqueeze(-1)
+        else:
+            inputs_read = inputs
+        window = PrimeDynamicConvolution.padded_window(inputs_read, heads, width, is_causal)
+        band = PrimeDynamicConvolution.band_matrix(taps)
+        ctx.save_for_backward(inputs, weight, gates, padding_mask, probabilities, dropped, window, band)
+        ctx.layout = (heads, kernel_sizes, is_causal)
+        return torch.matmul(band, window).transpose(1, 2).reshape(batch, length, channels)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        inputs, weight, gates, padding_mask, probabilities, dropped, window, band = ctx.saved_tensors
+        heads, kernel_sizes, is_causal = ctx.layout
+        batch, length, channels = inputs.shape
+        width = max(kernel_sizes)
+        padded_length = length + width - 1
+        grad = grad_output.reshape(batch, length, heads, channels // heads).transpose(1, 2).contiguous()
+        window, band = window.to(grad.dtype), band.to(grad.dtype)  # under autocast: the dtype the products ran in
+        grad_band = torch.matmul(grad, window.transpose(-1, -2))  # [B, H, T, T+K-1]
+        diagonals = (heads * length * padded_length, length * padded_length, padded_length + 1, 1)
+        grad_taps = grad_band.as_strided((batch, heads, length, width), diagonals).transpose(1, 2)  # [B, T, H, K]
+        grad_window = torch.matmul(band.transpose(-1, -2), grad)  # [B, H, T+K-1, C/H]
+
+        # Eq. 7 and 6 backwards: the gates' gradient, then the softmax's into the generators' layout
+        scaled = dropped * grad_taps.unsqueeze(-1)  # [B, T, H, K, cells]
+        grad_gates = scaled.sum(dim=(0, 1, 2, 3))
+        scaled = scaled * gates  # y = p ⊙ ∂p
+        total = scaled.sum(dim=-2, keepdim=True)
+        grad_cells = []
+        for cell, size in enumerate(kernel_sizes):
+            taps = PrimeDynamicConvolution.cell_taps(size, width, is_causal)
+            grad_cell = torch.addcmul(
+                scaled[..., taps, cell], probabilities[..., taps, cell], total[..., cell], value=-1
+            )
+            grad_cells.append(grad_cell.view(batch * length, heads * size))
+        grad_logits = torch.cat(grad_cells, dim=-1) if len(grad_cells) > 1 else grad_cells[0]
+        grad_inputs = torch.mm(grad_logits, weight.to(grad_logits.dtype)).view(batch, length, heads, -1)
+        before = width - 1 if is_causal else width // 2  # the zeros `padded_window` put before the positions
+        grad_read = grad_window[:, :, before : before + length].transpose(1, 2)
+        if padding_mask is None:
+            grad_inputs.add_(grad_read)
+        else:
+            grad_inputs.addcmul_(grad_read, padding_mask[:, :, None, None])
+        grad_weight = torch.mm(grad_logits.t(), inputs.reshape(-1, channels).to(grad_logits.dtype))
+        return (
+            grad_inputs.view(batch, length, channels).to(inputs.dtype),
+            grad_weight.to(weight.dtype),
+            grad_gates.to(gates.dtype),
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 class PrimeSelfAttention(MTAttention):
