@@ -6,10 +6,13 @@ one run (what it measures and how to read it: docs/deployment.md and docs/histor
 For the main job's model and every architecture's `--preset`, a same-size `MarianMTModel` is converted to CTranslate2
 float32 and int8; on one fixed batch every backend decodes exactly `--new-tokens` tokens at batch 1 greedy and at
 `--batch-size` (and `--throughput-batch-size`) with `--beams` beams, on `--threads` threads, in interleaved rounds.
-Backends: ours in PyTorch float32 and int8 and in ONNX Runtime (`harness.backends`), the MarianMT in PyTorch and in
-CTranslate2. Random weights; needs the `bench` extra (CTranslate2).
+Backends: ours in PyTorch float32 and int8 and in ONNX Runtime (`harness.backends`; its int8 dynamic and per row), the
+MarianMT in PyTorch and in CTranslate2. Random weights; needs the `bench` extra (CTranslate2). With `--runs N` the whole
+interleaved measurement runs N times back to back (the same models, fresh rounds), and the headline cells are the
+median over the runs with their range.
 
     python benchmarks/inference_vs_ctranslate2.py            # table on stdout, JSON to benchmarks/results/
+    python benchmarks/inference_vs_ctranslate2.py --runs 3   # three runs back to back: medians and ranges
     python benchmarks/inference_vs_ctranslate2.py --quick    # tiny models, 1 round: checks that everything runs
     python benchmarks/inference_vs_ctranslate2.py --profile  # where the time of decoding goes (no table)
     python benchmarks/inference_vs_ctranslate2.py --summary  # the deployment tables of the JSON at --output
@@ -55,6 +58,7 @@ ONE_THREAD = "-1thread"
 BEFORE = "pytorch-fp32"  # what a user ran before the ONNX backend
 # the fastest backend now: the first of these a result JSON holds (results before the search graphs hold no graph rows)
 AFTERS = ("onnx-graph-int8", "onnx-native-int8", "onnx-int8")
+PER_ROW = "onnx-graph-int8-per-row"  # int8 whose translations do not depend on the batch (results since issue 64)
 # `--quick`: tiny models and short sequences, one round; for the test that the script runs end to end.
 QUICK = dict(preset="tiny", vocab_size=300, source_length=8, new_tokens=4, batch_size=4, beams=2, repeats=1)
 QUICK.update(main_job_d_model=32, throughput_batch_size=6)
@@ -73,6 +77,7 @@ def parse_args(argv=None):
     parser.add_argument("--throughput-batch-size", type=int, default=64, help="Batch of a third setting (0: none)")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=1, help="Whole measurements back to back; medians and ranges")
     parser.add_argument("--quick", action="store_true", help=f"Tiny everything, one round: {QUICK}")
     parser.add_argument("--compile", action="store_true", help="Add the decoding step under torch.compile")
     parser.add_argument("--profile", action="store_true", help="Profile PyTorch decoding instead of timing")
@@ -90,7 +95,7 @@ def parse_args(argv=None):
     if args.quick:
         for name, value in QUICK.items():
             setattr(args, name, value)
-    for name in ("source_length", "new_tokens", "batch_size", "beams", "repeats", "threads", "profile_calls"):
+    for name in ("source_length", "new_tokens", "batch_size", "beams", "repeats", "threads", "runs", "profile_calls"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.throughput_batch_size < 0:
@@ -343,70 +348,213 @@ def compared(row: dict, setting: str) -> tuple[str, str, float]:
     return best["ours"], best["ct2"], best["vs_ct2_int8"]
 
 
+def per_round_ratio(reference: dict, result: dict) -> float:
+    """The median over rounds of `reference`'s time over `result`'s (two backends' results of one setting)."""
+    return statistics.median(r / s for r, s in zip(reference["rounds"], result["rounds"]))
+
+
+def headline_cells(row: dict, setting: str) -> dict:
+    """What the deployment tables show of one run's model at one setting: our backend and CTranslate2's
+    (`compared`), the tokens/s of both and of PyTorch float32 (before), the ratios of before and after to that
+    CTranslate2 configuration, the shares of the int8 peak where measured, and, where the run has it, per-row int8
+    (on `--threads`) against the same CTranslate2 configuration."""
+    results = row["settings"][setting]
+    ours, theirs, ratio = compared(row, setting)
+    cells = dict(
+        ours=ours,
+        ct2=theirs,
+        before_tokens_per_second=results[BEFORE]["tokens_per_second"],
+        ours_tokens_per_second=results[ours]["tokens_per_second"],
+        ct2_tokens_per_second=results[theirs]["tokens_per_second"],
+        # before's ratio to the same CTranslate2 configuration as after's, per round
+        before_vs_ct2_int8=per_round_ratio(results[theirs], results[BEFORE]),
+        vs_ct2_int8=ratio,
+    )
+    if "share_of_int8_peak" in results[ours]:
+        cells.update(
+            ours_share_of_int8_peak=results[ours]["share_of_int8_peak"],
+            ct2_share_of_int8_peak=results[theirs]["share_of_int8_peak"],
+        )
+    if PER_ROW in results:
+        cells.update(
+            per_row_tokens_per_second=results[PER_ROW]["tokens_per_second"],
+            per_row_vs_ct2_int8=per_round_ratio(results[theirs], results[PER_ROW]),
+        )
+    return cells
+
+
+def spread(values: list[float]) -> dict:
+    """The median of `values` and their range."""
+    return dict(median=statistics.median(values), min=min(values), max=max(values))
+
+
+def run_medians(runs: list[list[dict]]) -> list[dict]:
+    """The headline cells (`headline_cells`) of several runs' rows (the same models in each): per model and setting,
+    each number's median over the runs with its range (`spread`), and each run's backend and CTranslate2
+    configuration (`ours`, `ct2`: lists, one entry per run). Settings without an int8 backend of ours (no ONNX
+    Runtime) have no headline and are left out."""
+    medians = []
+    for index, row in enumerate(runs[0]):
+        settings = {}
+        for setting in row["settings"]:
+            if any(fastest_backend(run[index]["settings"][setting]) is None for run in runs):
+                continue
+            cells = [headline_cells(run[index], setting) for run in runs]
+            entry = dict(ours=[cell["ours"] for cell in cells], ct2=[cell["ct2"] for cell in cells])
+            for key in cells[0].keys() - entry.keys():
+                if all(key in cell for cell in cells):
+                    entry[key] = spread([cell[key] for cell in cells])
+            settings[setting] = dict(sorted(entry.items()))
+        medians.append(dict(name=row["name"], settings=settings))
+    return medians
+
+
+def summary_rows(document: dict) -> list[tuple[str, dict]]:
+    """(model, its headline cells by setting) of a result JSON: one run's (`headline_cells`), or, for a JSON of
+    several runs (`--runs`), their medians and ranges (`run_medians`)."""
+    if "runs" in document:
+        return [(row["name"], row["settings"]) for row in document["medians"]]
+    return [
+        (row["name"], {setting: headline_cells(row, setting) for setting in row["settings"]})
+        for row in document["rows"]
+    ]
+
+
+def median_of(cell) -> float:
+    """A headline number: one run's, or the median of several (`spread`)."""
+    return cell["median"] if isinstance(cell, dict) else cell
+
+
+def ratio_text(cell) -> str:
+    """A ratio as the tables print it: `0.96`, or over several runs `0.96 (0.91-1.02)` (median, range)."""
+    if isinstance(cell, dict):
+        return f"{cell['median']:.2f} ({cell['min']:.2f}-{cell['max']:.2f})"
+    return f"{cell:.2f}"
+
+
+def one_thread(configuration) -> str:
+    """`¹` where a backend (one run's name, or several runs' names) ran on one thread."""
+    names = [configuration] if isinstance(configuration, str) else configuration
+    return "¹" if any(name.endswith(ONE_THREAD) for name in names) else ""
+
+
 def summary_table(document: dict) -> str:
     """The deployment table from a result JSON: per model and setting, tokens/s of PyTorch float32 `generate()`
     (before: the only backend) and of our fastest int8 backend (after), each with its ratio to CTranslate2 int8
     running the same-size MarianMT (the configuration `compared` picks), all from the same run; ¹ marks a figure
-    measured on one thread."""
-    rows = document["rows"]
-    names = list(rows[0]["settings"])
+    measured on one thread. Of a JSON of several runs: the median tokens/s, and each ratio as its median with its
+    range over the runs; ¹ marks a figure measured on one thread in at least one run."""
+    rows = summary_rows(document)
+    names = list(rows[0][1])
     cells = [f" {setting_label(name)}: before → after, tokens/s | × CT2 int8 |" for name in names]
     lines = table_head("| model |", "|---|", cells)
     marked = False
-    for row in rows:
-        line = f"| {row['name']} |"
+    for model, settings in rows:
+        line = f"| {model} |"
         for setting in names:
-            results = row["settings"][setting]
-            ours, theirs, ratio = compared(row, setting)
-            before = results[BEFORE]
-            # before's ratio to the same CTranslate2 configuration as after's, per round
-            before_ratio = statistics.median(r / s for r, s in zip(results[theirs]["rounds"], before["rounds"]))
-            mark_ours, mark_theirs = ("¹" if name.endswith(ONE_THREAD) else "" for name in (ours, theirs))
+            cell = settings[setting]
+            mark_ours, mark_theirs = one_thread(cell["ours"]), one_thread(cell["ct2"])
             marked = marked or bool(mark_ours or mark_theirs)
             line += (
-                f" {before['tokens_per_second']:,.0f} → {results[ours]['tokens_per_second']:,.0f}{mark_ours}"
-                f" (CT2 int8: {results[theirs]['tokens_per_second']:,.0f}{mark_theirs}) |"
-                f" {before_ratio:.2f} → **{ratio:.2f}** |"
+                f" {median_of(cell['before_tokens_per_second']):,.0f} →"
+                f" {median_of(cell['ours_tokens_per_second']):,.0f}{mark_ours}"
+                f" (CT2 int8: {median_of(cell['ct2_tokens_per_second']):,.0f}{mark_theirs}) |"
+                f" {ratio_text(cell['before_vs_ct2_int8'])} → **{ratio_text(cell['vs_ct2_int8'])}** |"
             )
         lines.append(line)
     if marked:
         threads = document["settings"]["threads"]
+        where = " in at least one run" if "runs" in document else ""
         lines.append(
-            f"\n¹ on one thread, faster than on {threads} for that backend there; unmarked figures ran on {threads}."
+            f"\n¹ on one thread{where}, faster than on {threads} for that backend there; unmarked figures ran on "
+            f"{threads}."
+        )
+    if "runs" in document:
+        lines.append(
+            f"\nMedians over {len(document['runs'])} runs back to back; ratios with their range over the runs "
+            "(min-max)."
         )
     return "\n".join(lines)
+
+
+def int8_peak_text(document: dict) -> str | None:
+    """The int8 GEMM peak of a result JSON in G multiply-adds/s: one run's, or the median and range of several; None
+    where it was not measured."""
+    if "runs" in document:
+        peaks = [run["int8_gemm_peak_multiply_adds_per_second"] for run in document["runs"]]
+        if not all(peaks):
+            return None
+        peak = spread([value / 1e9 for value in peaks])
+        return f"{peak['median']:.0f} ({peak['min']:.0f}-{peak['max']:.0f})"
+    peak = document.get("int8_gemm_peak_multiply_adds_per_second")
+    return f"{peak / 1e9:.0f}" if peak else None
 
 
 def limit_table(document: dict) -> str:
     """The second deployment table: per model and setting, the share of this machine's int8 GEMM peak (measured in the
     same run) that our fastest backend and CTranslate2 int8 achieve in multiply-adds per second (the configurations
-    `compared` picks)."""
-    rows = document["rows"]
-    names = list(rows[0]["settings"])
-    peak = document["int8_gemm_peak_multiply_adds_per_second"]
+    `compared` picks); over several runs, the medians."""
+    rows = summary_rows(document)
+    names = list(rows[0][1])
     lines = [
-        f"Share of the int8 GEMM peak ({peak / 1e9:.0f} G multiply-adds/s, ONNX Runtime `MatMulInteger`, measured in "
-        "the same run) that each achieves:",
+        f"Share of the int8 GEMM peak ({int8_peak_text(document)} G multiply-adds/s, ONNX Runtime `MatMulInteger`, "
+        "measured in the same run) that each achieves:",
         "",
         *table_head("| model |", "|---|", [f" {setting_label(name)}: ours / CT2 int8 |" for name in names]),
     ]
-    for row in rows:
-        line = f"| {row['name']} |"
+    for model, settings in rows:
+        line = f"| {model} |"
         for setting in names:
-            results = row["settings"][setting]
-            ours, theirs, _ = compared(row, setting)
-            line += f" {results[ours]['share_of_int8_peak']:.1%} / {results[theirs]['share_of_int8_peak']:.1%} |"
+            cell = settings[setting]
+            line += (
+                f" {median_of(cell['ours_share_of_int8_peak']):.1%} / {median_of(cell['ct2_share_of_int8_peak']):.1%} |"
+            )
         lines.append(line)
     return "\n".join(lines)
 
 
+def per_row_table(document: dict) -> str | None:
+    """Per-row int8 (ONNX Runtime, search graphs, on `--threads`: translations independent of the batch) against the
+    same CTranslate2 configuration as the deployment table, per model and setting: tokens/s and CTranslate2's time over
+    its (median over rounds; over several runs, the median and range). None for results without it."""
+    rows = summary_rows(document)
+    names = list(rows[0][1])
+    if not all("per_row_tokens_per_second" in cell for _, settings in rows for cell in settings.values()):
+        return None
+    cells = [f" {setting_label(name)}: per-row int8 tokens/s | × CT2 int8 |" for name in names]
+    lines = table_head("| model |", "|---|", cells)
+    for model, settings in rows:
+        line = f"| {model} |"
+        for setting in names:
+            cell = settings[setting]
+            line += (
+                f" {median_of(cell['per_row_tokens_per_second']):,.0f} (CT2 int8:"
+                f" {median_of(cell['ct2_tokens_per_second']):,.0f}{one_thread(cell['ct2'])}) |"
+                f" {ratio_text(cell['per_row_vs_ct2_int8'])} |"
+            )
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def single_runs(documents: list[dict]) -> list[dict]:
+    """The runs of result JSONs, in order: a JSON of several runs (`--runs`) gives each of its runs."""
+    return [run for document in documents for run in document.get("runs", [document])]
+
+
 def runs_table(documents: list[dict]) -> str:
-    """How two or more runs of the benchmark agree: per model and setting, each run's ratio to CTranslate2 int8 (the
-    configuration `compared` picks), and the last run's ratio over the first's, with how much each side's own tokens/s
-    moved between them (ours, CTranslate2's)."""
+    """How two or more runs of the benchmark agree (a JSON of several runs counts as its runs): per model and setting,
+    each run's ratio to CTranslate2 int8 (the configuration `compared` picks), and the last run's ratio over the
+    first's, with how much each side's own tokens/s moved between them (ours, CTranslate2's); where every run has
+    per-row int8, its ratio to the same CTranslate2 configuration per run as well."""
+    documents = single_runs(documents)
     first, last = documents[0], documents[-1]
     names = list(first["rows"][0]["settings"])
+    per_row = all(
+        PER_ROW in setting for document in documents for row in document["rows"] for setting in row["settings"].values()
+    )
     cells = [f" {setting_label(name)}: × CT2 int8 per run | last / first (ours, CT2) |" for name in names]
+    if per_row:
+        cells += [f" {setting_label(name)}: per-row int8 × CT2 int8 per run |" for name in names]
     lines = table_head("| model |", "|---|", cells)
     for index, row in enumerate(first["rows"]):
         line = f"| {row['name']} |"
@@ -421,6 +569,12 @@ def runs_table(documents: list[dict]) -> str:
                 moved.append(speeds[1]["tokens_per_second"] / speeds[0]["tokens_per_second"])
             line += f" {', '.join(f'{ratio:.2f}' for ratio in ratios)} |"
             line += f" {ratios[-1] / ratios[0]:.2f} ({moved[0]:.2f}, {moved[1]:.2f}) |"
+        if per_row:
+            for setting in names:
+                ratios = [
+                    headline_cells(document["rows"][index], setting)["per_row_vs_ct2_int8"] for document in documents
+                ]
+                line += f" {', '.join(f'{ratio:.2f}' for ratio in ratios)} |"
         lines.append(line)
     return "\n".join(lines)
 
@@ -813,6 +967,23 @@ def run_profile(args) -> list[dict]:
 # ---------------------------------------------------------------------------------------------------- main
 
 
+def measure_run(args, workdir: Path) -> dict:
+    """One whole interleaved measurement: this machine's int8 GEMM peak, then every model (`subjects`) built afresh
+    (the same seeded weights in every run) and timed at every setting (`measure_subject`); the table printed. The
+    run's `rows`, `table` and `int8_gemm_peak_multiply_adds_per_second`."""
+    int8_peak = int8_gemm_peak(args.threads)
+    if int8_peak:
+        print(f"int8 GEMM peak (ONNX Runtime MatMulInteger): {int8_peak / 1e9:.1f} G multiply-adds/s")
+    rows = [measure_subject(subject, args, workdir, int8_peak) for subject in subjects(args)]
+    table = format_table(rows, args)
+    print(table)
+    print(
+        f"(tokens/s: generated tokens per source sentence; × ct2-int8: {REFERENCE}'s time over the backend's, "
+        "median over rounds, > 1 = faster)"
+    )
+    return dict(rows=rows, table=table, int8_gemm_peak_multiply_adds_per_second=int8_peak)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.profile_summary:
@@ -825,32 +996,27 @@ def main(argv=None):
     if args.summary:
         document = read_result(args.output)
         print(summary_table(document))
-        if document.get("int8_gemm_peak_multiply_adds_per_second"):
+        if int8_peak_text(document):
             print()
             print(limit_table(document))
+        per_row = per_row_table(document)
+        if per_row:
+            print()
+            print(per_row)
         return
     torch.set_num_threads(args.threads)
     transformers_logging.disable_progress_bar()  # saving and reloading the MarianMT for the converter
     load_before = load_check()
-    int8_peak = None  # the int8 GEMM peak: measured for the timed comparison, not for a profile
+    runs = []
     if args.profile:
         results = run_profile(args)
-        rows, table = [], None
     else:
         with tempfile.TemporaryDirectory() as scratch:
             workdir = args.workdir or Path(scratch)
-            int8_peak = int8_gemm_peak(args.threads)
-            if int8_peak:
-                print(f"int8 GEMM peak (ONNX Runtime MatMulInteger): {int8_peak / 1e9:.1f} G multiply-adds/s")
-            rows = []
-            for subject in subjects(args):
-                rows.append(measure_subject(subject, args, workdir, int8_peak))
-        table = format_table(rows, args)
-        print(table)
-        print(
-            f"(tokens/s: generated tokens per source sentence; × ct2-int8: {REFERENCE}'s time over the backend's, "
-            "median over rounds, > 1 = faster)"
-        )
+            for index in range(args.runs):
+                if args.runs > 1:
+                    print(f"run {index + 1} of {args.runs}", file=sys.stderr)
+                runs.append(measure_run(args, workdir))
         results = None
     load_after = os.getloadavg()[0]
     record = machine(packages=("ctranslate2", "onnxruntime"))
@@ -870,11 +1036,14 @@ def main(argv=None):
     output = args.output
     if args.profile and output == parse_args([]).output:
         output = output.with_name(output.stem + "_profile.json")
-    document = dict(settings=settings, machine=record, machine_busy=machine_busy, rows=rows, table=table)
-    if not args.profile:
-        document["int8_gemm_peak_multiply_adds_per_second"] = int8_peak
-    if results is not None:
-        document["profile"] = results
+    document = dict(settings=settings, machine=record, machine_busy=machine_busy)
+    if args.profile:
+        document.update(rows=[], table=None, profile=results)
+    elif args.runs == 1:
+        document.update(runs[0])
+    else:
+        document.update(runs=runs, medians=run_medians([run["rows"] for run in runs]))
+        print(summary_table(document))
     write_result(output, document, argv, indent=1)
     print(f"wrote {output}")
 

@@ -542,3 +542,55 @@ def test_no_benchmark_script_imports_another_script():
             words = line.split()
             if words[:1] in (["import"], ["from"]) and len(words) > 1:
                 assert words[1].split(".")[0] not in scripts, f"{path.relative_to(ROOT)}: {line}"
+
+
+@pytest.mark.subprocess
+def test_quick_runs_twice_and_reports_medians_and_ranges_with_per_row_int8(tmp_path):
+    """`--runs 2`: the whole interleaved measurement twice back to back, each run's cells kept, the headline cells
+    (the ratios and tokens/s of the deployment tables) the median of the runs' with their range; `--summary` prints
+    the ratios as `median (min-max)`; per-row int8 (ONNX Runtime search graphs) is timed beside dynamic int8 in every
+    run, and `--compare-runs` of the JSON compares its runs."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnxruntime")
+    module = benchmark_script("inference_vs_ctranslate2")
+    output = tmp_path / "runs.json"
+    run_benchmark("--quick", "--runs", "2", "--output", str(output))
+    document = json.loads(output.read_text())
+    runs = document["runs"]
+    assert len(runs) == 2 and "rows" not in document and document["settings"]["runs"] == 2
+    names = [row["name"] for row in document["medians"]]
+    assert names == [row["name"] for row in runs[0]["rows"]] == [row["name"] for row in runs[1]["rows"]]
+    assert all(run["int8_gemm_peak_multiply_adds_per_second"] > 0 and run["table"] for run in runs)
+    for index, row in enumerate(document["medians"]):
+        assert set(row["settings"]) == {"greedy_b1", "beam2_b4", "beam2_b6"}
+        for setting, cells in row["settings"].items():
+            for run in runs:
+                entry = run["rows"][index]["settings"][setting][module.PER_ROW]
+                assert entry["tokens_per_second"] > 0 and len(entry["rounds"]) == 1
+            best = [run["rows"][index]["best_against_best"][setting] for run in runs]
+            assert cells["ours"] == [b["ours"] for b in best] and cells["ct2"] == [b["ct2"] for b in best]
+            per_run = {
+                "vs_ct2_int8": [b["vs_ct2_int8"] for b in best],
+                "ours_tokens_per_second": [b["ours_tokens_per_second"] for b in best],
+                "ct2_tokens_per_second": [b["ct2_tokens_per_second"] for b in best],
+                "before_tokens_per_second": [
+                    run["rows"][index]["settings"][setting]["pytorch-fp32"]["tokens_per_second"] for run in runs
+                ],
+                "per_row_tokens_per_second": [
+                    run["rows"][index]["settings"][setting][module.PER_ROW]["tokens_per_second"] for run in runs
+                ],
+            }
+            for key, values in per_run.items():
+                expected = dict(median=(values[0] + values[1]) / 2, min=min(values), max=max(values))
+                assert cells[key] == pytest.approx(expected), key
+            assert cells["per_row_tokens_per_second"]["min"] > 0
+
+    summary = run_benchmark("--summary", "--output", str(output)).stdout
+    ratio = document["medians"][0]["settings"]["greedy_b1"]["vs_ct2_int8"]
+    assert f"**{ratio['median']:.2f} ({ratio['min']:.2f}-{ratio['max']:.2f})** |" in summary
+    assert summary.startswith(module.summary_table(document)) and "Medians over 2 runs" in summary
+    assert module.per_row_table(document) in summary and "per-row int8 tokens/s" in summary
+    compared = module.runs_table([document]).splitlines()
+    assert "per-row int8 × CT2 int8 per run" in compared[0] and len(compared) == 2 + len(names)
+    first = [module.compared(run["rows"][0], "greedy_b1")[2] for run in runs]
+    assert compared[2].startswith(f"| {names[0]} | {first[0]:.2f}, {first[1]:.2f} |")

@@ -114,13 +114,16 @@ def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_toke
 # ONNX Runtime backends: label -> (int8, `from_pretrained` options). `onnx-fp32` / `onnx-int8` decode through
 # transformers' `generate()` loop (`native_search=False`, what the backend did before issue 47); `onnx-native-int8`
 # through the native loop over the step graph in Python (`hf_unified_mt.deployment.onnx_search`, the default before the
-# search graphs); `onnx-graph-*` as one search graph (`onnx_search_graph`), what `ORTModelForSeq2SeqLM` now takes.
+# search graphs); `onnx-graph-*` as one search graph (`onnx_search_graph`), what `ORTModelForSeq2SeqLM` now takes;
+# `onnx-graph-int8-per-row` the same with the weight-only int8 graphs (`int8="per_row"`, `MatMulNBits`, inputs quantised
+# per row), whose translations do not depend on the batch.
 ONNX_BACKENDS = {
     "onnx-fp32": (False, dict(native_search=False)),
     "onnx-int8": (True, dict(native_search=False)),
     "onnx-native-int8": (True, dict(search_graphs=False)),
     "onnx-graph-fp32": (False, {}),
     "onnx-graph-int8": (True, {}),
+    "onnx-graph-int8-per-row": ("per_row", {}),
 }
 
 
@@ -129,13 +132,15 @@ def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tok
     (issue 33: `hf_unified_mt.deployment.onnx_export` / `onnx_runtime`) or ONNX Runtime is not installed, or when the
     export refuses the model. The one place to adapt if that backend's API changes: `export_onnx(model, tokenizer,
     directory)` writes the graphs, `ORTModelForSeq2SeqLM.from_pretrained(directory, int8=..., num_threads=...,
-    native_search=..., search_graphs=...)` loads them into a model whose `generate` takes the same arguments as the
-    PyTorch model's."""
+    native_search=..., search_graphs=...)` loads them (quantising the per-row int8 graphs on first use) into a model
+    whose `generate` takes the same arguments as the PyTorch model's."""
     try:
         from hf_unified_mt.deployment.onnx_export import export_onnx
         from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM
 
-        export_onnx(model, directory, int8=True, verify=False)  # its tests compare the graphs with PyTorch
+        # its tests compare the graphs with PyTorch; an earlier export of the same model (a run before, `--runs`) is
+        # replaced
+        export_onnx(model, directory, int8=True, verify=False, overwrite=True)
         return {
             label: torch_backend(
                 ORTModelForSeq2SeqLM.from_pretrained(directory, int8=int8, num_threads=threads, **options),
