@@ -594,3 +594,14 @@ def test_quick_runs_twice_and_reports_medians_and_ranges_with_per_row_int8(tmp_p
     assert "per-row int8 × CT2 int8 per run" in compared[0] and len(compared) == 2 + len(names)
     first = [module.compared(run["rows"][0], "greedy_b1")[2] for run in runs]
     assert compared[2].startswith(f"| {names[0]} | {first[0]:.2f}, {first[1]:.2f} |")
+
+
+def test_the_deployment_document_holds_the_three_runs_with_their_ranges_and_per_row_int8():
+    """The three-run table of docs/deployment.md (medians over three back-to-back runs with their ranges, and the
+    per-row int8 table) is `--summary` of the committed `inference_vs_ctranslate2_runs3.json` (issue 64)."""
+    module = benchmark_script("inference_vs_ctranslate2")
+    document = committed_result("inference_vs_ctranslate2_runs3.json")
+    assert len(document["runs"]) == 3
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    assert module.summary_table(document) in text
+    assert module.per_row_table(document) in text
