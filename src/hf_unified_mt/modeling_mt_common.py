@@ -102,6 +102,16 @@ def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start
     return shifted
 
 
+def stacked_linear(linears) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The weights and biases of `linears`, stacked along their outputs from the current parameters
+    (differentiable): one product computes every projection, and its backward one gradient for their common input.
+    None when one of them is not a plain `nn.Linear` with a bias (a quantised one, a LoRA adapter), which then
+    projects on its own."""
+    if any(type(linear) is not nn.Linear or linear.bias is None for linear in linears):
+        return None
+    return torch.cat([linear.weight for linear in linears]), torch.cat([linear.bias for linear in linears])
+
+
 class SinusoidalPositionalEmbedding(nn.Module):
     """Fixed sinusoidal positions (Vaswani et al. 2017), sines in the first half of the channels and cosines in
     the second (the fairseq / Marian layout). Computed on the fly: nothing to store, save or load."""
@@ -259,10 +269,7 @@ class MTAttention(nn.Module):
         the three input projections of a self-attention, and its backward one gradient for the input instead of three
         and their sum. None when a projection is not a plain `nn.Linear` with a bias (a quantised one, a LoRA
         adapter), which then projects on its own."""
-        linears = (self.q_proj, self.k_proj, self.v_proj)
-        if any(type(linear) is not nn.Linear or linear.bias is None for linear in linears):
-            return None
-        return torch.cat([linear.weight for linear in linears]), torch.cat([linear.bias for linear in linears])
+        return stacked_linear((self.q_proj, self.k_proj, self.v_proj))
 
     def self_projections_for_forward(
         self, cache: Cache | None, stacked: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -731,13 +738,22 @@ class MTDecoder(MTPreTrainedModel):
             for i, attention in enumerate(attentions)
         ):
             return None
-        linears = [linear for attention in attentions for linear in (attention.k_proj, attention.v_proj)]
-        if any(type(linear) is not nn.Linear or linear.bias is None for linear in linears):
+        stacked = stacked_linear(
+            [linear for attention in attentions for linear in (attention.k_proj, attention.v_proj)]
+        )
+        if stacked is None:
             return None
-        weight = torch.cat([linear.weight for linear in linears])
-        bias = torch.cat([linear.bias for linear in linears])
-        projected = nn.functional.linear(encoder_hidden_states, weight, bias).split(self.config.d_model, dim=-1)
+        projected = nn.functional.linear(encoder_hidden_states, *stacked).split(self.config.d_model, dim=-1)
         return tuple(zip(projected[0::2], projected[1::2], strict=True))
+
+    def layer_inputs_for_forward(
+        self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None, cache: Cache | None
+    ) -> dict:
+        """What a forward computes once and hands to every layer (keyword arguments of the layers): here the
+        cross-attention keys and values of all layers (`stacked_cross_attention_states`) where they are stacked; a
+        decoder adds its own (MUTE: its relative self-attention's buckets and causal mask)."""
+        cross_attention_states = self.stacked_cross_attention_states(encoder_hidden_states, cache)
+        return {} if cross_attention_states is None else {"cross_attention_states": cross_attention_states}
 
     @accepts_past_key_values
     @merge_with_config_defaults
@@ -794,9 +810,7 @@ class MTDecoder(MTPreTrainedModel):
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
-        cross_attention_states = self.stacked_cross_attention_states(encoder_hidden_states, cache)
-        if cross_attention_states is not None:
-            kwargs = {**kwargs, "cross_attention_states": cross_attention_states}
+        kwargs = {**kwargs, **self.layer_inputs_for_forward(hidden_states, encoder_hidden_states, cache)}
         for layer in self.layers:
             hidden_states = layer(
                 hidden_states,

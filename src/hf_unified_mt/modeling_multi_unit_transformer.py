@@ -895,42 +895,24 @@ class MultiUnitTransformerDecoder(MultiUnitTransformerPreTrainedModel, MTDecoder
     _can_record_outputs = decoder_recorders(MultiUnitTransformerDecoderLayer)
     stacks_cross_attention_projections = True
 
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        cache: Cache | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ):
-        """`MTDecoder.forward`. A training forward without a cache (the whole target at once) computes the relative
-        self-attention's buckets and causal mask once, for every layer (`RelativeSelfAttentionInputs`); otherwise each
-        layer computes them for its step."""
-        relative = self.config.decoder_attention_type in ("self", "merged_self")
-        if relative and self.training and cache is None and not use_cache and kwargs.get("past_key_values") is None:
-            states = inputs_embeds if inputs_embeds is not None else input_ids
-            if states is not None:
-                kwargs["relative_self_attention"] = RelativeSelfAttentionInputs.build(
-                    0,
-                    states.shape[1],
-                    states.shape[1],
-                    self.config.relative_attention_max_distance,
-                    self.embed_tokens.weight.dtype if inputs_embeds is None else inputs_embeds.dtype,
-                    states.device,
-                )
-        return super().forward(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            encoder_hidden_states=encoder_hidden_states,
-            encoder_attention_mask=encoder_attention_mask,
-            cache=cache,
-            inputs_embeds=inputs_embeds,
-            use_cache=use_cache,
-            **kwargs,
-        )
+    def layer_inputs_for_forward(
+        self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None, cache: Cache | None
+    ) -> dict:
+        """`MTDecoder.layer_inputs_for_forward`, and in a training forward without a cache (the whole target at once)
+        the relative self-attention's buckets and causal mask, computed once for every layer
+        (`RelativeSelfAttentionInputs`); otherwise each layer computes them for its step."""
+        inputs = super().layer_inputs_for_forward(hidden_states, encoder_hidden_states, cache)
+        if self.config.decoder_attention_type in ("self", "merged_self") and self.training and cache is None:
+            length = hidden_states.shape[1]
+            inputs["relative_self_attention"] = RelativeSelfAttentionInputs.build(
+                0,
+                length,
+                length,
+                self.config.relative_attention_max_distance,
+                hidden_states.dtype,
+                hidden_states.device,
+            )
+        return inputs
 
     def build_layer(self, config: MultiUnitTransformerConfig, layer_idx: int) -> nn.Module:
         return decoder_layer(
