@@ -47,7 +47,8 @@ MODULES = {module_name(path): imported_modules(path) for path in sorted(PACKAGE.
 # The modules of the deployment package, by their short names (`onnx_export`, ...).
 DEPLOYMENT_MODULES = {name.removeprefix(f"{DEPLOYMENT}.") for name in MODULES if name.startswith(f"{DEPLOYMENT}.")}
 EXPORTER = {"onnx_export", "onnx_patcher"}  # tracing, verification, writing; the module substitutions
-RUNTIME = {"onnx_runtime", "onnx_search", "onnx_search_graph"}  # ORTModelForSeq2SeqLM and its search loops
+# ORTModelForSeq2SeqLM, its search loops and the search graphs' shortlist projection
+RUNTIME = {"onnx_runtime", "onnx_search", "onnx_search_graph", "onnx_shortlist"}
 
 
 def test_the_import_reader_sees_relative_absolute_and_function_level_imports():
@@ -68,12 +69,18 @@ ONNX_LAYERS = [
     ("onnx_runtime", {*EXPORTER, "onnx_backend", "onnx_int8"}),
     ("onnx_search", {*EXPORTER, "onnx_runtime", "onnx_backend", "onnx_folder", "onnx_int8"}),  # the search loops
     ("onnx_search_graph", {*EXPORTER, "onnx_runtime", "onnx_backend", "onnx_folder", "onnx_int8"}),
+    ("onnx_shortlist", {*EXPORTER, "onnx_runtime", "onnx_backend", "onnx_folder", "onnx_int8"}),
     ("onnx_export", {*RUNTIME, "onnx_backend"}),
     ("onnx_patcher", {*RUNTIME, "onnx_export", "onnx_backend", "onnx_folder", "onnx_int8"}),  # touches the model only
     ("onnx_folder", {*EXPORTER, *RUNTIME, "onnx_backend", "inference"}),  # read by the runtime, written by the exporter
     ("onnx_int8", DEPLOYMENT_MODULES - {"onnx_format"}),  # quantises one graph
     ("onnx_format", DEPLOYMENT_MODULES),  # the contract of both sides: names and the cache layout
 ]
+
+
+def test_the_shortlist_table_imports_no_deployment_module():
+    """`shortlist` (the vocabulary shortlist's table and file) is shared by the exporter and the runtime."""
+    assert not {name for name in MODULES[f"{DEPLOYMENT}.shortlist"] if name.startswith(DEPLOYMENT)}
 
 
 @pytest.mark.parametrize("module, forbidden", ONNX_LAYERS)

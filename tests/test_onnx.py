@@ -659,3 +659,84 @@ def test_search_graphs_with_several_end_ids_and_one_new_token(exported, settings
     graph_runs = count_search_graph_runs(runtime, monkeypatch)
     assert runtime.generate(input_ids=ids, attention_mask=mask, **settings).tolist() == expected.tolist()
     assert len(graph_runs) == 1
+
+
+def shortlisted_runtime(folder, shortlist, **options):
+    return ORTModelForSeq2SeqLM.from_pretrained(folder, num_threads=1, shortlist=shortlist, **options)
+
+
+def test_shortlist_scores_only_the_candidates_in_the_search_graph_as_in_the_loops(exported, monkeypatch):
+    """Issue 64: with a shortlist, every decoding path gives the tokens of the candidate set only, and the search
+    graph (its projection restricted to the candidate columns) gives the native loop's tokens (every other logit at
+    -inf): one search, in fewer columns. A shortlist of the whole vocabulary changes nothing."""
+    from hf_unified_mt.deployment.shortlist import Shortlist
+
+    _, runtime, folder = exported("unified-prime")
+    ids, mask = ragged_batch()
+    shortlist = Shortlist({(token,): [(token * 7) % VOCAB, (token * 11) % VOCAB] for token in range(4, VOCAB)}, [5])
+    graph, loop = shortlisted_runtime(folder, shortlist), shortlisted_runtime(folder, shortlist, search_graphs=False)
+    everything = shortlisted_runtime(folder, Shortlist({}, np.arange(VOCAB)))
+    candidates = shortlist.candidates(ids, mask, graph._required_ids({}))
+    assert len(candidates) < VOCAB // 2
+    runs = count_search_graph_runs(graph, monkeypatch)
+    for settings in (
+        {"num_beams": 1},
+        {"num_beams": 4, "num_return_sequences": 2},
+        {"num_beams": 3, "no_repeat_ngram_size": 2},
+    ):
+        settings = dict(settings, max_new_tokens=NEW_TOKENS, min_new_tokens=3)
+        tokens = graph.generate(input_ids=ids, attention_mask=mask, **settings)
+        assert torch.equal(tokens, loop.generate(input_ids=ids, attention_mask=mask, **settings))
+        assert np.isin(tokens.numpy(), candidates).all()
+        full = runtime.generate(input_ids=ids, attention_mask=mask, **settings)
+        assert torch.equal(everything.generate(input_ids=ids, attention_mask=mask, **settings), full)
+    assert len(runs) == 3
+    # transformers' own loop (here: scores returned) masks the logits the same way
+    outputs = loop.generate(
+        input_ids=ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, return_dict_in_generate=True, output_scores=True
+    )
+    assert np.isin(outputs.sequences.numpy(), candidates).all()
+    blocked = np.setdiff1d(np.arange(VOCAB), candidates)
+    assert all(bool(torch.isinf(score[:, blocked]).all()) for score in outputs.scores)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_shortlisted_search_graphs_of_every_architecture_and_int8_mode(exported, name, tmp_path):
+    """The output projection is found in every architecture's step graph, float and int8 (dynamic, per row), and the
+    shortlisted graph decodes candidates only; in float32 it gives the native loop's tokens."""
+    from hf_unified_mt.deployment.shortlist import Shortlist
+
+    _, runtime, folder = exported(name)
+    ids, mask = ragged_batch()
+    shortlist = Shortlist({(token,): [(token * 5) % VOCAB] for token in range(4, VOCAB)}, [6, 7])
+    candidates = shortlist.candidates(ids, mask, runtime._required_ids({}))
+    settings = dict(num_beams=2, max_new_tokens=NEW_TOKENS)
+    for int8 in (False, "dynamic", "per_row") if name == "unified-prime" else (False, "dynamic"):
+        graph = shortlisted_runtime(folder, shortlist, int8=int8)
+        tokens = graph.generate(input_ids=ids, attention_mask=mask, **settings)
+        assert np.isin(tokens.numpy(), candidates).all()
+        if not int8:
+            loop = shortlisted_runtime(folder, shortlist, search_graphs=False)
+            assert torch.equal(tokens, loop.generate(input_ids=ids, attention_mask=mask, **settings))
+
+
+def test_export_writes_a_shortlist_that_the_folder_loads_and_the_scripts_check(exported, tmp_path):
+    from hf_unified_mt.deployment.onnx_backend import shortlist_problem
+    from hf_unified_mt.deployment.shortlist import SHORTLIST_FILE, Shortlist
+
+    model, _, _ = exported("unified-prime")
+    tokenizer = make_tokenizer()
+    words = VOCAB_WORDS[:10]
+    shortlist = Shortlist(
+        {(tokenizer.convert_tokens_to_ids(w),): [tokenizer.convert_tokens_to_ids(w)] for w in words}, [4]
+    )
+    folder = export_onnx(model, tmp_path / "export", tokenizer, shortlist=shortlist, verify=False)
+    assert SHORTLIST_FILE in json.loads((folder / "onnx_export.json").read_text())["files"]
+    runtime = ORTModelForSeq2SeqLM.from_pretrained(folder, shortlist=True)
+    assert runtime.shortlist.rules.keys() == shortlist.rules.keys()
+    assert shortlist_problem("torch", True, folder) == "--shortlist works with --backend onnx"
+    assert shortlist_problem("onnx", True, folder) is None
+    assert "does not have" in shortlist_problem("onnx", True, tmp_path)
+    assert "does not exist" in shortlist_problem("onnx", str(tmp_path / "none.txt"), folder)
+    with pytest.raises(ValueError, match="export it with its tokenizer"):
+        export_onnx(model, tmp_path / "other", shortlist=shortlist)

@@ -41,7 +41,7 @@ from hf_unified_mt.deployment.inference import (
     translate,
     use_threads,
 )
-from hf_unified_mt.deployment.onnx_backend import load_onnx_model
+from hf_unified_mt.deployment.onnx_backend import add_shortlist_argument, load_onnx_model, shortlist_problem
 from hf_unified_mt.deployment.onnx_export import add_int8_mode_argument, int8_option
 from hf_unified_mt.deployment.onnx_runtime import onnx_backend_problem, torch_backend_problem
 from hf_unified_mt.training.data import DEFAULT_CORPUS, DataValidationError, describe_binary_start, load_parallel_data
@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--int8_mode).",
     )
     add_int8_mode_argument(gen)
+    add_shortlist_argument(gen)
     add_threads_argument(gen)
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -122,6 +123,8 @@ def check_arguments(args) -> None:
         raise UsageError(str(error)) from error
     if args.int8 and (args.device or "cpu") != "cpu":
         raise UsageError("--int8 quantises the model for CPU: leave --device at its default")
+    if shortlist_problem(args.backend, args.shortlist, args.model) is not None:
+        raise UsageError(shortlist_problem(args.backend, args.shortlist, args.model))
     if args.backend == "onnx":
         problem = onnx_backend_problem(args.int8, args.device)
         if problem is not None:
@@ -318,7 +321,7 @@ def main(argv: list[str] | None = None) -> dict:
         try:
             if args.backend == "onnx":
                 int8 = int8_option(args.int8, args.int8_mode, args.backend)
-                model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code)
+                model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code, shortlist=args.shortlist)
             else:
                 device = "cpu" if args.int8 else args.device or ("cuda" if torch.cuda.is_available() else "cpu")
                 tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)

@@ -40,7 +40,7 @@ from hf_unified_mt.deployment.inference import (
     translate,
     use_threads,
 )
-from hf_unified_mt.deployment.onnx_backend import load_onnx_model
+from hf_unified_mt.deployment.onnx_backend import add_shortlist_argument, load_onnx_model, shortlist_problem
 from hf_unified_mt.deployment.onnx_export import add_int8_mode_argument, int8_option
 from hf_unified_mt.deployment.onnx_runtime import onnx_backend_problem, torch_backend_problem
 from hf_unified_mt.training.data import describe_binary_start
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--int8_mode).",
     )
     add_int8_mode_argument(parser)
+    add_shortlist_argument(parser)
     add_threads_argument(parser)
     parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
     parser.add_argument("--no_progress", action="store_true", help="Hide the progress bars (loading, translating).")
@@ -146,6 +147,8 @@ def check_arguments(args) -> None:
         raise UsageError(str(error)) from error
     if args.int8 and (args.dtype != "float32" or (args.device or "cpu") != "cpu"):
         raise UsageError("--int8 quantises a float32 model for CPU: leave --dtype and --device at their defaults")
+    if shortlist_problem(args.backend, args.shortlist, args.model) is not None:
+        raise UsageError(shortlist_problem(args.backend, args.shortlist, args.model))
     if args.backend == "onnx":
         problem = onnx_backend_problem(args.int8, args.device, args.dtype)
         if problem is not None:
@@ -252,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         with progress_bars(not args.no_progress):
             if args.backend == "onnx":
                 int8 = int8_option(args.int8, args.int8_mode, args.backend)
-                model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code)
+                model, tokenizer = load_onnx_model(args.model, int8, args.trust_remote_code, shortlist=args.shortlist)
             else:
                 device = "cpu" if args.int8 else args.device
                 model, tokenizer = load_model(args.model, device, args.dtype, args.trust_remote_code)

@@ -16,6 +16,9 @@
   over a folder (`open_export`), the lock, the replacement of an export and its recovery, and the int8 graphs added
   to a folder (`add_int8_graphs`), which `onnx_int8` quantises (ONNX Runtime's quantisers).
 * `onnx_backend`: `load_onnx_model`, the scripts' `--backend onnx` (an export, or a saved model exported on the fly).
+* `shortlist`: the vocabulary shortlist (candidate target tokens from the source tokens, CTranslate2's vocabulary map
+  format; `python -m hf_unified_mt.deployment.shortlist` builds one from a corpus), which `ORTModelForSeq2SeqLM`
+  applies per call; `onnx_shortlist` restricts the search graphs' output projection to the candidates.
 * `tokenizer_files`: `save_tokenizer` and the clean-up of transformers' load options in `tokenizer_config.json`,
   shared with training and `hub_upload.py`.
 

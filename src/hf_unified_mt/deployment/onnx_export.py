@@ -94,6 +94,7 @@ from .onnx_patcher import (
     exportable,
     step_attentions,
 )
+from .shortlist import SHORTLIST_FILE, build_shortlist, read_pairs
 from .tokenizer_files import save_tokenizer
 
 
@@ -417,7 +418,7 @@ def _source_record(source: str | os.PathLike | None) -> dict:
 
 
 def _write_export(
-    model, folder: Path, tokenizer, encoder_kwargs: dict, int8: str | None, verify: bool, source: dict
+    model, folder: Path, tokenizer, encoder_kwargs: dict, int8: str | None, verify: bool, source: dict, shortlist=None
 ) -> None:
     """Writes a complete, verified export into the empty `folder`, its manifest last."""
     import onnx
@@ -440,6 +441,8 @@ def _write_export(
             model.generation_config.save_pretrained(folder)
         if tokenizer is not None:
             save_tokenizer(tokenizer, folder)
+        if shortlist is not None:
+            shortlist.write(folder / SHORTLIST_FILE, tokenizer)
         write_manifest(
             folder,
             {
@@ -474,6 +477,7 @@ def export_onnx(
     verify: bool = True,
     overwrite: bool = False,
     source: str | os.PathLike | None = None,
+    shortlist=None,
 ) -> Path:
     """Exports `model` (any architecture of the package, float32, on CPU) to `output_dir`: `encoder.onnx`,
     `decoder_step.onnx`, the cache layout `onnx_cache.json`, the config, the generation config, the tokenizer if
@@ -485,7 +489,9 @@ def export_onnx(
     (`verify_export`). `int8` also writes the graphs quantised to int8 by ONNX Runtime: True or "dynamic",
     `*.int8.onnx`; "per_row", `*.int8.per_row.onnx`, whose translations do not depend on the batch. `encoder_pass` fixes
     the Multi-Pass encoder's pass. `source`: the saved model folder `model` was loaded from, unchanged; the sha256 of
-    its weights files go into the manifest.
+    its weights files go into the manifest. `shortlist`: a vocabulary shortlist (`shortlist.Shortlist`, e.g.
+    `build_shortlist(tokenizer, sources, targets)` of the training corpus) written as the folder's `vmap.txt`, in the
+    tokens of `tokenizer`, which `ORTModelForSeq2SeqLM.from_pretrained(output_dir, shortlist=True)` uses.
 
     `output_dir` must be new or empty, or, with `overwrite`, an earlier export (`check_output_dir`): never a saved
     model. The export is built and verified in a folder of its own inside it and then moved into place
@@ -497,6 +503,8 @@ def export_onnx(
     """
     encoder_kwargs = {"encoder_pass": encoder_pass} if encoder_pass is not None else {}
     check_exportable(model, encoder_kwargs)
+    if shortlist is not None and tokenizer is None:
+        raise ValueError("a shortlist is written in the tokens of the tokenizer: export it with its tokenizer")
     int8 = int8_mode(int8)
     output_dir = Path(output_dir)
     check_output_dir(output_dir, overwrite)
@@ -513,7 +521,7 @@ def export_onnx(
             earlier, leftovers = export_folder_contents(output_dir, overwrite)
             build = build_folder(output_dir)
             try:
-                _write_export(model, build, tokenizer, encoder_kwargs, int8, verify, source_record)
+                _write_export(model, build, tokenizer, encoder_kwargs, int8, verify, source_record, shortlist)
             except BaseException:
                 shutil.rmtree(build, ignore_errors=True)
                 raise
@@ -552,6 +560,10 @@ def main(argv: list[str] | None = None) -> None:
         "listed). Nothing else is ever replaced.",
     )
     parser.add_argument("--trust_remote_code", action="store_true", help="Allow custom code saved with the model.")
+    parser.add_argument(
+        "--shortlist_pairs",
+        help=f"Build a vocabulary shortlist ({SHORTLIST_FILE}) from this training corpus (source<TAB>target lines).",
+    )
     args = parser.parse_args(argv)
 
     def fail(message: str) -> None:
@@ -584,6 +596,12 @@ def main(argv: list[str] | None = None) -> None:
         )
     except (OSError, ValueError) as error:
         fail(f"cannot load the model {args.model}: {error}")
+    shortlist = None
+    if args.shortlist_pairs:
+        try:
+            shortlist = build_shortlist(tokenizer, *read_pairs(args.shortlist_pairs))
+        except (OSError, ValueError) as error:
+            fail(error)
     try:
         export_onnx(
             model,
@@ -593,6 +611,7 @@ def main(argv: list[str] | None = None) -> None:
             int8=int8,
             overwrite=args.overwrite,
             source=args.model,
+            shortlist=shortlist,
         )
     except (OSError, ValueError) as error:
         fail(error)

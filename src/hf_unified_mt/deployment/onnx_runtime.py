@@ -32,6 +32,10 @@ returned sequences), the native search does not even loop in Python: the whole s
 a search graph (`onnx_search_graph.py`: an ONNX `Loop` around the step graph), built from the step graph's file on
 first use, with the same tokens. `search_graphs=False` keeps the loop in Python.
 
+A vocabulary shortlist (`from_pretrained(..., shortlist=...)`, `shortlist.py`) restricts each call's target tokens
+to its batch's candidates: the search graphs project onto the candidate columns only (`onnx_shortlist.py`), the other
+paths give every other token the logit -inf, which is the same distribution; without one, nothing changes.
+
 `generate()`'s preparation of a call (copying and validating the generation config, inspecting signatures, building
 processors) took a third of a 20-token call at batch 1. So a call the native loop took is kept as a plan (its
 prepared generation config, logits processors and stopping criteria) under its options and the model's generation
@@ -58,9 +62,10 @@ import hf_unified_mt  # noqa: F401  (registers the configs and the stateful cach
 
 from ..modeling_mt_common import CACHE_FIELD, CallersLengthMixin, check_right_padded
 from .onnx_folder import manifest_stamp, open_export, weights_files
-from .onnx_format import ENCODER_INPUTS, CacheLayout, is_onnx_export
+from .onnx_format import DECODER_FILE, ENCODER_INPUTS, TOKENIZER_FILES, CacheLayout, is_onnx_export
 from .onnx_search import StepRunner, beam_search, greedy_search, plan_key, stopping_limits, unsupported_options
 from .onnx_search_graph import SearchGraphs, graph_call
+from .shortlist import SHORTLIST_FILE, Shortlist
 
 
 logger = logging.getLogger(__name__)
@@ -110,6 +115,28 @@ def _session(graph: Path | bytes, num_threads: int | None):
 def _refuse_maps(output_attentions: bool | None, output_hidden_states: bool | None) -> None:
     if output_attentions or output_hidden_states:
         raise ValueError("The ONNX graphs return no attention maps or hidden states; run the PyTorch model for them")
+
+
+def _mask_array(attention_mask) -> np.ndarray | None:
+    return None if attention_mask is None else np.asarray(attention_mask)
+
+
+def _read_shortlist(path: Path, shortlist) -> Shortlist | None:
+    """The `shortlist` argument of `from_pretrained` as a `Shortlist` (None: none), read in the folder's tokenizer."""
+    if shortlist is None or shortlist is False or isinstance(shortlist, Shortlist):
+        return shortlist or None
+    file = path / SHORTLIST_FILE if shortlist is True else Path(shortlist)
+    if not file.is_file():
+        if shortlist is True:
+            raise ValueError(
+                f"{path} has no {SHORTLIST_FILE}: export it with --shortlist_pairs, or pass a shortlist file"
+            )
+        raise ValueError(f"the shortlist file {file} does not exist")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ValueError(f"{path} has no tokenizer, which a shortlist file's tokens are read with")
+    from transformers import AutoTokenizer
+
+    return Shortlist.read(file, AutoTokenizer.from_pretrained(path))
 
 
 def _numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -178,12 +205,17 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         native_search: bool = True,
         search_graphs: bool = True,
         decoder_file: Path | None = None,
+        shortlist: Shortlist | None = None,
+        float_decoder_file: Path | None = None,
     ):
         """`decoder_file`: the step graph's file, which the search graphs are built from (default: the one
-        `decoder_session` was loaded from)."""
+        `decoder_session` was loaded from); `float_decoder_file` its float original where it is int8 (the shortlisted
+        search graphs read the output weights from it). `shortlist`: the vocabulary shortlist of every call."""
         super().__init__(config)
         self.native_search = native_search
         self.search_graphs = search_graphs
+        self.shortlist = shortlist
+        self._candidates = None  # the candidate ids of the call under way (a shortlist's), sorted
         step_file = decoder_file or getattr(decoder_session, "_model_path", None)
         threads = decoder_session.get_session_options().intra_op_num_threads
         self._search_graphs = SearchGraphs(
@@ -191,6 +223,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
             len(layout.cross_names()),
             lambda graph: _session(graph, threads),
             config.vocab_size,
+            float_step_file=float_decoder_file,
         )
         self._fallbacks_said = set()
         self._plans = {}  # plan key (`onnx_search.plan_key`) -> a prepared call the native loop took
@@ -211,6 +244,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         num_threads: int | None = None,
         native_search: bool = True,
         search_graphs: bool = True,
+        shortlist: bool | str | os.PathLike | Shortlist | None = None,
         **kwargs,
     ) -> ORTModelForSeq2SeqLM:
         """Loads a folder written by `export_onnx`, after checking it against its manifest (`onnx_folder.check_export`:
@@ -220,6 +254,9 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         not. Each mode reads only its own graphs, quantised next to the float ones on first use and recorded in the
         manifest. `native_search=False` decodes through transformers' loops only; `search_graphs=False` runs greedy
         and beam search in the native loop of `onnx_search.py` rather than as one graph (`onnx_search_graph.py`).
+        `shortlist`: a vocabulary shortlist for every call (`shortlist.py`): True for the folder's own (`vmap.txt`,
+        written by `onnx_export --shortlist_pairs`), a vocabulary map file (CTranslate2's format, in the tokens of
+        the folder's tokenizer) or a `Shortlist`; None (the default) scores the whole vocabulary.
 
         A folder another process writes into meanwhile (an export replacing this one, int8 graphs quantised) is read
         again once it has: each load reads one export, the earlier or the new one, never half of each. An export that
@@ -232,7 +269,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         for attempt in range(tries):
             stamp = manifest_stamp(path)
             try:
-                model = cls._load_export(path, int8, num_threads, native_search, search_graphs)
+                model = cls._load_export(path, int8, num_threads, native_search, search_graphs, shortlist)
             except (OSError, ValueError):
                 if attempt + 1 < tries and manifest_stamp(path) != stamp:
                     continue  # the folder changed while it was read: read it again
@@ -245,7 +282,9 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         )
 
     @classmethod
-    def _load_export(cls, path: Path, int8: bool | str, num_threads, native_search: bool, search_graphs: bool):
+    def _load_export(
+        cls, path: Path, int8: bool | str, num_threads, native_search: bool, search_graphs: bool, shortlist=None
+    ):
         """One reading of the export in `path` for `from_pretrained`: the files `onnx_folder.open_export` checked and
         the config beside them, as a model; None where int8 graphs were quantised into the folder first (the folder,
         and its manifest, then have to be read again)."""
@@ -256,6 +295,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         generation_config = None
         if (path / "generation_config.json").is_file():
             generation_config = GenerationConfig.from_pretrained(path)
+        shortlist = _read_shortlist(path, shortlist)
         encoder, decoder = (_session(file, num_threads) for file in (export.encoder, export.decoder))
         model = cls(
             config,
@@ -266,6 +306,8 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
             native_search=native_search,
             search_graphs=search_graphs,
             decoder_file=export.decoder,
+            shortlist=shortlist,
+            float_decoder_file=path / DECODER_FILE,
         )
         model._scratch = export.scratch  # the int8 graphs of a read-only folder, which the search graphs are built from
         return model
@@ -323,7 +365,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         which `rows_per_sentence` consecutive rows (a sentence's beams) share."""
         cross = self._cross_arrays(cross_key_values)
         self._cross = None  # the runner holds them; do not keep the call's tensors on the model
-        return StepRunner(
+        runner = StepRunner(
             self.decoder_session,
             self.layout,
             _numpy(attention_mask.long()),
@@ -331,6 +373,27 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
             self.config.max_position_embeddings,
             rows_per_sentence=rows_per_sentence,
         )
+        runner.blocked = self._blocked()
+        return runner
+
+    def _blocked(self) -> np.ndarray | None:
+        """The ids outside the call's shortlist candidates (None without a shortlist)."""
+        if self._candidates is None:
+            return None
+        blocked = np.ones(self.config.vocab_size, dtype=bool)
+        blocked[self._candidates] = False
+        return np.flatnonzero(blocked)
+
+    def _required_ids(self, kwargs: dict) -> list[int]:
+        """The ids a shortlisted call must keep: the start, </s>, padding and forced tokens of the call."""
+        ids = []
+        for name in ("decoder_start_token_id", "eos_token_id", "pad_token_id", "forced_bos_token_id", "bos_token_id"):
+            for source in (kwargs, self.generation_config, self.config):
+                value = kwargs.get(name) if source is kwargs else getattr(source, name, None)
+                if value is not None:
+                    ids += [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+                    break
+        return ids
 
     # generate()'s own keyword arguments, which a plan never repeats
     _GENERATE_ARGUMENTS = (
@@ -350,6 +413,14 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         """transformers' `generate()`; a call that repeats the options of one the native loop took before runs that
         call's plan instead (see the module docstring): the same tokens, without preparing the call again."""
         input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+        if self.shortlist is not None and self._candidates is None and isinstance(input_ids, torch.Tensor):
+            self._candidates = self.shortlist.candidates(
+                input_ids.numpy(), _mask_array(kwargs.get("attention_mask")), self._required_ids(kwargs)
+            )
+            try:
+                return self.generate(inputs, **kwargs)
+            finally:
+                self._candidates = None
         options = {k: v for k, v in kwargs.items() if k not in ("input_ids", "attention_mask")}
         key = None
         if self.native_search and isinstance(input_ids, torch.Tensor) and input_ids.ndim == 2:
@@ -416,9 +487,9 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
                     search, input_ids, logits_processor, max_length, eos, pad, generation_config, positions
                 )
             call, why = kept["graph_call"]
-            why = why or self._search_graphs.missing(call)
+            why = why or self._search_graphs.missing(call, self._candidates is not None)
             if why is None:  # the whole search in one ONNX Runtime run
-                return self._search_graphs.run(call, runner, input_ids)
+                return self._search_graphs.run(call, runner, input_ids, self._candidates)
             self._say_once(
                 f"ONNX Runtime {search} search runs in the native loop in Python, not as one graph, for: {why}"
             )
@@ -531,6 +602,9 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         feeds += self._cache_inputs(cache, batch)
         outputs = self.decoder_session.run(None, dict(zip(self.decoder_input_names, feeds)))
         self._store_cache(cache, outputs[1:], batch)
+        blocked = self._blocked()
+        if blocked is not None:
+            outputs[0][:, blocked] = -np.inf
         return torch.from_numpy(outputs[0])
 
     def _cross_arrays(self, cross_key_values: torch.Tensor) -> list[np.ndarray]:

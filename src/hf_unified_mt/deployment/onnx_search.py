@@ -201,6 +201,7 @@ class StepRunner:
             self.grows += [False] * len(spec.states)
         self.binding = None
         self.length = 0
+        self.blocked = None  # ids whose logits are set to -inf (those outside a shortlist's candidates)
 
     def _bind(self) -> None:
         """Binds the static inputs and allocates the first step's states and the logits buffer."""
@@ -256,6 +257,8 @@ class StepRunner:
         self.length += 1
         self._token = token  # bound until the next step
         logits = self.logits if self.logits is not None else binding.get_outputs()[0].numpy()
+        if self.blocked is not None:
+            logits[:, self.blocked] = -np.inf
         return torch.from_numpy(logits)
 
     def reorder(self, rows: torch.Tensor) -> None:

@@ -211,10 +211,25 @@ class StepGraph:
         self.cross = inputs[3 : 3 + cross_count]
         self.pasts = inputs[3 + cross_count :]
         self.logits, *self.presents = [value.name for value in graph.output]
+        # what a search graph around this step adds outside its `Loop` (a shortlist's, `onnx_shortlist.shortlisted`)
+        self.outer_nodes, self.outer_initializers, self.outer_extra_inputs = [], [], []
         if len(self.pasts) != len(self.presents):
             raise ValueError(
                 f"the decoder step graph has {len(self.pasts)} cache inputs and {len(self.presents)} cache outputs"
             )
+
+    def on_candidates(self, weight: np.ndarray, bias: np.ndarray | None) -> StepGraph:
+        """This step on a shortlist's candidates (`onnx_shortlist.shortlisted`): `token` then names the token in the
+        candidates' numbering, and the logits are the candidate columns of `weight` and `bias` (the float step
+        graph's output projection), gathered once per call outside the `Loop` (`search.shortlist`: the ids)."""
+        from .onnx_shortlist import Names, find_output_projection, outer_parts, shortlisted
+
+        projection = find_output_projection(self.model.graph, self.logits)
+        projection.bias = bias
+        step = StepGraph(shortlisted(self.model, projection, self.token, self.logits, PREFIX), len(self.cross))
+        step.token = Names(PREFIX).token
+        step.outer_initializers, step.outer_nodes, step.outer_extra_inputs = outer_parts(weight, bias, PREFIX)
+        return step
 
     def body(self, nodes_before: list, nodes_after: list, inputs: list, outputs: list):
         """A `Loop` body: the given nodes around the step graph's, its initializers kept inside."""
@@ -245,7 +260,13 @@ def _value(name: str, elem_type: int, shape=None):
 def _model(step: StepGraph, nodes: list, inputs: list, outputs: list, name: str):
     from onnx import helper
 
-    graph = helper.make_graph(nodes, name, [*step.outer_inputs(), *inputs], outputs)
+    graph = helper.make_graph(
+        [*step.outer_nodes, *nodes],
+        name,
+        [*step.outer_inputs(), *step.outer_extra_inputs, *inputs],
+        outputs,
+        initializer=step.outer_initializers,
+    )
     return helper.make_model(graph, opset_imports=list(step.model.opset_import), ir_version=step.model.ir_version)
 
 
@@ -473,43 +494,83 @@ def beam_search_model(step: StepGraph, no_repeat_ngram_size: int, early_stopping
 
 class SearchGraphs:
     """The search graphs of one decoder step graph (`step_file`), each built and loaded into its own ONNX Runtime
-    session on first use (`session(model_bytes)`) and kept per `GraphCall.key` (at most `limit` of them)."""
+    session on first use (`session(model_bytes)`) and kept per `GraphCall.key` and shortlist use (at most `limit` of
+    them). A shortlisted search (`run(..., candidates)`, `onnx_shortlist.py`) projects onto the candidate columns of
+    the float step graph's output weights (`float_step_file`: the step graph's float original, where it is int8)."""
 
-    def __init__(self, step_file, cross_count: int, session, vocab_size: int, limit: int = 4):
+    def __init__(self, step_file, cross_count: int, session, vocab_size: int, limit: int = 4, float_step_file=None):
         self.step_file = step_file
+        self.float_step_file = float_step_file or step_file
         self.cross_count = cross_count
         self.session = session
         self.vocab_size = vocab_size
         self.limit = limit
         self.sessions = {}
+        self._output_weights = None
 
-    def missing(self, call: GraphCall) -> str | None:
+    def missing(self, call: GraphCall, shortlisted: bool = False) -> str | None:
         """Why the call's graph cannot be built (its step graph's file is not there), or None."""
-        if call.key in self.sessions or (self.step_file is not None and os.path.isfile(self.step_file)):
+        files = [self.step_file, self.float_step_file] if shortlisted else [self.step_file]
+        if (call.key, shortlisted) in self.sessions or all(f is not None and os.path.isfile(f) for f in files):
             return None
-        return f"the step graph's file ({self.step_file}) is gone"
+        return f"the step graph's file ({' or '.join(str(f) for f in files)}) is gone"
 
-    def _session_for(self, call: GraphCall):
-        if call.key not in self.sessions:
+    def output_weights(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The float step graph's output projection weight `[width, vocab]` and bias (or None), read once."""
+        if self._output_weights is None:
+            import onnx
+
+            from .onnx_shortlist import find_output_projection
+
+            graph = onnx.load(str(self.float_step_file)).graph
+            projection = find_output_projection(graph, graph.output[0].name, with_weights=True)
+            self._output_weights = projection.weight, projection.bias
+        return self._output_weights
+
+    def _session_for(self, call: GraphCall, shortlisted: bool = False):
+        key = (call.key, shortlisted)
+        if key not in self.sessions:
             import onnx
 
             step = StepGraph(onnx.load(str(self.step_file)), self.cross_count)
+            if shortlisted:
+                step = step.on_candidates(*self.output_weights())
             if call.search == "greedy":
                 model = greedy_search_model(step, call.no_repeat_ngram_size, call.min_length > 0)
             else:
                 model = beam_search_model(step, call.no_repeat_ngram_size, call.early_stopping, call.min_length > 0)
             if len(self.sessions) >= self.limit:
                 self.sessions.pop(next(iter(self.sessions)))
-            self.sessions[call.key] = (step, self.session(model.SerializeToString()))
-        return self.sessions[call.key]
+            self.sessions[key] = (step, self.session(model.SerializeToString()))
+        return self.sessions[key]
 
-    def run(self, call: GraphCall, runner, start: torch.Tensor) -> torch.Tensor:
+    def run(self, call: GraphCall, runner, start: torch.Tensor, candidates: np.ndarray | None = None) -> torch.Tensor:
         """The search for one call: `runner` (an `onnx_search.StepRunner`) holds its bound source mask and
         cross-attention inputs and the cache states' shapes; `start` the start token of each row. Returns the start
-        tokens and the new ones, as `onnx_search.greedy_search` / `beam_search` do."""
-        step, session = self._session_for(call)
+        tokens and the new ones, as `onnx_search.greedy_search` / `beam_search` do. With `candidates` (sorted ids,
+        the start, </s> and pad ids among them) the search scores those tokens only, in their own numbering."""
+        fill = int(unwritten_fill(call.pad, call.eos))  # in the vocabulary's numbering, as transformers picks it
+        if candidates is not None:
+            candidates = np.ascontiguousarray(candidates, dtype=np.int64)
+
+            def local(ids) -> np.ndarray:
+                ids = np.asarray(ids, dtype=np.int64)
+                where = np.minimum(np.searchsorted(candidates, ids), len(candidates) - 1)
+                if not np.array_equal(candidates[where], ids):
+                    raise ValueError(f"the shortlist's candidates lack the ids {sorted(set(ids.ravel().tolist()))}")
+                return where
+
+            call = dataclasses.replace(
+                call,
+                eos=tuple(local(call.eos).tolist()),
+                pad=int(local(call.pad)),
+                block=tuple(local(call.block).tolist()),
+            )
+            start = torch.from_numpy(local(start.numpy()))
+            fill = int(local(fill)) if fill >= 0 else fill
+        step, session = self._session_for(call, candidates is not None)
         rows = start.shape[0]
-        end_block = np.zeros(self.vocab_size, dtype=np.float32)
+        end_block = np.zeros(self.vocab_size if candidates is None else len(candidates), dtype=np.float32)
         end_block[list(call.block)] = -np.inf
         feeds = {
             step.mask: runner.static[0],
@@ -519,16 +580,20 @@ class SearchGraphs:
             PREFIX + "end_block": end_block,
             PREFIX + "eos": np.array(call.eos, dtype=np.int64),
         }
+        if candidates is not None:
+            feeds[PREFIX + "shortlist"] = candidates
         for name, shape in zip(step.pasts, runner.shapes):
             feeds[PREFIX + "initial." + name] = np.zeros((rows, *shape), dtype=np.float32)
         tokens = np.ascontiguousarray(start.numpy(), dtype=np.int64)
         if call.search == "greedy":
             feeds.update({PREFIX + "sequences": tokens, PREFIX + "pad": np.array(call.pad, dtype=np.int64)})
-            return torch.from_numpy(session.run([PREFIX + "output"], feeds)[0])
-        return self._beam(session, feeds, call, tokens)
+            output = torch.from_numpy(session.run([PREFIX + "output"], feeds)[0])
+        else:
+            output = self._beam(session, feeds, call, tokens, fill)
+        return output if candidates is None else torch.from_numpy(candidates[output.numpy()])
 
     @staticmethod
-    def _beam(session, feeds, call: GraphCall, tokens: np.ndarray) -> torch.Tensor:
+    def _beam(session, feeds, call: GraphCall, tokens: np.ndarray, fill: int) -> torch.Tensor:
         num_beams, length_penalty, num_return_sequences = call.num_beams, call.length_penalty, call.num_return_sequences
         rows = tokens.shape[0]
         batch, prompt = rows // num_beams, 1
@@ -542,7 +607,6 @@ class SearchGraphs:
             best = finish
         running_scores = np.zeros((batch, num_beams), dtype=np.float32)
         running_scores[:, 1:] = -1e9
-        fill = int(unwritten_fill(call.pad, call.eos))
         sentence = np.arange(batch, dtype=np.int64)[:, None]
         feeds.update(
             {

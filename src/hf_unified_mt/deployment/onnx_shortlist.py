@@ -1,0 +1,210 @@
+# Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
+"""The vocabulary shortlist inside the search graphs (`onnx_search_graph.py`, which imports this module): the decoder
+step graph's output projection found (`find_output_projection`) and replaced by one onto the candidate columns only
+(`shortlisted`, with `outer_parts` outside the search's `Loop`).
+
+A shortlisted search runs in the candidates' own numbering: the token the step graph embeds is looked up in the
+candidate list (`search.shortlist`), and the step's logits are `hidden @ W[:, candidates] (+ b[candidates])`, the
+columns gathered once per call outside the `Loop`. The search's arithmetic (`onnx_search_graph.py`) is unchanged; the
+ids it is fed (start, </s>, padding) and returns are translated by `SearchGraphs.run`. The projection is computed in
+float32 from the float step graph's weights whatever the int8 mode of the rest of the step (ONNX Runtime's int8
+matmuls take constant weights only), so a shortlisted int8 model scores its candidates in float32.
+
+The softmax over the candidates is the softmax over the whole vocabulary with every other token at -inf, which is
+how the other decoding paths apply a shortlist (`ORTModelForSeq2SeqLM`): the same search, in fewer columns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+# Nodes between the projection and the logits output that leave the vocabulary axis in place: shape changes, and the
+# int8 graphs' rescaling (`Cast`, `Mul` by the scales) and a bias (`Add`).
+PASS_THROUGH = frozenset({"Squeeze", "Unsqueeze", "Reshape", "Identity", "Flatten", "Cast", "Mul", "Add"})
+PROJECTIONS = frozenset({"MatMul", "Gemm", "MatMulInteger", "MatMulNBits"})
+
+
+@dataclasses.dataclass
+class OutputProjection:
+    """Where a step graph computes its logits: the hidden state the projection takes (`hidden`), the nodes from it
+    to the logits (`nodes`, indices into the graph's nodes) and, for a float graph, the weight `[width, vocab]` and
+    the bias `[vocab]` (or None)."""
+
+    hidden: str
+    nodes: list[int]
+    weight: np.ndarray | None = None
+    bias: np.ndarray | None = None
+
+
+def _constants(graph) -> dict[str, object]:
+    """The graph's initializers and `Constant` node outputs, by name (as TensorProtos)."""
+    constants = {tensor.name: tensor for tensor in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = node.attribute[0].t
+    return constants
+
+
+def find_output_projection(graph, logits: str, with_weights: bool = False) -> OutputProjection:
+    """The output projection of a step graph (float, dynamic int8 or per-row int8). A `ValueError` says why a graph
+    whose logits are not one projection of one hidden state (through shape changes, scales and a bias) cannot be
+    shortlisted."""
+    from onnx import numpy_helper
+
+    producer = {name: index for index, node in enumerate(graph.node) for name in node.output}
+    constants = _constants(graph)
+
+    def projection_from(name: str, chain: list[int]) -> tuple[int, list[int]] | None:
+        index = producer.get(name)
+        if index is None:
+            return None
+        node = graph.node[index]
+        if node.op_type in PROJECTIONS:
+            return index, chain
+        if node.op_type not in PASS_THROUGH:
+            return None
+        for source in node.input:
+            if source and source not in constants:
+                found = projection_from(source, [*chain, index])
+                if found is not None:
+                    return found
+        return None
+
+    found = projection_from(logits, [])
+    if found is None:
+        raise ValueError("the decoder step graph's logits are not one projection of a hidden state")
+    index, chain = found
+    node = graph.node[index]
+    hidden = node.input[0]
+    quantizer = graph.node[producer[hidden]] if hidden in producer else None
+    if quantizer is not None and quantizer.op_type == "DynamicQuantizeLinear":
+        hidden = quantizer.input[0]
+    # the nodes that lie between the hidden state and the logits: descendants of one, ancestors of the other
+    ancestors, stack = set(), [logits]
+    while stack:
+        name = stack.pop()
+        if name in producer and producer[name] not in ancestors:
+            ancestors.add(producer[name])
+            stack += list(graph.node[producer[name]].input)
+    between, reached = [], {hidden}
+    for position, candidate in enumerate(graph.node):
+        if position in ancestors and reached.intersection(candidate.input):
+            between.append(position)
+            reached.update(candidate.output)
+    removed_outputs = {name for position in between for name in graph.node[position].output}
+    for position, other in enumerate(graph.node):
+        if position not in between and removed_outputs.intersection(other.input):
+            raise ValueError(f"the step graph's {other.op_type} node {other.name!r} uses the logits' projection")
+    projection = OutputProjection(hidden, between)
+    if with_weights:
+        if node.op_type != "MatMul":
+            raise ValueError(f"a float step graph's logits come from a MatMul, not {node.op_type}")
+        weight_name = node.input[1]
+        if weight_name in constants:
+            weight = numpy_helper.to_array(constants[weight_name])
+        else:
+            transpose = graph.node[producer[weight_name]]
+            perm = [a.ints for a in transpose.attribute if a.name == "perm"]
+            if transpose.op_type != "Transpose" or transpose.input[0] not in constants or list(perm[0]) != [1, 0]:
+                raise ValueError("the logits' projection weight is neither a constant nor its transpose")
+            weight = numpy_helper.to_array(constants[transpose.input[0]]).T
+        projection.weight = np.ascontiguousarray(weight, dtype=np.float32)
+        for position in chain:
+            step = graph.node[position]
+            if step.op_type == "Add":
+                bias = [numpy_helper.to_array(constants[name]) for name in step.input if name in constants]
+                projection.bias = np.asarray(bias[0], dtype=np.float32).reshape(-1)
+            elif step.op_type not in ("Squeeze", "Unsqueeze", "Reshape", "Identity", "Flatten"):
+                raise ValueError(f"a {step.op_type} node between the logits' projection and the logits")
+    return projection
+
+
+def _used_names(nodes) -> set[str]:
+    """Every input name of `nodes` and of the nodes of their subgraphs."""
+    used = set()
+    for node in nodes:
+        used.update(node.input)
+        for attribute in node.attribute:
+            if attribute.g is not None:
+                used |= _used_names(attribute.g.node)
+            for graph in attribute.graphs:
+                used |= _used_names(graph.node)
+    return used
+
+
+def shortlisted(model, projection: OutputProjection, token: str, logits: str, prefix: str):
+    """A copy of the step graph `model` that runs on a candidate list: its token (the node output or input `token`)
+    looked up in `{prefix}shortlist` from `{prefix}shortlist.token`, and its `logits` `[rows, candidates]` projected
+    onto the candidate columns `{prefix}shortlist.w` (and bias `{prefix}shortlist.b`), which `outer_parts` gathers
+    once per call outside the step. The projection's nodes (`find_output_projection`) and the initializers no node
+    uses any more are left out."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    names = Names(prefix)
+    restricted = onnx.ModelProto()
+    restricted.CopyFrom(model)
+    graph = restricted.graph
+    removed = set(projection.nodes)
+    kept = [node for position, node in enumerate(graph.node) if position not in removed]
+    scores = prefix + "shortlist.scores"
+    tail = [helper.make_node("MatMul", [projection.hidden, names.weight], [scores])]
+    if projection.bias is not None:
+        tail.append(helper.make_node("Add", [scores, names.bias], [prefix + "shortlist.biased"]))
+        scores = prefix + "shortlist.biased"
+    shape = prefix + "shortlist.shape"
+    tail += [
+        helper.make_node("Constant", [], [shape], value=numpy_helper.from_array(np.array([0, -1], np.int64), shape)),
+        helper.make_node("Reshape", [scores, shape], [logits]),
+    ]
+    head = [helper.make_node("Gather", [names.shortlist, names.token], [token], axis=0)]
+    used = _used_names([*head, *kept, *tail])
+    initializers = [tensor for tensor in graph.initializer if tensor.name in used]
+    del graph.node[:]
+    graph.node.extend([*head, *kept, *tail])
+    del graph.initializer[:]
+    graph.initializer.extend(initializers)
+    return restricted
+
+
+@dataclasses.dataclass(frozen=True)
+class Names:
+    """The shortlist's names in a search graph (all under `prefix`)."""
+
+    prefix: str
+
+    @property
+    def shortlist(self) -> str:  # input: the candidate ids, sorted
+        return self.prefix + "shortlist"
+
+    @property
+    def token(self) -> str:  # the step's token in the candidates' numbering
+        return self.prefix + "shortlist.token"
+
+    @property
+    def weight(self) -> str:
+        return self.prefix + "shortlist.w"
+
+    @property
+    def bias(self) -> str:
+        return self.prefix + "shortlist.b"
+
+
+def outer_parts(weight: np.ndarray, bias: np.ndarray | None, prefix: str) -> tuple[list, list, list]:
+    """What a search graph adds outside its `Loop` for `shortlisted`: the full output weight `[width, vocab]` (and
+    bias) as initializers, the `Gather`s of the candidate columns and the candidate input."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    names = Names(prefix)
+    full_weight, full_bias = prefix + "shortlist.full_w", prefix + "shortlist.full_b"
+    initializers = [numpy_helper.from_array(weight, full_weight)]
+    nodes = [helper.make_node("Gather", [full_weight, names.shortlist], [names.weight], axis=1)]
+    if bias is not None:
+        initializers.append(numpy_helper.from_array(bias, full_bias))
+        nodes.append(helper.make_node("Gather", [full_bias, names.shortlist], [names.bias], axis=0))
+    inputs = [helper.make_tensor_value_info(names.shortlist, onnx.TensorProto.INT64, ["candidates"])]
+    return initializers, nodes, inputs
