@@ -219,16 +219,23 @@ class StepGraph:
             )
 
     def on_candidates(self, weight: np.ndarray, bias: np.ndarray | None) -> StepGraph:
-        """This step on a shortlist's candidates (`onnx_shortlist.shortlisted`): `token` then names the token in the
-        candidates' numbering, and the logits are the candidate columns of `weight` and `bias` (the float step
-        graph's output projection), gathered once per call outside the `Loop` (`search.shortlist`: the ids)."""
-        from .onnx_shortlist import Names, find_output_projection, outer_parts, shortlisted
+        """This step on a shortlist's candidates: `token` then names the token in the candidates' numbering, and the
+        logits are those of the candidate columns, gathered once per call outside the `Loop` (`search.shortlist`: the
+        ids). A dynamic int8 step keeps its int8 projection on those columns (`onnx_shortlist.restrict_columns`);
+        float and per-row int8 steps project in float32 onto the columns of `weight` and `bias`, the float step
+        graph's (`onnx_shortlist.shortlisted`)."""
+        from .onnx_shortlist import Names, find_output_projection, outer_parts, restrict_columns, shortlisted
 
         projection = find_output_projection(self.model.graph, self.logits)
-        projection.bias = bias
-        step = StepGraph(shortlisted(self.model, projection, self.token, self.logits, PREFIX), len(self.cross))
+        if self.model.graph.node[projection.projection].op_type == "MatMulInteger":  # dynamic int8: kept as it is
+            model, outer = restrict_columns(self.model, projection, weight.shape[1], self.token, PREFIX)
+        else:
+            projection.bias = bias
+            model = shortlisted(self.model, projection, self.token, self.logits, PREFIX)
+            outer = outer_parts(weight, bias, PREFIX)
+        step = StepGraph(model, len(self.cross))
         step.token = Names(PREFIX).token
-        step.outer_initializers, step.outer_nodes, step.outer_extra_inputs = outer_parts(weight, bias, PREFIX)
+        step.outer_initializers, step.outer_nodes, step.outer_extra_inputs = outer
         return step
 
     def body(self, nodes_before: list, nodes_after: list, inputs: list, outputs: list):

@@ -6,9 +6,11 @@ step graph's output projection found (`find_output_projection`) and replaced by 
 A shortlisted search runs in the candidates' own numbering: the token the step graph embeds is looked up in the
 candidate list (`search.shortlist`), and the step's logits are `hidden @ W[:, candidates] (+ b[candidates])`, the
 columns gathered once per call outside the `Loop`. The search's arithmetic (`onnx_search_graph.py`) is unchanged; the
-ids it is fed (start, </s>, padding) and returns are translated by `SearchGraphs.run`. The projection is computed in
-float32 from the float step graph's weights whatever the int8 mode of the rest of the step (ONNX Runtime's int8
-matmuls take constant weights only), so a shortlisted int8 model scores its candidates in float32.
+ids it is fed (start, </s>, padding) and returns are translated by `SearchGraphs.run`. A dynamic int8 step keeps its
+own int8 projection, on the candidate columns of its int8 weight (`restrict_columns`): its logits are the int8
+model's. Float and per-row int8 steps project in float32 onto the columns of the float step graph's weights
+(`shortlisted`; `MatMulNBits` fixes its output width in an attribute), so a per-row int8 model scores its candidates
+in float32.
 
 The softmax over the candidates is the softmax over the whole vocabulary with every other token at -inf, which is
 how the other decoding paths apply a shortlist (`ORTModelForSeq2SeqLM`): the same search, in fewer columns.
@@ -37,6 +39,8 @@ class OutputProjection:
     nodes: list[int]
     weight: np.ndarray | None = None
     bias: np.ndarray | None = None
+    projection: int = -1  # the index of the projection node (`MatMul`, `MatMulInteger`, ...)
+    after: list[int] = dataclasses.field(default_factory=list)  # the nodes between it and the logits
 
 
 def _constants(graph) -> dict[str, object]:
@@ -98,7 +102,7 @@ def find_output_projection(graph, logits: str, with_weights: bool = False) -> Ou
     for position, other in enumerate(graph.node):
         if position not in between and removed_outputs.intersection(other.input):
             raise ValueError(f"the step graph's {other.op_type} node {other.name!r} uses the logits' projection")
-    projection = OutputProjection(hidden, between)
+    projection = OutputProjection(hidden, between, projection=index, after=chain)
     if with_weights:
         if node.op_type != "MatMul":
             raise ValueError(f"a float step graph's logits come from a MatMul, not {node.op_type}")
@@ -191,6 +195,55 @@ class Names:
     @property
     def bias(self) -> str:
         return self.prefix + "shortlist.b"
+
+
+def restrict_columns(model, projection: OutputProjection, vocab_size: int, token: str, prefix: str):
+    """The step graph `model` on a candidate list, its own arithmetic kept (ONNX Runtime's dynamic int8: the hidden
+    state quantised per tensor, `MatMulInteger` with the int8 weight, rescaled): every constant of the nodes from the
+    hidden state to the logits whose last axis is the vocabulary (the weight, per-column scales or zero points, a
+    bias) is replaced by its candidate columns, gathered once per call outside the `Loop`. The logits are then the
+    int8 model's own logits of the candidates. Returns the graph and the outer parts (`outer_parts`'s kinds)."""
+    import onnx
+    from onnx import helper
+
+    names = Names(prefix)
+    restricted = onnx.ModelProto()
+    restricted.CopyFrom(model)
+    graph = restricted.graph
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    moved, outer_nodes = {}, []
+    for position in projection.nodes:
+        node = graph.node[position]
+        for slot, name in enumerate(node.input):
+            tensor = initializers.get(name)
+            if tensor is None or not tensor.dims or tensor.dims[-1] != vocab_size:
+                continue
+            if name not in moved:
+                moved[name] = f"{prefix}shortlist.columns.{len(moved)}"
+                outer_nodes.append(
+                    helper.make_node("Gather", [name, names.shortlist], [moved[name]], axis=len(tensor.dims) - 1)
+                )
+            node.input[slot] = moved[name]
+    if not moved:
+        raise ValueError("the logits' projection has no constant with the vocabulary as its last axis")
+    graph.node.insert(0, helper.make_node("Gather", [names.shortlist, names.token], [token], axis=0))
+    used = _used_names(graph.node)
+    outer_initializers = []
+    for name in moved:
+        tensor = initializers[name]
+        if name in used:  # the body still uses it elsewhere: the outer scope gets a copy under a name of its own
+            copy = onnx.TensorProto()
+            copy.CopyFrom(tensor)
+            copy.name = f"{prefix}shortlist.full.{name}"
+            for node in outer_nodes:
+                node.input[0] = copy.name if node.input[0] == name else node.input[0]
+            tensor = copy
+        outer_initializers.append(tensor)
+    kept = [tensor for tensor in graph.initializer if tensor.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    inputs = [helper.make_tensor_value_info(names.shortlist, onnx.TensorProto.INT64, ["candidates"])]
+    return restricted, (outer_initializers, outer_nodes, inputs)
 
 
 def outer_parts(weight: np.ndarray, bias: np.ndarray | None, prefix: str) -> tuple[list, list, list]:
