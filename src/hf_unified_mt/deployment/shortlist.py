@@ -9,9 +9,11 @@ always candidates. The file is CTranslate2's format, so that one file serves bot
     <source n-gram, tokens separated by spaces>\\t<target token> <target token> ...
     \\t<target token> ...          (an empty n-gram: the tokens that are always candidates)
 
-`build_shortlist` makes such a table from a parallel corpus by sentence-level co-occurrence: every source token keeps
-the `per_source` target tokens with the highest Dice coefficient `2 c(s, t) / (c(s) + c(t))` (`c` counting
-sentence pairs; at least `min_count` together), and the `frequent` most frequent target tokens are always in. A
+`build_shortlist` makes such a table from a parallel corpus by sentence-level co-occurrence: the `frequent` most
+frequent target tokens are always in, and every source token keeps the `per_source` other target tokens most likely
+to appear in a sentence's translation when it is in the sentence, `c(s, t) / c(s)` (`c` counting sentence pairs; at
+least `min_count` together). (Against the Dice coefficient `2 c(s, t) / (c(s) + c(t))`, this covered as many of the
+reference tokens of the embedded corpus's validation verses with a third fewer candidates.) A
 batch's candidates (`Shortlist.candidates`) are the union of its source tokens' rules, those always in and the
 special tokens the search needs (start, </s>, padding, unknown). Nothing here needs ONNX Runtime.
 
@@ -29,8 +31,10 @@ import numpy as np
 
 
 SHORTLIST_FILE = "vmap.txt"  # an export folder's shortlist (`onnx_export --shortlist_pairs`), as CTranslate2 names it
-DEFAULT_FREQUENT = 100
-DEFAULT_PER_SOURCE = 20
+# On the embedded corpus's validation verses (BPE 6,000): 95% of the reference tokens among a batch of 16's candidates
+# (1,330 on average), 91% among a single sentence's
+DEFAULT_FREQUENT = 300
+DEFAULT_PER_SOURCE = 10
 DEFAULT_MIN_COUNT = 2
 
 
@@ -127,9 +131,9 @@ def cooccurrence_shortlist(
     exclude: Iterable[int] = (),
     chunk: int = 2048,
 ) -> Shortlist:
-    """The shortlist of token-id pairs (see the module docstring): per source id, its `per_source` target ids of
-    highest Dice coefficient seen with it in at least `min_count` pairs; the `frequent` most frequent target ids
-    always in. `exclude`: ids counted on neither side (special tokens)."""
+    """The shortlist of token-id pairs (see the module docstring): the `frequent` most frequent target ids always in;
+    per source id, the `per_source` other target ids of highest `c(s, t) / c(s)` seen with it in at least
+    `min_count` pairs. `exclude`: ids counted on neither side (special tokens)."""
     if frequent < 0 or per_source < 1 or min_count < 1:
         raise ValueError("frequent >= 0, per_source >= 1 and min_count >= 1 are needed")
     exclude = np.unique(np.fromiter(exclude, dtype=np.int64))
@@ -155,11 +159,13 @@ def cooccurrence_shortlist(
             codes, counts = _merge_counts([(codes, counts), *pending])
             pending = []
     codes, counts = _merge_counts([(codes, counts), *pending])
-    keep = counts >= min_count
-    codes, counts = codes[keep], counts[keep]
+    ranked = np.argsort(-target_count, kind="stable")
+    always = ranked[: min(frequent, int((target_count > 0).sum()))]
     source_ids, target_ids = codes // vocab_size, codes % vocab_size
-    dice = 2.0 * counts / (source_count[source_ids] + target_count[target_ids])
-    order = np.lexsort((-dice, source_ids))  # by source id, best first
+    keep = (counts >= min_count) & ~np.isin(target_ids, always)
+    source_ids, target_ids, counts = source_ids[keep], target_ids[keep], counts[keep]
+    likelihood = counts / source_count[source_ids]
+    order = np.lexsort((target_ids, -likelihood, source_ids))  # by source id, most likely first (ties: by id)
     source_ids, target_ids = source_ids[order], target_ids[order]
     starts = np.flatnonzero(np.r_[True, source_ids[1:] != source_ids[:-1]])
     ends = np.r_[starts[1:], len(source_ids)]
@@ -167,8 +173,6 @@ def cooccurrence_shortlist(
         (int(source_ids[start]),): np.sort(target_ids[start : min(end, start + per_source)])
         for start, end in zip(starts, ends)
     }
-    ranked = np.argsort(-target_count, kind="stable")
-    always = ranked[: min(frequent, int((target_count > 0).sum()))]
     return Shortlist(rules, always)
 
 
