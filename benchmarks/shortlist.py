@@ -61,6 +61,7 @@ def parse_args(argv=None):
     parser.add_argument("--runs", type=int, default=3, help="Whole speed measurements back to back")
     parser.add_argument("--test-verses", type=int, default=400)
     parser.add_argument("--no-bleu", action="store_true", help="Speed only")
+    parser.add_argument("--no-speed", action="store_true", help="BLEU only (needs no quiet machine)")
     parser.add_argument("--workdir", type=Path, help="Keep the exports and conversions here")
     add_result_arguments(parser, RESULTS / "shortlist.json")
     return parser.parse_args(argv)
@@ -178,6 +179,8 @@ def measure_model(label: str, path: Path, args, workdir: Path) -> dict:
         shortlist=repr(shortlist),
         bleu=[] if args.no_bleu else bleu_rows(folder, tokenizer, sources, references),
     )
+    if args.no_speed:
+        return result
     translators = ct2_translators(model, tokenizer, shortlist, workdir / f"{label}-ct2")
     calls, candidates = speed_calls(folder, translators, shortlist, tokenizer, sources, args)
     result["candidates"] = candidates
@@ -228,30 +231,31 @@ def ratio(cell: dict) -> str:
 
 
 def render(result: dict) -> str:
-    lines = [
-        "| model | setting | candidates | shortlist speed-up (ours) | ours / CT2 | ours+shortlist / CT2+vmap | "
-        "CT2 vmap speed-up |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
+    """The speed table (ratios: median over runs, with their range) and the BLEU table, of what the JSON holds."""
+    lines = []
+    if any("speed" in model for model in result["models"]):
+        lines += [
+            "| model | setting | candidates | shortlist speed-up (ours) | ours / CT2 | ours+shortlist / CT2+vmap | "
+            "CT2 vmap speed-up |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
     for model in result["models"]:
-        for setting, cell in model["speed"].items():
+        for setting, cell in model.get("speed", {}).items():
             lines.append(
                 f"| {model['label']} | {setting} | {model['candidates'][setting]} of {model['vocabulary']} | "
                 f"{ratio(cell['shortlist_speedup'])} | {ratio(cell['vs_ct2'])} | "
                 f"{ratio(cell['vs_ct2_both_shortlisted'])} | {ratio(cell['ct2_vmap_speedup'])} |"
             )
-    lines += [
-        "",
-        "| model | backend | BLEU | chrF | lines differing without the shortlist |",
-        "|---|---|---:|---:|---:|",
-    ]
+    if any(model["bleu"] for model in result["models"]):
+        lines += ["", "| model | backend | BLEU | chrF | lines differing without the shortlist |"]
+        lines += ["|---|---|---:|---:|---:|"]
     for model in result["models"]:
         for row in model["bleu"]:
             lines.append(
                 f"| {model['label']} | {row['backend']} | {row['bleu']:.2f} | {row['chrf']:.2f} | "
                 f"{row['lines_differing_without_shortlist']} |"
             )
-    return "\n".join(lines)
+    return "\n".join(lines).strip()
 
 
 def main(argv=None):

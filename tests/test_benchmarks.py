@@ -605,3 +605,37 @@ def test_the_deployment_document_holds_the_three_runs_with_their_ranges_and_per_
     text = (ROOT / "docs" / "deployment.md").read_text()
     assert module.summary_table(document) in text
     assert module.per_row_table(document) in text
+
+
+@pytest.mark.e2e
+def test_shortlist_benchmark_runs_end_to_end_on_a_tiny_checkpoint(tmp_path):
+    """`benchmarks/shortlist.py` on a tiny trained-tokenizer checkpoint: the shortlist built, the export, BLEU with and
+    without it, and the speed cells against CTranslate2 with and without its vocabulary map (issue 64)."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("ctranslate2")
+    import datasets
+
+    from hf_unified_mt.training.tokenization import train_tokenizer_on_corpus
+
+    module = benchmark_script("shortlist")
+    sources, targets = module.embedded_pairs("train", 2000)
+    tokenizer = train_tokenizer_on_corpus(datasets.Dataset.from_dict({"source": sources, "target": targets}), 400)
+    config = hf_unified_mt.get_config(
+        "unified_transformer", "tiny", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    output = tmp_path / "shortlist.json"
+    argv = [f"--model=tiny={tmp_path / 'model'}", "--runs", "1", "--repeats", "1", "--test-verses", "8"]
+    result = module.main([*argv, "--new-tokens", "3", "--output", str(output), "--workdir", str(tmp_path / "work")])
+    (model,) = result["models"]
+    assert [row["backend"] for row in model["bleu"]] == [
+        "onnx float32", "onnx float32 + shortlist", "onnx int8", "onnx int8 + shortlist"
+    ]  # fmt: skip
+    assert set(model["speed"]) == set(module.SETTINGS)
+    for setting, cell in model["speed"].items():
+        assert 0 < model["candidates"][setting] < len(tokenizer)
+        assert all(cell[backend]["seconds"] > 0 for backend in module.BACKENDS)
+    assert module.render(json.loads(output.read_text())).startswith("| model | setting |")
