@@ -24,6 +24,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import torch
 from harness import (
     RESULTS,
@@ -107,6 +108,32 @@ def ct2_translators(model, tokenizer, shortlist: Shortlist, directory: Path) -> 
     return translators
 
 
+def coverage(shortlist: Shortlist, tokenizer, split: str = "validation", size: int = 16) -> dict:
+    """How many of a split's reference tokens are among the candidates, per batch of `size` and per sentence, and the
+    mean number of candidates of each: what the shortlist can translate at best, whatever the model."""
+    sources, references = embedded_pairs(split)
+    found = {size: [], 1: []}
+    candidates = {size: [], 1: []}
+    for start in range(0, len(sources) - size + 1, size):
+        batch = tokenizer(sources[start : start + size], return_tensors="np", padding=True)
+        targets = tokenizer(text_target=references[start : start + size], add_special_tokens=False)["input_ids"]
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        allowed = shortlist.candidates(ids, mask)
+        candidates[size].append(len(allowed))
+        found[size] += [np.isin(row, allowed) for row in targets]
+        for row in range(size):
+            allowed = shortlist.candidates(ids[row : row + 1], mask[row : row + 1])
+            candidates[1].append(len(allowed))
+            found[1].append(np.isin(targets[row], allowed))
+    return {
+        f"batch {n}": dict(
+            reference_tokens_covered=round(float(np.concatenate(found[n]).mean()), 4),
+            candidates=round(float(np.mean(candidates[n])), 1),
+        )
+        for n in (1, size)
+    }
+
+
 def bleu_rows(folder: Path, tokenizer, sources, references) -> list[dict]:
     """BLEU of the ONNX Runtime search graphs, float32 and int8, without and with the folder's shortlist."""
     rows, plain = [], {}
@@ -177,6 +204,7 @@ def measure_model(label: str, path: Path, args, workdir: Path) -> dict:
         architecture=model.config.model_type,
         vocabulary=len(tokenizer),
         shortlist=repr(shortlist),
+        coverage=coverage(shortlist, tokenizer),
         bleu=[] if args.no_bleu else bleu_rows(folder, tokenizer, sources, references),
     )
     if args.no_speed:
@@ -246,6 +274,18 @@ def render(result: dict) -> str:
                 f"{ratio(cell['shortlist_speedup'])} | {ratio(cell['vs_ct2'])} | "
                 f"{ratio(cell['vs_ct2_both_shortlisted'])} | {ratio(cell['ct2_vmap_speedup'])} |"
             )
+    lines += [
+        "",
+        "| model | shortlist | validation reference tokens among the candidates: one sentence / a batch of 16 |",
+    ]
+    lines += ["|---|---|---:|"]
+    for model in result["models"]:
+        one, sixteen = model["coverage"]["batch 1"], model["coverage"]["batch 16"]
+        lines.append(
+            f"| {model['label']} | {model['shortlist']} | {one['reference_tokens_covered']:.1%} of "
+            f"{one['candidates']:,.0f} candidates / {sixteen['reference_tokens_covered']:.1%} of "
+            f"{sixteen['candidates']:,.0f} |"
+        )
     if any(model["bleu"] for model in result["models"]):
         lines += ["", "| model | backend | BLEU | chrF | lines differing without the shortlist |"]
         lines += ["|---|---|---:|---:|---:|"]

@@ -639,3 +639,20 @@ def test_shortlist_benchmark_runs_end_to_end_on_a_tiny_checkpoint(tmp_path):
         assert 0 < model["candidates"][setting] < len(tokenizer)
         assert all(cell[backend]["seconds"] > 0 for backend in module.BACKENDS)
     assert module.render(json.loads(output.read_text())).startswith("| model | setting |")
+
+
+def test_the_readme_quotes_the_three_run_ratios_with_their_ranges():
+    """The README's serving sentence quotes the lowest and highest ratio against CTranslate2 int8 of the three-run
+    table (batch 1; beam 4 at batch 16 and 64), each with its range over the runs (issue 64)."""
+    import re
+
+    module = benchmark_script("inference_vs_ctranslate2")
+    table = module.summary_table(committed_result("inference_vs_ctranslate2_runs3.json"))
+    cells = [re.findall(r"\*\*([\d.]+) \(([\d.]+)-([\d.]+)\)\*\*", row) for row in table.splitlines()[2:]]
+    cells = [row for row in cells if len(row) == 3]
+    batch_one = [row[0] for row in cells]
+    with_beams = [cell for row in cells for cell in row[1:]]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for group in (batch_one, with_beams):
+        for median, low, high in (min(group, key=lambda c: float(c[0])), max(group, key=lambda c: float(c[0]))):
+            assert f"{median}x ({low}-{high})" in readme
