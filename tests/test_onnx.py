@@ -691,6 +691,17 @@ def test_shortlist_scores_only_the_candidates_in_the_search_graph_as_in_the_loop
         full = runtime.generate(input_ids=ids, attention_mask=mask, **settings)
         assert torch.equal(everything.generate(input_ids=ids, attention_mask=mask, **settings), full)
     assert len(runs) == 3
+    # greedy: a row whose translation without the shortlist holds candidates only is translated the same with it
+    plain = runtime.generate(input_ids=ids, attention_mask=mask, max_new_tokens=NEW_TOKENS)
+    covering = Shortlist(shortlist.rules, [5, *plain[:2].flatten().tolist()])  # covers rows 0 and 1
+    restricted = shortlisted_runtime(folder, covering).generate(
+        input_ids=ids, attention_mask=mask, max_new_tokens=NEW_TOKENS
+    )
+
+    def rows(tokens):  # each row without the padding after its end
+        return [row[: max(i for i, t in enumerate(row) if t != PAD) + 1] for row in tokens.tolist()]
+
+    assert rows(restricted)[:2] == rows(plain)[:2] and rows(restricted) != rows(plain)
     # transformers' own loop (here: scores returned) masks the logits the same way
     outputs = loop.generate(
         input_ids=ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, return_dict_in_generate=True, output_scores=True
