@@ -656,3 +656,11 @@ def test_the_readme_quotes_the_three_run_ratios_with_their_ranges():
     for group in (batch_one, with_beams):
         for median, low, high in (min(group, key=lambda c: float(c[0])), max(group, key=lambda c: float(c[0]))):
             assert f"{median}x ({low}-{high})" in readme
+
+
+def test_the_deployment_document_holds_the_shortlist_tables():
+    """docs/deployment.md's shortlist tables are `shortlist.py --table` of the committed JSONs (issue 64)."""
+    module = benchmark_script("shortlist")
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    for name in ("shortlist_bleu.json",):
+        assert module.render(committed_result(name)) in text
