@@ -662,5 +662,11 @@ def test_the_deployment_document_holds_the_shortlist_tables():
     """docs/deployment.md's shortlist tables are `shortlist.py --table` of the committed JSONs (issue 64)."""
     module = benchmark_script("shortlist")
     text = (ROOT / "docs" / "deployment.md").read_text()
-    for name in ("shortlist_bleu.json",):
+    for name in ("shortlist_bleu.json", "shortlist.json"):
         assert module.render(committed_result(name)) in text
+
+
+def test_the_deployment_document_holds_the_backend_bleu_table():
+    """docs/deployment.md's BLEU of every backend per architecture is `backend_bleu.py --table` of the committed JSON."""
+    module = benchmark_script("backend_bleu")
+    assert module.table(committed_result("backend_bleu.json")) in (ROOT / "docs" / "deployment.md").read_text()
