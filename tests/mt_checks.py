@@ -175,3 +175,17 @@ def load_script(name):
     sys.modules[spec.name] = module  # dataclasses look their module up while the script runs
     spec.loader.exec_module(module)
     return module
+
+
+def benchmark_script(name):
+    """A `benchmarks/` script (`studies/<name>` for a study) as a module, under a name of its own, with `benchmarks/`
+    on the path while it loads (the scripts import the harness, `benchmarks/harness/`)."""
+    path = ROOT / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"mt_benchmark_{name.replace('/', '_')}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return module

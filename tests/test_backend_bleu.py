@@ -1,26 +1,17 @@
 """`benchmarks/backend_bleu.py`: its rows, the table of its committed result, and the committed result's float32
 claim (ONNX Runtime float32 scores each trained model exactly as PyTorch float32 does)."""
 
-import importlib.util
 import json
-import sys
 
-from mt_checks import ROOT
+from mt_checks import ROOT, benchmark_script
 
 
 RESULT = ROOT / "benchmarks" / "results" / "backend_bleu.json"
 
 
 def backend_bleu():
-    """The script as a module, with `benchmarks/` on the path while it loads (it imports the harness)."""
-    spec = importlib.util.spec_from_file_location("mt_benchmark_backend_bleu", ROOT / "benchmarks" / "backend_bleu.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
+    """The script as a module (`mt_checks.benchmark_script`)."""
+    return benchmark_script("backend_bleu")
 
 
 def test_the_rows_are_every_backend_of_score_py():

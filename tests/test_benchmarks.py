@@ -16,7 +16,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 import hf_unified_mt
-from mt_checks import ROOT
+from mt_checks import ROOT, benchmark_script
 
 
 SCRIPT = ROOT / "benchmarks" / "inference_vs_ctranslate2.py"
@@ -219,20 +219,6 @@ def assert_document_quotes_backend_bleu(text: str, name: str) -> None:
         if "float32" in row["backend"]:
             assert row["lines_differing_from_pytorch"] == 0
         assert f"{row['bleu']:.2f}" in text, row
-
-
-def benchmark_script(name):
-    """A `benchmarks/` script (`studies/<name>` for a study) as a module, under a name of its own, with `benchmarks/`
-    on the path while it loads (the scripts import the harness, `benchmarks/harness/`)."""
-    path = ROOT / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"mt_benchmark_{name.replace('/', '_')}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
 
 
 def harness_module():
@@ -667,6 +653,6 @@ def test_the_deployment_document_holds_the_shortlist_tables():
 
 
 def test_the_deployment_document_holds_the_backend_bleu_table():
-    """docs/deployment.md's BLEU of every backend per architecture is `backend_bleu.py --table` of the committed JSON."""
+    """docs/deployment.md's BLEU of every backend per architecture: `backend_bleu.py --table` of the committed JSON."""
     module = benchmark_script("backend_bleu")
     assert module.table(committed_result("backend_bleu.json")) in (ROOT / "docs" / "deployment.md").read_text()
