@@ -68,10 +68,15 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def ct2_names(vocab_size: int) -> dict[int, str]:
+    """The token name of each id in the converted MarianMT (`_VocabularyOnly`)."""
+    return {i: name for name, i in _VocabularyOnly(vocab_size).vocabulary.items()}
+
+
 def ct2_vocabulary_map(shortlist: Shortlist, vocab_size: int, path: Path) -> Path:
     """The shortlist in the token names of the converted MarianMT (`_VocabularyOnly`): the same ids, CTranslate2's
     file format."""
-    names = {i: name for name, i in _VocabularyOnly(vocab_size).vocabulary.items()}
+    names = ct2_names(vocab_size)
     lines = ["\t" + " ".join(names[int(i)] for i in shortlist.always)]
     lines += [f"{names[key[0]]}\t" + " ".join(names[int(i)] for i in ids) for key, ids in shortlist.rules.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -164,13 +169,11 @@ def speed_calls(folder: Path, translators: dict, shortlist, tokenizer, sources, 
         for backend in BACKENDS[:2]
         for threads in THREADS
     }
-    calls, candidates = {}, {}
+    calls, candidates, names = {}, {}, ct2_names(len(tokenizer))
     for setting, (size, beams) in SETTINGS.items():
         batch = tokenizer(sources[:size], return_tensors="pt", padding=True)
         ids, mask = batch["input_ids"], batch["attention_mask"]
-        tokens = [tokenizer.convert_ids_to_tokens(row[row_mask.bool()].tolist()) for row, row_mask in zip(ids, mask)]
-        names = {i: name for name, i in _VocabularyOnly(len(tokenizer)).vocabulary.items()}
-        ct2_tokens = [[names[tokenizer.convert_tokens_to_ids(t)] for t in row] for row in tokens]
+        ct2_tokens = [[names[i] for i in row[keep.bool()].tolist()] for row, keep in zip(ids, mask)]
         runtime = runtimes["ours+shortlist", 1]
         candidates[setting] = len(shortlist.candidates(ids.numpy(), mask.numpy(), runtime._required_ids({})))
         options = fixed_length(args.new_tokens, beams)

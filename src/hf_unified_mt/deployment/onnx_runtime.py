@@ -117,10 +117,6 @@ def _refuse_maps(output_attentions: bool | None, output_hidden_states: bool | No
         raise ValueError("The ONNX graphs return no attention maps or hidden states; run the PyTorch model for them")
 
 
-def _mask_array(attention_mask) -> np.ndarray | None:
-    return None if attention_mask is None else np.asarray(attention_mask)
-
-
 def _read_shortlist(path: Path, shortlist) -> Shortlist | None:
     """The `shortlist` argument of `from_pretrained` as a `Shortlist` (None: none), read in the folder's tokenizer."""
     if shortlist is None or shortlist is False or isinstance(shortlist, Shortlist):
@@ -216,6 +212,7 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         self.search_graphs = search_graphs
         self.shortlist = shortlist
         self._candidates = None  # the candidate ids of the call under way (a shortlist's), sorted
+        self._blocked = None  # the other ids, whose logits the loops set to -inf
         step_file = decoder_file or getattr(decoder_session, "_model_path", None)
         threads = decoder_session.get_session_options().intra_op_num_threads
         self._search_graphs = SearchGraphs(
@@ -373,16 +370,8 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
             self.config.max_position_embeddings,
             rows_per_sentence=rows_per_sentence,
         )
-        runner.blocked = self._blocked()
+        runner.blocked = self._blocked
         return runner
-
-    def _blocked(self) -> np.ndarray | None:
-        """The ids outside the call's shortlist candidates (None without a shortlist)."""
-        if self._candidates is None:
-            return None
-        blocked = np.ones(self.config.vocab_size, dtype=bool)
-        blocked[self._candidates] = False
-        return np.flatnonzero(blocked)
 
     def _required_ids(self, kwargs: dict) -> list[int]:
         """The ids a shortlisted call must keep: the start, </s>, padding and forced tokens of the call."""
@@ -414,13 +403,15 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         call's plan instead (see the module docstring): the same tokens, without preparing the call again."""
         input_ids = inputs if inputs is not None else kwargs.get("input_ids")
         if self.shortlist is not None and self._candidates is None and isinstance(input_ids, torch.Tensor):
+            mask = kwargs.get("attention_mask")
             self._candidates = self.shortlist.candidates(
-                input_ids.numpy(), _mask_array(kwargs.get("attention_mask")), self._required_ids(kwargs)
+                input_ids.numpy(), None if mask is None else np.asarray(mask), self._required_ids(kwargs)
             )
+            self._blocked = np.setdiff1d(np.arange(self.config.vocab_size), self._candidates)
             try:
                 return self.generate(inputs, **kwargs)
             finally:
-                self._candidates = None
+                self._candidates = self._blocked = None
         options = {k: v for k, v in kwargs.items() if k not in ("input_ids", "attention_mask")}
         key = None
         if self.native_search and isinstance(input_ids, torch.Tensor) and input_ids.ndim == 2:
@@ -602,9 +593,8 @@ class ORTModelForSeq2SeqLM(PreTrainedModel, CallersLengthMixin, GenerationMixin)
         feeds += self._cache_inputs(cache, batch)
         outputs = self.decoder_session.run(None, dict(zip(self.decoder_input_names, feeds)))
         self._store_cache(cache, outputs[1:], batch)
-        blocked = self._blocked()
-        if blocked is not None:
-            outputs[0][:, blocked] = -np.inf
+        if self._blocked is not None:
+            outputs[0][:, self._blocked] = -np.inf
         return torch.from_numpy(outputs[0])
 
     def _cross_arrays(self, cross_key_values: torch.Tensor) -> list[np.ndarray]:

@@ -218,21 +218,19 @@ class StepGraph:
                 f"the decoder step graph has {len(self.pasts)} cache inputs and {len(self.presents)} cache outputs"
             )
 
-    def on_candidates(self, weight: np.ndarray, bias: np.ndarray | None) -> StepGraph:
+    def on_candidates(self, vocab_size: int, float_weights) -> StepGraph:
         """This step on a shortlist's candidates: `token` then names the token in the candidates' numbering, and the
         logits are those of the candidate columns, gathered once per call outside the `Loop` (`search.shortlist`: the
         ids). A dynamic int8 step keeps its int8 projection on those columns (`onnx_shortlist.restrict_columns`);
-        float and per-row int8 steps project in float32 onto the columns of `weight` and `bias`, the float step
-        graph's (`onnx_shortlist.shortlisted`)."""
-        from .onnx_shortlist import Names, find_output_projection, outer_parts, restrict_columns, shortlisted
+        float and per-row int8 steps project in float32 onto the columns of the float step graph's weight and bias,
+        `float_weights()` (`onnx_shortlist.shortlisted`)."""
+        from .onnx_shortlist import Names, find_output_projection, restrict_columns, shortlisted
 
         projection = find_output_projection(self.model.graph, self.logits)
         if self.model.graph.node[projection.projection].op_type == "MatMulInteger":  # dynamic int8: kept as it is
-            model, outer = restrict_columns(self.model, projection, weight.shape[1], self.token, PREFIX)
+            model, outer = restrict_columns(self.model, projection, vocab_size, self.token, PREFIX)
         else:
-            projection.bias = bias
-            model = shortlisted(self.model, projection, self.token, self.logits, PREFIX)
-            outer = outer_parts(weight, bias, PREFIX)
+            model, outer = shortlisted(self.model, projection, *float_weights(), self.token, self.logits, PREFIX)
         step = StepGraph(model, len(self.cross))
         step.token = Names(PREFIX).token
         step.outer_initializers, step.outer_nodes, step.outer_extra_inputs = outer
@@ -541,7 +539,7 @@ class SearchGraphs:
 
             step = StepGraph(onnx.load(str(self.step_file)), self.cross_count)
             if shortlisted:
-                step = step.on_candidates(*self.output_weights())
+                step = step.on_candidates(self.vocab_size, self.output_weights)
             if call.search == "greedy":
                 model = greedy_search_model(step, call.no_repeat_ngram_size, call.min_length > 0)
             else:

@@ -1,7 +1,8 @@
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
 """The vocabulary shortlist inside the search graphs (`onnx_search_graph.py`, which imports this module): the decoder
 step graph's output projection found (`find_output_projection`) and replaced by one onto the candidate columns only
-(`shortlisted`, with `outer_parts` outside the search's `Loop`).
+(`shortlisted` in float32, `restrict_columns` keeping a dynamic int8 projection), with what they add outside the
+search's `Loop`.
 
 A shortlisted search runs in the candidates' own numbering: the token the step graph embeds is looked up in the
 candidate list (`search.shortlist`), and the step's logits are `hidden @ W[:, candidates] (+ b[candidates])`, the
@@ -40,7 +41,6 @@ class OutputProjection:
     weight: np.ndarray | None = None
     bias: np.ndarray | None = None
     projection: int = -1  # the index of the projection node (`MatMul`, `MatMulInteger`, ...)
-    after: list[int] = dataclasses.field(default_factory=list)  # the nodes between it and the logits
 
 
 def _constants(graph) -> dict[str, object]:
@@ -102,7 +102,7 @@ def find_output_projection(graph, logits: str, with_weights: bool = False) -> Ou
     for position, other in enumerate(graph.node):
         if position not in between and removed_outputs.intersection(other.input):
             raise ValueError(f"the step graph's {other.op_type} node {other.name!r} uses the logits' projection")
-    projection = OutputProjection(hidden, between, projection=index, after=chain)
+    projection = OutputProjection(hidden, between, projection=index)
     if with_weights:
         if node.op_type != "MatMul":
             raise ValueError(f"a float step graph's logits come from a MatMul, not {node.op_type}")
@@ -139,24 +139,39 @@ def _used_names(nodes) -> set[str]:
     return used
 
 
-def shortlisted(model, projection: OutputProjection, token: str, logits: str, prefix: str):
-    """A copy of the step graph `model` that runs on a candidate list: its token (the node output or input `token`)
-    looked up in `{prefix}shortlist` from `{prefix}shortlist.token`, and its `logits` `[rows, candidates]` projected
-    onto the candidate columns `{prefix}shortlist.w` (and bias `{prefix}shortlist.b`), which `outer_parts` gathers
-    once per call outside the step. The projection's nodes (`find_output_projection`) and the initializers no node
-    uses any more are left out."""
+def _on_candidates(model, nodes: list, token: str, prefix: str):
+    """A copy of `model` whose nodes are `nodes` after one that looks its token up in the candidate list
+    (`{prefix}shortlist` at `{prefix}shortlist.token`), without the initializers no node uses any more; and the
+    candidate list's input, for the outer graph."""
     import onnx
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     names = Names(prefix)
     restricted = onnx.ModelProto()
     restricted.CopyFrom(model)
     graph = restricted.graph
-    removed = set(projection.nodes)
-    kept = [node for position, node in enumerate(graph.node) if position not in removed]
+    nodes = [helper.make_node("Gather", [names.shortlist, names.token], [token], axis=0), *nodes]
+    used = _used_names(nodes)
+    initializers = [tensor for tensor in graph.initializer if tensor.name in used]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend(initializers)
+    return restricted, helper.make_tensor_value_info(names.shortlist, onnx.TensorProto.INT64, ["candidates"])
+
+
+def shortlisted(model, projection: OutputProjection, weight, bias, token: str, logits: str, prefix: str):
+    """The step graph `model` on a candidate list, projecting in float32: its `logits` `[rows, candidates]` are the
+    hidden state times the candidate columns of `weight` `[width, vocab]` (plus those of `bias`), gathered once per
+    call outside the `Loop`; the projection's nodes (`find_output_projection`) are left out. Returns the graph and
+    what the outer graph adds: initializers, nodes and inputs."""
+    from onnx import helper, numpy_helper
+
+    names = Names(prefix)
+    kept = [node for position, node in enumerate(model.graph.node) if position not in set(projection.nodes)]
     scores = prefix + "shortlist.scores"
     tail = [helper.make_node("MatMul", [projection.hidden, names.weight], [scores])]
-    if projection.bias is not None:
+    if bias is not None:
         tail.append(helper.make_node("Add", [scores, names.bias], [prefix + "shortlist.biased"]))
         scores = prefix + "shortlist.biased"
     shape = prefix + "shortlist.shape"
@@ -164,14 +179,14 @@ def shortlisted(model, projection: OutputProjection, token: str, logits: str, pr
         helper.make_node("Constant", [], [shape], value=numpy_helper.from_array(np.array([0, -1], np.int64), shape)),
         helper.make_node("Reshape", [scores, shape], [logits]),
     ]
-    head = [helper.make_node("Gather", [names.shortlist, names.token], [token], axis=0)]
-    used = _used_names([*head, *kept, *tail])
-    initializers = [tensor for tensor in graph.initializer if tensor.name in used]
-    del graph.node[:]
-    graph.node.extend([*head, *kept, *tail])
-    del graph.initializer[:]
-    graph.initializer.extend(initializers)
-    return restricted
+    restricted, candidates = _on_candidates(model, [*kept, *tail], token, prefix)
+    full_weight, full_bias = prefix + "shortlist.full_w", prefix + "shortlist.full_b"
+    initializers = [numpy_helper.from_array(weight, full_weight)]
+    nodes = [helper.make_node("Gather", [full_weight, names.shortlist], [names.weight], axis=1)]
+    if bias is not None:
+        initializers.append(numpy_helper.from_array(bias, full_bias))
+        nodes.append(helper.make_node("Gather", [full_bias, names.shortlist], [names.bias], axis=0))
+    return restricted, (initializers, nodes, [candidates])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,32 +217,31 @@ def restrict_columns(model, projection: OutputProjection, vocab_size: int, token
     state quantised per tensor, `MatMulInteger` with the int8 weight, rescaled): every constant of the nodes from the
     hidden state to the logits whose last axis is the vocabulary (the weight, per-column scales or zero points, a
     bias) is replaced by its candidate columns, gathered once per call outside the `Loop`. The logits are then the
-    int8 model's own logits of the candidates. Returns the graph and the outer parts (`outer_parts`'s kinds)."""
+    int8 model's own logits of the candidates. Returns the graph and the outer parts, as `shortlisted` does."""
     import onnx
     from onnx import helper
 
     names = Names(prefix)
-    restricted = onnx.ModelProto()
-    restricted.CopyFrom(model)
-    graph = restricted.graph
-    initializers = {tensor.name: tensor for tensor in graph.initializer}
-    moved, outer_nodes = {}, []
-    for position in projection.nodes:
-        node = graph.node[position]
-        for slot, name in enumerate(node.input):
-            tensor = initializers.get(name)
-            if tensor is None or not tensor.dims or tensor.dims[-1] != vocab_size:
-                continue
-            if name not in moved:
-                moved[name] = f"{prefix}shortlist.columns.{len(moved)}"
-                outer_nodes.append(
-                    helper.make_node("Gather", [name, names.shortlist], [moved[name]], axis=len(tensor.dims) - 1)
-                )
-            node.input[slot] = moved[name]
+    initializers = {tensor.name: tensor for tensor in model.graph.initializer}
+    nodes, moved, outer_nodes = [], {}, []
+    for position, node in enumerate(model.graph.node):
+        if position in projection.nodes:
+            node = onnx.NodeProto()
+            node.CopyFrom(model.graph.node[position])
+            for slot, name in enumerate(node.input):
+                tensor = initializers.get(name)
+                if tensor is None or not tensor.dims or tensor.dims[-1] != vocab_size:
+                    continue
+                if name not in moved:
+                    moved[name] = f"{prefix}shortlist.columns.{len(moved)}"
+                    axis = len(tensor.dims) - 1
+                    outer_nodes.append(helper.make_node("Gather", [name, names.shortlist], [moved[name]], axis=axis))
+                node.input[slot] = moved[name]
+        nodes.append(node)
     if not moved:
         raise ValueError("the logits' projection has no constant with the vocabulary as its last axis")
-    graph.node.insert(0, helper.make_node("Gather", [names.shortlist, names.token], [token], axis=0))
-    used = _used_names(graph.node)
+    restricted, candidates = _on_candidates(model, nodes, token, prefix)
+    used = _used_names(restricted.graph.node)
     outer_initializers = []
     for name in moved:
         tensor = initializers[name]
@@ -239,25 +253,4 @@ def restrict_columns(model, projection: OutputProjection, vocab_size: int, token
                 node.input[0] = copy.name if node.input[0] == name else node.input[0]
             tensor = copy
         outer_initializers.append(tensor)
-    kept = [tensor for tensor in graph.initializer if tensor.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    inputs = [helper.make_tensor_value_info(names.shortlist, onnx.TensorProto.INT64, ["candidates"])]
-    return restricted, (outer_initializers, outer_nodes, inputs)
-
-
-def outer_parts(weight: np.ndarray, bias: np.ndarray | None, prefix: str) -> tuple[list, list, list]:
-    """What a search graph adds outside its `Loop` for `shortlisted`: the full output weight `[width, vocab]` (and
-    bias) as initializers, the `Gather`s of the candidate columns and the candidate input."""
-    import onnx
-    from onnx import helper, numpy_helper
-
-    names = Names(prefix)
-    full_weight, full_bias = prefix + "shortlist.full_w", prefix + "shortlist.full_b"
-    initializers = [numpy_helper.from_array(weight, full_weight)]
-    nodes = [helper.make_node("Gather", [full_weight, names.shortlist], [names.weight], axis=1)]
-    if bias is not None:
-        initializers.append(numpy_helper.from_array(bias, full_bias))
-        nodes.append(helper.make_node("Gather", [full_bias, names.shortlist], [names.bias], axis=0))
-    inputs = [helper.make_tensor_value_info(names.shortlist, onnx.TensorProto.INT64, ["candidates"])]
-    return initializers, nodes, inputs
+    return restricted, (outer_initializers, outer_nodes, [candidates])
