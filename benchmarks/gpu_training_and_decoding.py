@@ -1,21 +1,17 @@
 #!/usr/bin/env python
 # Copyright 2026 The hf-unified-mt authors. Licensed under the Apache License, Version 2.0.
-"""One GPU, one call: training and decoding throughput of Prime (`unified_transformer`, `--preset`) against a MarianMT
-of the same width, depth and parameter count, with the device's bf16 matrix-product peak measured in the same run
-(what each phase measures, and how: docs/benchmarks.md, "On one GPU").
-
-Training runs through `training/train.py` (`--phase prime`, then `--phase marian`): `--warmup-steps` updates, then
-`--steps` timed ones; FLOPs per update from `torch.utils.flop_counter` fitted by the polynomial matrix products give.
-`--phase report` decodes with `generate()` in bf16 (exactly `--new-tokens` new tokens) and writes the JSON.
-
-    python benchmarks/gpu_training_and_decoding.py --phase prime    # then --phase marian, --phase report
-    python benchmarks/gpu_training_and_decoding.py --phase table    # the tables of the JSON at --output
-
-`--phase arms`: Prime and the MarianMT, eager, compiled and compiled with CUDA graphs, at each of `--budgets` padded
-tokens per update, within one `--time-budget`, each arm in a process of its own (`--phase arm`); batches padded to
-the fixed shapes of `--length-buckets`, without `datasets`. The JSON is rewritten after each arm.
+"""One GPU, one call: training throughput of Prime (`unified_transformer`, `--preset`) against a MarianMT of the same
+width, depth and parameter count, eager, compiled and compiled with CUDA graphs, at each of `--budgets` padded tokens
+per update, within one `--time-budget`, with the device's bf16 matrix-product peak measured in the same run (what it
+measures, and how: docs/benchmarks.md, "On one GPU"). Each arm runs in a process of its own (`--phase arm`); batches
+are padded to the fixed shapes of `--length-buckets`, without `datasets`; FLOPs per update come from
+`torch.utils.flop_counter`, fitted by the polynomial matrix products give. The JSON is rewritten after each arm.
 
     python benchmarks/gpu_training_and_decoding.py --phase arms --output $OUT/gpu_training_arms.json
+    python benchmarks/gpu_training_and_decoding.py --phase table --output benchmarks/results/gpu_training_arms.json
+
+(The earlier measurement through train.py and `generate()`, `--phase prime|marian|report`, is retired: its results and
+tables stay, `benchmarks/studies/tables.py gpu_training_16384`; docs/history.md, "Finished studies".)
 
 On the lent H200 (its image has no `datasets`, and transformers 5.17: carry the wheels of transformers 5.24.0 and
 regex 2026.11.19 in `.whl`, as the device README says), one call of `run` with `carry: [".whl"]`, `timeout_s: 600`:
@@ -24,13 +20,10 @@ regex 2026.11.19 in `.whl`, as the device README says), one call of `run` with `
 """  # noqa: E501 (the command above is one line)
 
 import argparse
-import ctypes
 import io
 import json
 import os
-import shlex
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -43,15 +36,13 @@ from harness import (
     RESULTS,
     cpu_name,
     embedded_pairs,
-    fixed_length,
-    interleaved_times,
     machine,
     read_result,
     synchronize,
     write_result,
 )
 from torch.utils.flop_counter import FlopCounterMode
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, TrainerCallback
+from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
 
 import hf_unified_mt
 from hf_unified_mt.modeling_mt_common import translation_cross_entropy
@@ -60,7 +51,6 @@ from hf_unified_mt.training.baselines import count_parameters, marian_config_mat
 from hf_unified_mt.utils.files import write_bytes, write_json
 
 
-TRAIN_RESULT = RESULTS / "gpu_training_and_decoding.json"
 ARMS_RESULT = RESULTS / "gpu_training_arms.json"
 ARM_MODELS = ("prime", "marian")
 ARM_MODES = ("eager", "graphs", "compiled")  # the run's order: the baseline, then the likeliest winner
@@ -75,46 +65,35 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="base")
     parser.add_argument("--vocab-size", type=int, default=8000)
-    parser.add_argument("--max-tokens", type=int, default=16384, help="padded tokens per update (train.py)")
-    parser.add_argument("--steps", type=int, default=300, help="timed updates per model")
-    parser.add_argument("--warmup-steps", type=int, default=120, help="untimed updates (every batch shape anew)")
-    parser.add_argument("--decode-batch", type=int, default=64)
-    parser.add_argument("--decode-beams", type=int, default=4)
-    parser.add_argument("--new-tokens", type=int, default=40)
-    parser.add_argument("--decode-batches", type=int, default=4, help="batches per timed decoding call")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=300, help="the most timed updates per arm and budget")
     parser.add_argument("--spec-peak", type=float, default=989e12, help="data-sheet dense bf16 FLOP/s (H100 SXM)")
-    phases = ("prime", "marian", "report", "arms", "table", "arm")  # 'arm': one arm, in a process 'arms' starts
+    phases = ("arms", "table", "arm")  # 'arm': one arm, in a process 'arms' starts
     parser.add_argument("--phase", choices=phases, required=True, help="what to run (the module's docstring)")
-    parser.add_argument("--marian-attention", default=None, help="MarianMT's attention implementation (eager, sdpa)")
-    parser.add_argument("--train-options", default="", help="more train.py options for both models, one string")
-    parser.add_argument("--skip-decoding", action="store_true", help="report training only (no decoding rounds)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/gpu_bench"))
-    parser.add_argument("--output", type=Path, help="the JSON (default: results/gpu_training_*.json)")
-    arms = parser.add_argument_group("--phase arms (--steps is the most timed updates per arm and budget)")
-    arms.add_argument("--models", type=names_of(ARM_MODELS), default=list(ARM_MODELS))
-    arms.add_argument("--modes", type=names_of(ARM_MODES), default=list(ARM_MODES), help="run in this order")
-    arms.add_argument("--budgets", type=positive_integers, default=[16384, 65536], help="padded tokens per update")
-    arms.add_argument("--length-buckets", type=positive_integers, default=list(LENGTH_BUCKETS))
-    arms.add_argument("--max-pairs", type=int, default=None, help="the first pairs of the corpus only")
-    arms.add_argument("--time-budget", type=float, default=510.0, help="seconds for the whole run")
-    arms.add_argument("--min-arm-seconds", type=float, default=30.0, help="an arm given less is skipped")
-    arms.add_argument("--grace-seconds", type=float, default=20.0, help="past its share, an arm is stopped after this")
-    arms.add_argument("--profiled", type=int, default=3, help="steps profiled to count kernels")
-    arms.add_argument("--compile-backend", default="inductor")
+    parser.add_argument("--output", type=Path, default=ARMS_RESULT, help="the JSON")
+    parser.add_argument("--models", type=names_of(ARM_MODELS), default=list(ARM_MODELS))
+    parser.add_argument("--modes", type=names_of(ARM_MODES), default=list(ARM_MODES), help="run in this order")
+    parser.add_argument("--budgets", type=positive_integers, default=[16384, 65536], help="padded tokens per update")
+    parser.add_argument("--length-buckets", type=positive_integers, default=list(LENGTH_BUCKETS))
+    parser.add_argument("--max-pairs", type=int, default=None, help="the first pairs of the corpus only")
+    parser.add_argument("--time-budget", type=float, default=510.0, help="seconds for the whole run")
+    parser.add_argument("--min-arm-seconds", type=float, default=30.0, help="an arm given less is skipped")
+    parser.add_argument(
+        "--grace-seconds", type=float, default=20.0, help="past its share, an arm is stopped after this"
+    )
+    parser.add_argument("--profiled", type=int, default=3, help="steps profiled to count kernels")
+    parser.add_argument("--compile-backend", default="inductor")
     scopes = ("layers", "model")  # each encoder and decoder layer (a graph per kind of layer), or forward and loss
-    arms.add_argument("--compile-scope", choices=scopes, default="layers", help="what torch.compile compiles")
-    arms.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--compile-scope", choices=scopes, default="layers", help="what torch.compile compiles")
+    parser.add_argument("--seed", type=int, default=1)
     # off by default: cuDNN's scaled_dot_product_attention crashed on torch 2.11 + CUDA 13 (docs/benchmarks.md)
-    arms.add_argument("--cudnn-attention", action="store_true", help="keep the cuDNN attention backend")
-    arms.add_argument("--arm", help=argparse.SUPPRESS)  # model/mode, for --phase arm
-    arms.add_argument("--deadline", type=float, help=argparse.SUPPRESS)  # time.time() by which the arm ends
-    arms.add_argument("--arm-output", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--cudnn-attention", action="store_true", help="keep the cuDNN attention backend")
+    parser.add_argument("--arm", help=argparse.SUPPRESS)  # model/mode, for --phase arm
+    parser.add_argument("--deadline", type=float, help=argparse.SUPPRESS)  # time.time() by which the arm ends
+    parser.add_argument("--arm-output", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.output is None:
-        args.output = ARMS_RESULT if args.phase == "arms" else TRAIN_RESULT
-    if args.phase in ("arms", "arm"):
+    if args.phase != "table":
         if args.length_buckets != sorted(set(args.length_buckets)):
             parser.error(f"--length-buckets must increase: {args.length_buckets}")
         for budget in args.budgets:
@@ -193,72 +172,6 @@ def marian_overrides(preset: str, vocab_size: int) -> dict:
     }
 
 
-class UpdateRecorder(TrainerCallback):
-    """Per update: wall-clock seconds (GPU-synchronised) and the batch shapes and real tokens that the model's
-    forward saw (a forward pre-hook; with gradient accumulation 1, one forward per update)."""
-
-    def __init__(self, device: str):
-        self.device = device
-        self.times, self.batches, self._pending = [], [], []
-        self.model = None
-
-    def hook(self, module, args, kwargs):
-        if module.training:
-            ids, mask, labels = kwargs["input_ids"], kwargs.get("attention_mask"), kwargs.get("labels")
-            if labels is not None:
-                target_ids, target_tokens = labels, int((labels != -100).sum())
-            else:  # MarianMT: the Trainer's label smoother took the labels; its decoder inputs are the labels shifted
-                target_ids = kwargs["decoder_input_ids"]
-                target_tokens = int((target_ids != module.config.pad_token_id).sum())
-            self._pending.append(
-                dict(
-                    batch=int(ids.shape[0]),
-                    source=int(ids.shape[1]),
-                    target=int(target_ids.shape[1]),
-                    source_tokens=int(mask.sum()) if mask is not None else int(ids.numel()),
-                    target_tokens=target_tokens,
-                )
-            )
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self.model = model
-        model.register_forward_pre_hook(self.hook, with_kwargs=True)
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        synchronize(self.device)
-        self._start = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        synchronize(self.device)
-        self.times.append(time.perf_counter() - self._start)
-        self.batches.append(self._pending)
-        self._pending = []
-
-
-def train_one(arch: str, args, tokenizer_dir: Path | None, overrides: dict | None) -> tuple[dict, UpdateRecorder]:
-    from hf_unified_mt.training import run  # what training/train.py runs
-
-    recorder = UpdateRecorder(args.device)
-    output_dir = args.work_dir / arch
-    argv = ["--arch", arch, "--preset", args.preset, "--output_dir", str(output_dir)]
-    argv += ["--max_steps", str(args.warmup_steps + args.steps), "--max_tokens", str(args.max_tokens)]
-    argv += (
-        "--eval_strategy no --save_strategy no --load_best_model_at_end False --do_predict False "
-        "--predict_with_generate False --num_sample_translations 0 --logging_steps 50 --report_to none --seed 1 "
-        "--overlong skip --dataloader_num_workers 2"
-    ).split()
-    argv += ["--bf16" if args.device.startswith("cuda") else "--use_cpu", "True"]
-    if tokenizer_dir is not None:
-        argv += ["--tokenizer_name_or_path", str(tokenizer_dir)]
-    else:
-        argv += ["--tokenizer_vocab_size", str(args.vocab_size)]
-    if overrides:
-        argv += ["--config_overrides", json.dumps(overrides)]
-    argv += shlex.split(args.train_options)
-    results = run.main(argv, callbacks=[recorder])
-    return results, recorder
-
-
 def flop_terms(b: int, s: int, t: int) -> np.ndarray:
     """[`flop_polynomial`]'s terms for `b` pairs of `s` source and `t` target tokens: B*S, B*T, B*S^2, B*T^2, B*S*T."""
     return np.array([b * s, b * t, b * s * s, b * t * t, b * s * t], dtype=np.float64)
@@ -291,119 +204,6 @@ def flop_polynomial(model, device: str, vocab_size: int) -> tuple[np.ndarray, fl
     return coefficients, max(errors)
 
 
-def training_summary(name, model, recorder, args, peak, vocab_size) -> dict:
-    """Tokens/s, FLOP/s and MFU over the timed updates (those after the warm-up)."""
-    coefficients, fit_error = flop_polynomial(model, args.device, vocab_size)
-    timed = slice(args.warmup_steps, None)
-    seconds = sum(recorder.times[timed])
-    batches = [batch for step in recorder.batches[timed] for batch in step]
-    flops = sum(float(flop_terms(b["batch"], b["source"], b["target"]) @ coefficients) for b in batches)
-    real = sum(b["source_tokens"] + b["target_tokens"] for b in batches)
-    padded = sum(b["batch"] * (b["source"] + b["target"]) for b in batches)
-    target = sum(b["target_tokens"] for b in batches)
-    return {
-        "model": name,
-        "parameters": count_parameters(model),
-        "timed_updates": len(recorder.times[timed]),
-        "seconds": seconds,
-        "seconds_per_update_median": statistics.median(recorder.times[timed]),
-        "warmup_seconds_per_update_median": statistics.median(recorder.times[: args.warmup_steps]),
-        "tokens_per_second": real / seconds,
-        "target_tokens_per_second": target / seconds,
-        "padding_share": 1 - real / padded,
-        "tflops_per_second": flops / seconds / 1e12,
-        "mfu_measured_peak": flops / seconds / peak,
-        "mfu_spec_peak": flops / seconds / args.spec_peak,
-        "flop_fit_max_relative_error": fit_error,
-    }
-
-
-def decoding(models: dict, tokenizer, args) -> dict:
-    """Sentences/s and new tokens/s of `generate()` in bf16 at the given batch and beam, forced length."""
-    from hf_unified_mt.training.data import load_parallel_data
-
-    sources = load_parallel_data()["test"]["source"][: args.decode_batch * args.decode_batches]
-    batches = [
-        tokenizer(sources[i : i + args.decode_batch], return_tensors="pt", padding=True).to(args.device)
-        for i in range(0, len(sources), args.decode_batch)
-    ]
-    dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
-    calls = {}
-    for name, model in models.items():
-        model = model.to(dtype).eval()
-
-        def call(model=model):
-            with torch.inference_mode():
-                for batch in batches:
-                    model.generate(**batch, **fixed_length(args.new_tokens, args.decode_beams))
-
-        calls[name] = call
-    times = interleaved_times(calls, args.repeats, args.device)
-    new_tokens = len(sources) * args.new_tokens
-    return {
-        name: {
-            "seconds": statistics.median(values),
-            "rounds": values,
-            "sentences_per_second": len(sources) / statistics.median(values),
-            "new_tokens_per_second": new_tokens / statistics.median(values),
-        }
-        for name, values in times.items()
-    }
-
-
-def other_runtimes() -> dict:
-    """Whether the ONNX Runtime CUDA provider and CTranslate2's CUDA build can run here, and why not."""
-    found = {}
-    try:
-        import onnxruntime
-
-        providers = onnxruntime.get_available_providers()
-        found["onnxruntime"] = {"version": onnxruntime.__version__, "providers": providers}
-        if "CUDAExecutionProvider" not in providers:
-            found["onnxruntime"]["why_not"] = "this onnxruntime build has no CUDAExecutionProvider"
-    except ImportError as error:
-        found["onnxruntime"] = {"why_not": f"not installed ({error})"}
-    cublas = {}
-    for soname in ("libcublas.so.12", "libcublas.so.13", "libcublas.so"):
-        try:
-            ctypes.CDLL(soname)
-            cublas[soname] = True
-        except OSError:
-            cublas[soname] = False
-    try:
-        import ctranslate2
-
-        found["ctranslate2"] = {"version": ctranslate2.__version__, "cuda_devices": ctranslate2.get_cuda_device_count()}
-    except ImportError as error:
-        found["ctranslate2"] = {"why_not": f"not installed ({error})"}
-    found["ctranslate2"]["loadable_cublas"] = cublas
-    if not cublas["libcublas.so.12"]:
-        found["ctranslate2"]["why_not"] = (
-            "CTranslate2's PyPI wheels load CUDA 12's cuBLAS (libcublas.so.12) at run time; this machine has none"
-        )
-    return found
-
-
-def train_phase(args, name: str) -> None:
-    """Trains one model (`prime` first: it trains the tokenizer both share) and writes its summary beside it."""
-    peak = matmul_peak(args.device)
-    print(f"bf16 matrix-product peak {peak / 1e12:.1f} TFLOP/s", flush=True)
-    tokenizer_dir = args.work_dir / "unified_transformer"  # train.py saves the tokenizer it trained with the model
-    if name == "prime":
-        results, recorder = train_one("unified_transformer", args, None, None)
-    else:
-        overrides = marian_overrides(args.preset, len(AutoTokenizer.from_pretrained(tokenizer_dir)))
-        if args.marian_attention:
-            overrides["_attn_implementation"] = args.marian_attention
-        results, recorder = train_one("marian", args, tokenizer_dir, overrides)
-    summary = training_summary(name, recorder.model, recorder, args, peak, recorder.model.config.vocab_size)
-    summary["train_loss"] = results.get("train", {}).get("train_loss")
-    summary["bf16_matmul_peak_tflops"] = peak / 1e12
-    summary["attention"] = recorder.model.config._attn_implementation
-    (args.work_dir / f"train_{name}.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps(summary, indent=1), flush=True)
-
-
 def run_environment(args) -> dict:
     """The device, the versions that ran and the preset, as a result JSON starts."""
     return {
@@ -413,99 +213,6 @@ def run_environment(args) -> dict:
         "transformers": __import__("transformers").__version__,
         "preset": args.preset,
     }
-
-
-def report_phase(args) -> None:
-    """Decoding throughput of the trained models, and the whole result."""
-    training = {}
-    for name in ("prime", "marian"):
-        path = args.work_dir / f"train_{name}.json"
-        training[name] = json.loads(path.read_text()) if path.exists() else {"failed": "see the log"}
-    if "tokens_per_second" in training["prime"] and "tokens_per_second" in training["marian"]:
-        training["prime_over_marian_tokens_per_second"] = (
-            training["prime"]["tokens_per_second"] / training["marian"]["tokens_per_second"]
-        )
-    tokenizer = AutoTokenizer.from_pretrained(args.work_dir / "unified_transformer")
-    models = {
-        name: AutoModelForSeq2SeqLM.from_pretrained(args.work_dir / folder).to(args.device)
-        for name, folder in (("prime", "unified_transformer"), ("marian", "marian"))
-        if (args.work_dir / folder / "model.safetensors").exists()
-    }
-    decode = {} if args.skip_decoding else decoding(models, tokenizer, args)
-    if len(decode) == 2:
-        decode["prime_over_marian"] = (
-            decode["prime"]["new_tokens_per_second"] / decode["marian"]["new_tokens_per_second"]
-        )
-    print(json.dumps(decode, indent=1), flush=True)
-    peak = matmul_peak(args.device)
-    result = {
-        **run_environment(args),
-        "settings": {key: str(value) for key, value in vars(args).items()},
-        "bf16_matmul_peak_tflops": peak / 1e12,
-        "spec_peak_tflops": args.spec_peak / 1e12,
-        "training": training,
-        "decoding": {
-            "batch": args.decode_batch,
-            "beams": args.decode_beams,
-            "new_tokens": args.new_tokens,
-            "dtype": "bfloat16" if args.device.startswith("cuda") else "float32",
-            **decode,
-        },
-        "other_runtimes": other_runtimes(),
-        "machine": machine(),
-    }
-    write_result(args.output, result)
-    print(json.dumps(result["other_runtimes"], indent=1))
-    print(f"wrote {args.output}")
-
-
-def labelled_rows(result: dict, section: str):
-    """(label, row) of Prime and the MarianMT in one section of the result, in the tables' order."""
-    labels = {"prime": f"Prime `{result['preset']}`", "marian": "MarianMT, same size"}
-    return [(label, result[section][name]) for name, label in labels.items()]
-
-
-def training_table(result: dict) -> str:
-    """The markdown table of docs/benchmarks.md, from the JSON."""
-    training = result["training"]
-    peak, spec = result["bf16_matmul_peak_tflops"], result["spec_peak_tflops"]
-    lines = [
-        f"Training, bf16, `Seq2SeqTrainer` (train.py), {result['device']}, {training['prime']['timed_updates']} "
-        f"updates after {result['settings']['warmup_steps']} of warm-up, "
-        f"`--max_tokens {result['settings']['max_tokens']}`; "
-        f"measured bf16 GEMM peak {peak:.0f} TFLOP/s (data sheet {spec:.0f}):",
-        "",
-        "| model | parameters | s/update | tokens/s | achieved TFLOP/s | MFU (measured peak) | MFU (data sheet) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for label, row in labelled_rows(result, "training"):
-        lines.append(
-            f"| {label} | {row['parameters'] / 1e6:.1f}M | {row['seconds_per_update_median']:.3f} | "
-            f"{row['tokens_per_second']:,.0f} | {row['tflops_per_second']:.1f} | {row['mfu_measured_peak']:.1%} | "
-            f"{row['mfu_spec_peak']:.1%} |"
-        )
-    lines += [
-        "",
-        f"Prime / MarianMT tokens per second: **{training['prime_over_marian_tokens_per_second']:.2f}x**.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def decoding_table(result: dict) -> str:
-    """The markdown table of docs/deployment.md, from the JSON."""
-    decoding = result["decoding"]
-    lines = [
-        f"Decoding, PyTorch `generate()`, {decoding['dtype']}, {result['device']}, batch {decoding['batch']}, beam "
-        f"{decoding['beams']}, exactly {decoding['new_tokens']} new tokens per sentence, median of "
-        f"{len(decoding['prime']['rounds'])} interleaved rounds:",
-        "",
-        "| model | sentences/s | new tokens/s |",
-        "|---|---:|---:|",
-    ]
-    for label, row in labelled_rows(result, "decoding"):
-        lines.append(f"| {label} | {row['sentences_per_second']:,.1f} | {row['new_tokens_per_second']:,.0f} |")
-    lines += ["", f"Prime / MarianMT: **{decoding['prime_over_marian']:.2f}x**."]
-    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1078,21 +785,13 @@ def main(argv=None):
     args = parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.phase == "table":
-        result = read_result(args.output)
-        if "arms" in result:
-            print(arms_table(result), end="")
-        else:
-            print(training_table(result) + "\n" + decoding_table(result), end="")
+        print(arms_table(read_result(args.output)), end="")
         return
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    if args.phase == "report":
-        report_phase(args)
-    elif args.phase == "arms":
+    if args.phase == "arms":
         arms_phase(args)
-    elif args.phase == "arm":
-        arm_phase(args)
     else:
-        train_phase(args, args.phase)
+        arm_phase(args)
 
 
 if __name__ == "__main__":

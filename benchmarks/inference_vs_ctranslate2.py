@@ -14,15 +14,14 @@ median over the runs with their range.
     python benchmarks/inference_vs_ctranslate2.py            # table on stdout, JSON to benchmarks/results/
     python benchmarks/inference_vs_ctranslate2.py --runs 3   # three runs back to back: medians and ranges
     python benchmarks/inference_vs_ctranslate2.py --quick    # tiny models, 1 round: checks that everything runs
-    python benchmarks/inference_vs_ctranslate2.py --profile  # where the time of decoding goes (no table)
     python benchmarks/inference_vs_ctranslate2.py --summary  # the deployment tables of the JSON at --output
+
+(Where decoding time goes, `--profile`, is retired: its results and table stay, `benchmarks/studies/tables.py
+decoding_profiles`; docs/history.md, "Finished studies".)
 """
 
 import argparse
-import cProfile
-import json
 import os
-import pstats
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,6 @@ from harness import RESULTS, busy, interleaved_times, load_check, machine, read_
 from harness.backends import (
     ONNX_BACKENDS,
     GenerateFn,
-    clock_calls,
     compiled_backend,
     convert_to_ctranslate2,
     ctranslate2_backend,
@@ -80,14 +78,8 @@ def parse_args(argv=None):
     parser.add_argument("--runs", type=int, default=1, help="Whole measurements back to back; medians and ranges")
     parser.add_argument("--quick", action="store_true", help=f"Tiny everything, one round: {QUICK}")
     parser.add_argument("--compile", action="store_true", help="Add the decoding step under torch.compile")
-    parser.add_argument("--profile", action="store_true", help="Profile PyTorch decoding instead of timing")
     parser.add_argument("--summary", action="store_true", help="Print the deployment tables of the JSON at --output")
     parser.add_argument("--compare-runs", nargs="+", metavar="JSON", help="Print how these runs agree, per cell")
-    parser.add_argument("--profile-summary", nargs="+", metavar="[LABEL=]JSON", help="--profile JSONs side by side")
-    parser.add_argument("--profile-arch", default="unified_transformer", choices=list(hf_unified_mt.ARCHITECTURES))
-    parser.add_argument("--profile-setting", choices=["greedy", "beam"], default="greedy")
-    parser.add_argument("--profile-calls", type=int, default=5, help="Profiled generate() calls per model")
-    parser.add_argument("--profile-native-loop", action="store_true", help="Profile ONNX Runtime's native loop")
     parser.add_argument("--workdir", type=Path, help="Keep the saved and converted MarianMT models here")
     parser.add_argument("--output", type=Path, default=RESULTS / "inference_vs_ctranslate2.json")
     args = parser.parse_args(argv)
@@ -95,7 +87,7 @@ def parse_args(argv=None):
     if args.quick:
         for name, value in QUICK.items():
             setattr(args, name, value)
-    for name in ("source_length", "new_tokens", "batch_size", "beams", "repeats", "threads", "runs", "profile_calls"):
+    for name in ("source_length", "new_tokens", "batch_size", "beams", "repeats", "threads", "runs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.throughput_batch_size < 0:
@@ -579,391 +571,6 @@ def runs_table(documents: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------------- profile
-
-
-def timed_forwards(module: torch.nn.Module, unless_inside: dict | None = None) -> dict:
-    """Hooks that add the seconds spent inside `module`'s forward to the returned dict ("seconds", "calls"), leaving
-    out the calls made while the forward timed by `unless_inside` (another such dict) runs."""
-    total = dict(seconds=0.0, calls=0, started=[])
-
-    def start(*_):
-        total["started"].append(None if unless_inside and unless_inside["started"] else time.perf_counter())
-
-    def stop(*_):
-        started = total["started"].pop()
-        if started is not None:
-            total["seconds"] += time.perf_counter() - started
-            total["calls"] += 1
-
-    module.register_forward_pre_hook(start)
-    module.register_forward_hook(stop)
-    return total
-
-
-def is_operator(event) -> bool:
-    """A dispatched operator call (`aten::linear`, `quantized::linear_dynamic`, ...), not a profiler annotation."""
-    return "::" in event.name
-
-
-def top_level_operators(events) -> list:
-    """The operator calls made by Python code (not inside another operator): the kernel calls a step dispatches."""
-
-    def nested(event) -> bool:
-        parent = event.cpu_parent
-        while parent is not None:
-            if is_operator(parent):
-                return True
-            parent = parent.cpu_parent
-        return False
-
-    return [event for event in events if is_operator(event) and not nested(event)]
-
-
-# Python code of the decoding path, grouped by where it lives (files matched by path suffix).
-PYTHON_REGIONS = {
-    "cache layers (cache_mt.py, transformers cache_utils.py)": ("cache_mt.py", "cache_utils.py"),
-    "masks (transformers masking_utils.py)": ("masking_utils.py",),
-    "generate() loop, logits processors, stopping criteria": (
-        "generation/utils.py",
-        "logits_process.py",
-        "stopping_criteria.py",
-        "beam_search.py",
-    ),
-    "our model code (hf_unified_mt/*.py)": ("hf_unified_mt/modeling_",),
-    "transformers config attribute reads (configuration_utils.py)": ("configuration_utils.py",),
-    "inspect.signature, called by transformers per step": ("inspect.py",),
-    "transformers output/kwargs plumbing": (
-        "dataclasses.py",
-        "copy.py",
-        "utils/generic.py",
-        "output_capturing.py",
-        "modeling_utils.py",
-        "modeling_outputs.py",
-        "integrations/sdpa_attention.py",
-    ),
-    "torch.nn.Module call machinery": ("torch/nn/modules/module.py",),
-}
-
-
-def python_self_time_by_region(stats: pstats.Stats) -> dict[str, float]:
-    """Seconds of Python self time (`tottime`: the function's own lines, not its callees) per region of
-    `PYTHON_REGIONS`, plus the built-in calls (`{built-in method ...}`: torch operators called from Python)."""
-    regions = dict.fromkeys([*PYTHON_REGIONS, "torch operators and other built-ins", "other Python"], 0.0)
-    for (filename, _, _), (_, _, self_time, _, _) in stats.stats.items():
-        region = next((name for name, suffixes in PYTHON_REGIONS.items() if any(s in filename for s in suffixes)), None)
-        if region is None:
-            region = "torch operators and other built-ins" if filename == "~" else "other Python"
-        regions[region] += self_time
-    return regions
-
-
-def stored_bytes(module: torch.nn.Module) -> int:
-    """Bytes of a module's weights as stored: float32 parameters, or a quantised linear's int8 matrix (its packed
-    parameters in the state dict, which `parameters()` does not list)."""
-    total = 0
-    for value in module.state_dict().values():
-        for tensor in value if isinstance(value, tuple) else (value,):
-            if isinstance(tensor, torch.Tensor):
-                total += tensor.numel() * tensor.element_size()
-    return total
-
-
-def memory_traffic(model: torch.nn.Module, batch: int, beams: int, source_length: int, new_tokens: int) -> dict:
-    """Bytes one decoding step reads at least: the decoder's parameters and the output projection (each read once
-    per step, whatever the batch), and the cached cross- and self-attention keys/values of every row (self-attention
-    at the mean target length). A lower bound: activations and the models' recurrent states come on top."""
-    decoder = model.get_decoder()
-    parameter_bytes = stored_bytes(decoder) - stored_bytes(decoder.embed_tokens) + stored_bytes(model.lm_head)
-    rows, width = batch * beams, model.config.d_model
-    layers = model.config.decoder_layers
-    kv_bytes = 2 * layers * rows * width * 4 * (source_length + (new_tokens + 1) / 2)
-    return dict(parameter_bytes=parameter_bytes, kv_cache_bytes=kv_bytes, total_bytes=parameter_bytes + kv_bytes)
-
-
-def profile_spec(args) -> dict:
-    """Batch and beams of `--profile-setting`."""
-    return dict(batch=1, beams=1) if args.profile_setting == "greedy" else dict(batch=args.batch_size, beams=args.beams)
-
-
-def profile_title(result: dict) -> str:
-    """The first line of a printed profile: model, setting, time per `generate()` call and tokens/s."""
-    return (
-        f"== {result['model']}: {result['setting']} at batch {result['batch']}, beam {result['beams']}: "
-        f"{result['seconds_per_generate'] * 1e3:.1f} ms per generate(), {result['tokens_per_second']:.0f} tokens/s"
-    )
-
-
-def profile_head(name: str, args, spec: dict, wall: float, tokens: int) -> dict:
-    """The fields a profile entry starts with: the model, the setting, and the speed of its `generate()` calls."""
-    return dict(
-        model=name,
-        setting=args.profile_setting,
-        batch=spec["batch"],
-        beams=spec["beams"],
-        seconds_per_generate=wall,
-        tokens_per_second=spec["batch"] * tokens / wall,
-    )
-
-
-def profile_decoding(model: torch.nn.Module, name: str, args) -> dict:
-    """Where one model's `generate()` time goes at the profile setting: model forward vs generate()'s own Python,
-    Python self time by region (cProfile), ATen calls per generated token and their share of the time
-    (`torch.profiler`), and the bytes a step reads at least against the time it takes."""
-    spec = profile_spec(args)
-    input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
-    generate = torch_backend(model, args.new_tokens)
-    forward_time = timed_forwards(model)  # generate()'s decoding steps
-    encoder_time = timed_forwards(model.get_encoder(), unless_inside=forward_time)  # generate() runs it on its own
-    for _ in range(2):
-        generate(input_ids, attention_mask, spec["beams"])
-    encoder_time.update(seconds=0.0, calls=0)
-    forward_time.update(seconds=0.0, calls=0)
-    start = time.perf_counter()
-    for _ in range(args.profile_calls):
-        generate(input_ids, attention_mask, spec["beams"])
-    wall = (time.perf_counter() - start) / args.profile_calls
-    encoder = encoder_time["seconds"] / args.profile_calls
-    steps = forward_time["seconds"] / args.profile_calls
-    step_calls = forward_time["calls"] / args.profile_calls
-    tokens = args.new_tokens  # per sentence; a step decodes one token for every row
-
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(args.profile_calls):
-        generate(input_ids, attention_mask, spec["beams"])
-    profiler.disable()
-    stats = pstats.Stats(profiler)
-    profiled_wall = stats.total_tt / args.profile_calls
-    regions = {region: seconds / args.profile_calls for region, seconds in python_self_time_by_region(stats).items()}
-
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as profile:
-        for _ in range(args.profile_calls):
-            generate(input_ids, attention_mask, spec["beams"])
-    events = profile.events()
-    top = top_level_operators(events)
-    op_seconds = sum(event.cpu_time_total for event in top) / 1e6 / args.profile_calls
-    allocated = sum(max(event.cpu_memory_usage, 0) for event in top) / args.profile_calls
-    counts: dict[str, int] = {}
-    op_time: dict[str, float] = {}
-    for event in top:
-        counts[event.name] = counts.get(event.name, 0) + 1
-        op_time[event.name] = op_time.get(event.name, 0.0) + event.cpu_time_total / 1e6 / args.profile_calls
-    traffic = memory_traffic(model, spec["batch"], spec["beams"], args.source_length, args.new_tokens)
-    step_seconds = steps / max(step_calls, 1)
-    return dict(
-        **profile_head(name, args, spec, wall, tokens),
-        share_encoder=encoder / wall,
-        share_decoder_forwards=steps / wall,
-        share_generate_outside_forward=(wall - steps - encoder) / wall,
-        decoder_forward_calls=step_calls,
-        cprofile_seconds_per_generate=profiled_wall,
-        python_self_seconds_by_region=regions,
-        operator_calls_per_generate=len(top) / args.profile_calls,
-        operator_calls_per_token=len(top) / args.profile_calls / tokens,
-        operator_share_of_wall=op_seconds / wall,
-        top_operator_calls_per_token={
-            name: count / args.profile_calls / tokens
-            for name, count in sorted(counts.items(), key=lambda item: -item[1])[:12]
-        },
-        top_operator_share_of_operator_time={
-            name: seconds / op_seconds for name, seconds in sorted(op_time.items(), key=lambda item: -item[1])[:8]
-        },
-        allocated_bytes_per_token=allocated / tokens,
-        min_bytes_read_per_step=traffic,
-        min_read_bandwidth_gb_per_s=traffic["total_bytes"] / step_seconds / 1e9,
-    )
-
-
-def format_profile(result: dict) -> str:
-    """A readable breakdown of one `profile_decoding` result."""
-    lines = [
-        profile_title(result),
-        f"  encoder forward           {result['share_encoder']:6.1%}",
-        f"  decoder step forwards     {result['share_decoder_forwards']:6.1%}  "
-        f"({result['decoder_forward_calls']:.0f} calls)",
-        f"  generate() outside model  {result['share_generate_outside_forward']:6.1%}",
-        f"  operators (top-level) take {result['operator_share_of_wall']:6.1%} of the wall time under torch.profiler; "
-        f"{result['operator_calls_per_token']:.0f} calls per generated token",
-        "  Python self time per generate() by region (cProfile, "
-        f"{result['cprofile_seconds_per_generate'] * 1e3:.1f} ms per call under cProfile):",
-    ]
-    total = sum(result["python_self_seconds_by_region"].values())
-    for region, seconds in sorted(result["python_self_seconds_by_region"].items(), key=lambda item: -item[1]):
-        lines.append(f"    {region:<58} {seconds * 1e3:7.2f} ms  {seconds / total:6.1%}")
-    lines.append("  most frequent operator calls per generated token:")
-    for op, count in result["top_operator_calls_per_token"].items():
-        lines.append(f"    {op:<40} {count:6.1f}")
-    lines.append("  operators taking the most time (share of the top-level operators' time, children included):")
-    for op, share in result["top_operator_share_of_operator_time"].items():
-        lines.append(f"    {op:<40} {share:6.1%}")
-    traffic = result["min_bytes_read_per_step"]
-    lines.append(
-        f"  bytes read per step at least: {traffic['parameter_bytes'] / 1e6:.1f} MB parameters + "
-        f"{traffic['kv_cache_bytes'] / 1e6:.2f} MB cached keys/values -> "
-        f"{result['min_read_bandwidth_gb_per_s']:.2f} GB/s at the measured step time; "
-        f"{result['allocated_bytes_per_token'] / 1e6:.2f} MB allocated per token"
-    )
-    return "\n".join(lines)
-
-
-def profile_onnx(model: torch.nn.Module, name: str, args, directory: Path, int8: bool) -> dict:
-    """Where ONNX Runtime's `generate()` time goes at the profile setting (the search graph where it takes the call,
-    or with `--profile-native-loop` the native loop over the step graph): inside the encoder graph, inside the
-    decoder's graph (the step graph's runs, or the search graph's one run), and outside both (`generate()`'s own
-    Python, beam bookkeeping, the cache handed between steps); and, from ONNX Runtime's own profiler, the decoder
-    graph's node time by operator type (the search graph's: the nodes inside its `Loop`)."""
-    from hf_unified_mt.deployment.onnx_runtime import ORTModelForSeq2SeqLM, inference_session
-
-    spec = profile_spec(args)
-    input_ids, attention_mask = source_batch(args, spec["batch"], model.config.vocab_size)
-    search_graphs = not args.profile_native_loop
-    runtime = ORTModelForSeq2SeqLM.from_pretrained(
-        directory, int8=int8, num_threads=args.threads, search_graphs=search_graphs
-    )
-    generate = torch_backend(runtime, args.new_tokens)
-    clocks = {}
-    for part, session in (("encoder", runtime.encoder.session), ("decoder", runtime.decoder_session)):
-        clock = clocks[part] = dict(seconds=0.0, calls=0)
-        # `run` in transformers' generate() loop, `run_with_iobinding` in the native search loop
-        for method in ("run", "run_with_iobinding"):
-            clock_calls(session, method, clock)
-    generate(input_ids, attention_mask, spec["beams"])  # also builds the search graph the call takes
-    graphs = [session for _, session in runtime._search_graphs.sessions.values()]
-    for session in graphs:
-        clock_calls(session, "run", clocks["decoder"])
-    for clock in clocks.values():
-        clock.update(seconds=0.0, calls=0)
-    start = time.perf_counter()
-    for _ in range(args.profile_calls):
-        generate(input_ids, attention_mask, spec["beams"])
-    wall = (time.perf_counter() - start) / args.profile_calls
-    encoder = clocks["encoder"]["seconds"] / args.profile_calls
-    decoder = clocks["decoder"]["seconds"] / args.profile_calls
-    steps = clocks["decoder"]["calls"] / args.profile_calls
-
-    # ONNX Runtime's profiler on a session of its own over the same decoder graph (or search graph)
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = args.threads, 1
-    options.enable_profiling = True
-    options.profile_file_prefix = str(directory / "ort_profile")
-    profiled = []
-
-    def profiled_session(graph):
-        profiled.append(inference_session(graph, options))
-        return profiled[-1]
-
-    if graphs:
-        runtime._search_graphs.session = profiled_session
-        runtime._search_graphs.sessions.clear()
-    else:
-        runtime.decoder_session = profiled_session(runtime.decoder_session._model_path)
-    for _ in range(args.profile_calls):
-        generate(input_ids, attention_mask, spec["beams"])
-    node_time: dict[str, float] = {}
-    node_calls: dict[str, int] = {}
-    for session in profiled:
-        for event in json.loads(Path(session.end_profiling()).read_text()):
-            if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
-                op = event["args"]["op_name"]
-                if op == "Loop":  # the search graph's loop: its time is its nodes'
-                    continue
-                node_time[op] = node_time.get(op, 0.0) + event["dur"] / 1e6
-                node_calls[op] = node_calls.get(op, 0) + 1
-    total_node = sum(node_time.values())
-    # a search graph runs one step per generated token (the benchmark's calls generate exactly `--new-tokens`)
-    profiled_steps = (args.new_tokens if graphs else steps) * args.profile_calls
-    top = sorted(node_time, key=node_time.get, reverse=True)[:10]
-    return dict(
-        **profile_head(name, args, spec, wall, args.new_tokens),
-        share_encoder_graph=encoder / wall,
-        share_decoder_graph=decoder / wall,
-        share_outside_graphs=(wall - encoder - decoder) / wall,
-        decoder_steps=steps,
-        search_graph=bool(graphs),
-        decoder_node_seconds_per_step=total_node / max(profiled_steps, 1),
-        top_operator_share_of_node_time={op: node_time[op] / total_node for op in top},
-        top_operator_calls_per_step={op: node_calls[op] / max(profiled_steps, 1) for op in top},
-    )
-
-
-def format_onnx_profile(result: dict) -> str:
-    """A readable breakdown of one `profile_onnx` result."""
-    lines = [
-        profile_title(result),
-        f"  encoder graph             {result['share_encoder_graph']:6.1%}",
-        f"  decoder's graph           {result['share_decoder_graph']:6.1%}  ({result['decoder_steps']:.0f} runs "
-        f"of the {'search' if result.get('search_graph') else 'step'} graph, "
-        f"{result['decoder_node_seconds_per_step'] * 1e3:.2f} ms of node time per step)",
-        f"  outside the graphs        {result['share_outside_graphs']:6.1%}  (generate(), beams, cache hand-over)",
-        "  decoder graph node time by operator (share; calls per step):",
-    ]
-    for op, share in result["top_operator_share_of_node_time"].items():
-        lines.append(f"    {op:<40} {share:6.1%}  {result['top_operator_calls_per_step'][op]:5.0f}")
-    return "\n".join(lines)
-
-
-def profile_summary(documents: list[tuple[str, dict]]) -> str:
-    """ONNX Runtime int8's breakdown of one `generate()` call in each `--profile` JSON, side by side: one column per
-    document, headed by its label (`LABEL=PATH` on the command line, e.g. the commit or loop it was measured with) and
-    its setting."""
-    entries, columns = [], []
-    for label, document in documents:
-        [entry] = [e for e in document["profile"] if e["model"].endswith("ONNX Runtime int8")]
-        setting = "batch 1 greedy" if entry["setting"] == "greedy" else "batch {batch}, beam {beams}".format(**entry)
-        entries.append(entry)
-        columns.append(f"{setting}, {label}" if label else setting)
-    rows = [
-        ("tokens/s (profiled call)", lambda e: f"{e['tokens_per_second']:,.0f}"),
-        ("encoder graph", lambda e: f"{e['share_encoder_graph']:.0%}"),
-        (
-            "decoder's graph (step graph runs, or the search graph's one run)",
-            lambda e: f"{e['share_decoder_graph']:.0%}",
-        ),
-        ("outside the graphs (Python: search, beams, cache hand-over)", lambda e: f"{e['share_outside_graphs']:.0%}"),
-        (
-            "decoder node time per step (search graph: its loop's nodes)",
-            lambda e: f"{e['decoder_node_seconds_per_step'] * 1e3:.2f} ms",
-        ),
-    ]
-    lines = ["| ONNX Runtime int8, one call | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
-    lines += [f"| {label} | " + " | ".join(value(e) for e in entries) + " |" for label, value in rows]
-    return "\n".join(lines)
-
-
-def run_profile(args) -> list[dict]:
-    """`--profile`: the breakdown for `--profile-arch` (its `--preset`) in PyTorch float32 and int8, for its
-    same-size MarianMT, and (where the onnx extra is installed) in ONNX Runtime float32 and int8, in one run
-    (relative shares stay meaningful on a busy machine; absolute times do not)."""
-    name = f"{args.profile_arch} ({args.preset})"
-    subject = dict(name=name, arch=args.profile_arch, preset=args.preset, overrides={}, vocab_size=None)
-    model, marian = build_models(subject, args)
-    results = []
-    for name, candidate in (
-        (subject["name"], model),
-        (f"{subject['name']} int8", quantize_int8(model)),
-        ("MarianMT, same size", marian),
-    ):
-        result = profile_decoding(candidate, name, args)
-        print(format_profile(result), flush=True)
-        results.append(result)
-    with tempfile.TemporaryDirectory() as scratch:
-        try:
-            from hf_unified_mt.deployment.onnx_export import export_onnx
-
-            export_onnx(model, scratch, int8=True, verify=False)
-        except ImportError as error:
-            print(f"note: ONNX Runtime profile skipped ({error})", file=sys.stderr)
-            return results
-        for label, int8 in (("ONNX Runtime float32", False), ("ONNX Runtime int8", True)):
-            result = profile_onnx(model, f"{subject['name']} {label}", args, Path(scratch), int8)
-            print(format_onnx_profile(result), flush=True)
-            results.append(result)
-    return results
-
-
 # ---------------------------------------------------------------------------------------------------- main
 
 
@@ -986,10 +593,6 @@ def measure_run(args, workdir: Path) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.profile_summary:
-        labelled = (item.split("=", 1) if "=" in item else ("", item) for item in args.profile_summary)
-        print(profile_summary([(label, read_result(path)) for label, path in labelled]))
-        return
     if args.compare_runs:
         print(runs_table([read_result(path) for path in args.compare_runs]))
         return
@@ -1008,16 +611,12 @@ def main(argv=None):
     transformers_logging.disable_progress_bar()  # saving and reloading the MarianMT for the converter
     load_before = load_check()
     runs = []
-    if args.profile:
-        results = run_profile(args)
-    else:
-        with tempfile.TemporaryDirectory() as scratch:
-            workdir = args.workdir or Path(scratch)
-            for index in range(args.runs):
-                if args.runs > 1:
-                    print(f"run {index + 1} of {args.runs}", file=sys.stderr)
-                runs.append(measure_run(args, workdir))
-        results = None
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = args.workdir or Path(scratch)
+        for index in range(args.runs):
+            if args.runs > 1:
+                print(f"run {index + 1} of {args.runs}", file=sys.stderr)
+            runs.append(measure_run(args, workdir))
     load_after = os.getloadavg()[0]
     record = machine(packages=("ctranslate2", "onnxruntime"))
     record.update(
@@ -1034,12 +633,8 @@ def main(argv=None):
         )
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     output = args.output
-    if args.profile and output == parse_args([]).output:
-        output = output.with_name(output.stem + "_profile.json")
     document = dict(settings=settings, machine=record, machine_busy=machine_busy)
-    if args.profile:
-        document.update(rows=[], table=None, profile=results)
-    elif args.runs == 1:
+    if args.runs == 1:
         document.update(runs[0])
     else:
         document.update(runs=runs, medians=run_medians([run["rows"] for run in runs]))

@@ -7,7 +7,9 @@ achieved FLOP/s, and the efficiency column is the architecture's over MarianMT's
 
     python benchmarks/speed_vs_marian.py                   # table on stdout, JSON to benchmarks/results/
     python benchmarks/speed_vs_marian.py --archs unified_transformer --repeats 5
-    python benchmarks/speed_vs_marian.py --archs multi_unit_transformer --profile train   # operator tables
+
+(Operator tables of one task, `--profile TASK`, are retired: the tables it wrote stay in `benchmarks/results/profiles/`;
+docs/history.md, "Finished studies".)
 """
 
 import argparse
@@ -38,10 +40,6 @@ def parse_args(argv=None):
     parser.add_argument("--keep-dropout", action="store_true", help="Keep the presets' dropouts (MarianMT: 0.1)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--output", type=Path, default=RESULTS / "speed_vs_marian.json")
-    parser.add_argument("--profile", choices=["train", "decode_b1", "decode_bN"], help="Operator tables of this task")
-    parser.add_argument("--profile-rows", type=int, default=15, help="Operators per table (by self CPU time)")
-    parser.add_argument("--profile-calls", type=int, default=3, help="Profiled calls, after two warm-up calls")
-    parser.add_argument("--profile-output", type=Path, help="Also write the operator tables to this file")
     return parser.parse_args(argv)
 
 
@@ -79,25 +77,6 @@ def call_makers(args) -> dict:
         "decode_b1": lambda m: decoding_call(m, args, 1),
         "decode_bN": lambda m: decoding_call(m, args, args.decode_batch),
     }
-
-
-def profile_tables(arch: str, args) -> str:
-    """`torch.profiler` operator tables of `args.profile`'s call for the architecture and its MarianMT."""
-    sections = []
-    for name, model in build_pair(arch, args).items():
-        call = call_makers(args)[args.profile](model)
-        for _ in range(2):
-            call()
-        with torch.profiler.profile() as profile:
-            for _ in range(args.profile_calls):
-                call()
-        averages = profile.key_averages()
-        total_ms = sum(event.self_cpu_time_total for event in averages) / 1e3 / args.profile_calls
-        table = averages.table(sort_by="self_cpu_time_total", row_limit=args.profile_rows, max_name_column_width=50)
-        sections.append(
-            f"== {name}: {args.profile}, {total_ms:.1f} ms of operator time per call ({args.threads} threads)\n{table}"
-        )
-    return "\n".join(sections)
 
 
 def count_flops(model, make_call) -> int:
@@ -169,13 +148,6 @@ def main(argv=None):
     args = parse_args(argv)
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
-    if args.profile:
-        text = "\n".join(profile_tables(arch, args) for arch in args.archs)
-        print(text)
-        if args.profile_output:
-            args.profile_output.parent.mkdir(parents=True, exist_ok=True)
-            args.profile_output.write_text(text)
-        return
     load = load_check()
     rows = [measure(arch, args) for arch in args.archs]
     table = format_table(rows, args)

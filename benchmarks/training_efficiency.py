@@ -6,17 +6,16 @@ job's shape for the main job's model, Prime `small` and a same-size MarianMT bes
 FLOPs from `torch.utils.flop_counter` on an eager-attention copy (docs/benchmarks.md, "Training on CPU").
 
     python benchmarks/training_efficiency.py                  # table on stdout, JSON to benchmarks/results/
-    python benchmarks/training_efficiency.py --table          # the tables of docs/benchmarks.md from the JSONs
-    python benchmarks/training_efficiency.py --profile        # the main job's step by operator, per setting
-    python benchmarks/training_efficiency.py --changes        # the step with each of its speed-ups undone, side by side
+    python benchmarks/training_efficiency.py --table          # the table of docs/benchmarks.md from the JSON
+
+(The step by operator, `--profile`, and the step with each of its speed-ups undone, `--changes`, are retired: their
+results and tables stay, `benchmarks/studies/tables.py training_step_profile`; docs/history.md, "Finished studies".)
 """
 
 import argparse
-import contextlib
 import copy
 import statistics
 import time
-import types
 from pathlib import Path
 
 import torch
@@ -37,11 +36,6 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--models", nargs="+", default=["main_job", "small"], choices=["main_job", "small", "tiny"])
     parser.add_argument("--table", action="store_true", help="print the docs table of the committed JSON and stop")
-    parser.add_argument("--profile", action="store_true", help="profile the main job's step by operator instead")
-    parser.add_argument("--profile-steps", type=int, default=12, help="batches (shapes) per profiled pass")
-    parser.add_argument("--changes", action="store_true", help="time the step with each of its speed-ups undone")
-    parser.add_argument("--changes-output", type=Path, default=RESULTS / "training_step_changes.json")
-    parser.add_argument("--profile-output", type=Path, default=RESULTS / "training_step_profile.json")
     parser.add_argument("--output", type=Path, default=RESULTS / "training_efficiency.json")
     return parser.parse_args(argv)
 
@@ -189,245 +183,7 @@ def measure(args) -> dict:
     }
 
 
-# Operator -> the work it does; the first category whose test matches an operator's name takes it.
-OPERATOR_CATEGORIES = (
-    ("linear layers (mm, addmm)", lambda op: op in ("aten::mm", "aten::addmm", "aten::linear") or "mkldnn" in op),
-    (
-        "batched matmuls (attention, convolution bands)",
-        lambda op: op in ("aten::bmm", "aten::baddbmm") or "scaled_dot_product" in op,
-    ),
-    ("softmax", lambda op: "softmax" in op and "log_softmax" not in op),
-    (
-        "casts and copies",
-        lambda op: op in ("aten::to", "aten::_to_copy", "aten::copy_", "aten::clone", "aten::contiguous"),
-    ),
-    ("layer norm", lambda op: "layer_norm" in op),
-    ("loss and embeddings", lambda op: any(k in op for k in ("log_softmax", "nll_loss", "cross_entropy", "embedding"))),
-    ("optimizer (AdamW)", lambda op: "_foreach" in op or "adam" in op),
-)
-OTHER = "everything else (elementwise, reshapes, autograd)"
-
-
-def categorize(operator: str) -> str:
-    return next((name for name, test in OPERATOR_CATEGORIES if test(operator)), OTHER)
-
-
-def in_optimizer_step(event) -> bool:
-    """Whether a profiled operator ran inside `optimizer.step()` (the optimizer records itself as a region)."""
-    while event is not None:
-        if event.name.startswith("Optimizer.step"):
-            return True
-        event = event.cpu_parent
-    return False
-
-
-def profile_batches(vocab: int, args, multiple: int = 1, steps: int = 12) -> list[dict]:
-    """`steps` batches of a run's shapes (about `--max-tokens` tokens each, source and target lengths 20-43 and 33-44,
-    none a multiple of 8 unless padded), their lengths padded to `multiple` as `--pad_to_multiple_of` does."""
-    generator = torch.Generator().manual_seed(0)
-    batches = []
-    for index in range(steps):
-        source, target = 21 + 2 * index, 43 - index
-        batch = random_batch(vocab, max(1, args.max_tokens // (source + target)), source, target, generator)
-        pad_source, pad_target = -source % multiple, -target % multiple
-        batches.append(
-            dict(
-                input_ids=torch.nn.functional.pad(batch["input_ids"], (0, pad_source), value=0),
-                attention_mask=torch.nn.functional.pad(batch["attention_mask"], (0, pad_source), value=0),
-                labels=torch.nn.functional.pad(batch["labels"], (0, pad_target), value=-100),
-            )
-        )
-    return batches
-
-
-def profile_steps(args) -> dict:
-    """Seconds per step and operator time by category of the first of `--models` (the main job's model by default) on
-    a run's batch shapes, per setting."""
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.set_num_threads(args.threads)
-    settings = {  # name -> (bf16 autocast, lengths padded to a multiple of, attention implementation)
-        "float32": (False, 1, "sdpa"),
-        "bfloat16": (True, 1, "sdpa"),
-        "bfloat16, lengths padded to 8": (True, 8, "sdpa"),
-        "bfloat16, lengths padded to 16": (True, 16, "sdpa"),
-        "bfloat16, padded to 8, eager attention": (True, 8, "eager"),
-        "float32, eager attention": (False, 1, "eager"),
-    }
-    peaks = gemm_peaks(args.gemm_size)
-    torch.manual_seed(0)
-    model = AutoModelForSeq2SeqLM.from_config(prime_config(args.models[0]))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # the Trainer's default optimizer
-    model.train()
-    flops = {}  # model FLOPs per step by padding multiple; 1 (the unpadded batches: useful work) comes first
-    result = {}
-    for name, (bf16, multiple, attention) in settings.items():
-        batches = profile_batches(model.config.vocab_size, args, multiple, args.profile_steps)
-        if multiple not in flops:
-            flops[multiple] = statistics.mean(step_flops(model, batch) for batch in batches)
-        model.set_attn_implementation(attention)
-        train_on(model, optimizer, batches, bf16)  # warm-up: every shape once
-        start = time.perf_counter()
-        train_on(model, optimizer, batches, bf16)
-        seconds = (time.perf_counter() - start) / len(batches)
-        with profile(activities=[ProfilerActivity.CPU]) as profiler:
-            train_on(model, optimizer, batches, bf16)
-        by_category: dict[str, float] = {}
-        by_operator: dict[str, float] = {}
-        for event in profiler.events():
-            self_seconds = event.self_cpu_time_total / 1e6 / len(batches)
-            category = "optimizer (AdamW)" if in_optimizer_step(event) else categorize(event.name)
-            by_category[category] = by_category.get(category, 0.0) + self_seconds
-            by_operator[event.name] = by_operator.get(event.name, 0.0) + self_seconds
-        operators = list(by_operator.items())
-        profiled = sum(by_category.values())
-        peak = peaks["bfloat16" if bf16 else "float32"]
-        result[name] = {
-            "seconds_per_step": seconds,
-            # the FLOPs of the padded batches (work done) and of the unpadded ones (work needed), per second
-            "gflops_per_second": flops[multiple] / seconds / 1e9,
-            "share_of_peak": flops[multiple] / seconds / peak,
-            "useful_share_of_peak": flops[1] / seconds / peak,
-            "profiled_seconds_per_step": profiled,
-            "categories": {key: value / profiled for key, value in sorted(by_category.items(), key=lambda i: -i[1])},
-            "top_operators": {key: value for key, value in sorted(operators, key=lambda i: -i[1])[:12]},
-            "padded_tokens_per_step": statistics.mean(
-                batch["input_ids"].numel() + batch["labels"].numel() for batch in batches
-            ),
-        }
-    return {
-        "machine": machine(threads=args.threads),
-        "model": args.models[0],
-        "gemm_peak_gflops": {precision: value / 1e9 for precision, value in peaks.items()},
-        "settings": result,
-    }
-
-
-def profile_table(result: dict) -> str:
-    settings = result["settings"]
-    names = list(settings)
-    categories = [name for name, _ in OPERATOR_CATEGORIES] + [OTHER]
-    peaks, record = result["gemm_peak_gflops"], result["machine"]
-    lines = [
-        f"GEMM peak float32 {peaks['float32']:.0f} GFLOP/s, bfloat16 {peaks['bfloat16']:.0f} GFLOP/s; "
-        f"{record['threads']} threads, torch {record['versions']['torch']}.",
-        "",
-        "| share of the step's operator time | " + " | ".join(names) + " |",
-        "|---|" + "---:|" * len(names),
-        "| seconds per step | " + " | ".join(f"{settings[n]['seconds_per_step']:.3f}" for n in names) + " |",
-        "| GFLOP/s (share of its precision's peak; without the padding's FLOPs) | "
-        + " | ".join(
-            f"{settings[n]['gflops_per_second']:.0f} ({settings[n]['share_of_peak']:.0%}; "
-            f"{settings[n]['useful_share_of_peak']:.0%})"
-            for n in names
-        )
-        + " |",
-        "| padded tokens per step | "
-        + " | ".join(f"{settings[n]['padded_tokens_per_step']:.0f}" for n in names)
-        + " |",
-    ]
-    for category in categories:
-        cells = []
-        for name in names:
-            share = settings[name]["categories"].get(category, 0.0)
-            cells.append(f"{share:.0%} ({share * settings[name]['profiled_seconds_per_step'] * 1000:.0f} ms)")
-        lines.append(f"| {category} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
 LABELS = {"main_job": "main job (Prime 3+3, d 192)", "small": "Prime `small` (4+4, d 256)", "tiny": "Prime `tiny`"}
-
-
-@contextlib.contextmanager
-def step_variant(blockwise_loss: bool, stacked_projections: bool):
-    """The training step with its speed-ups on or off (benchmark only: patches the two places that choose them)."""
-    from hf_unified_mt import loss_mt
-    from hf_unified_mt.modeling_unified_transformer import UnifiedTransformerPrimeLayer
-
-    cross_entropy = loss_mt.BlockwiseCrossEntropy
-    projections = UnifiedTransformerPrimeLayer.projections_for_forward
-    try:
-        if not blockwise_loss:
-            loss_mt.BlockwiseCrossEntropy = types.SimpleNamespace(apply=loss_mt.composed_cross_entropy)
-        if not stacked_projections:
-            UnifiedTransformerPrimeLayer.projections_for_forward = lambda layer: (
-                projections(layer) if not layer.training else (None, None)
-            )
-        yield
-    finally:
-        loss_mt.BlockwiseCrossEntropy = cross_entropy
-        UnifiedTransformerPrimeLayer.projections_for_forward = projections
-
-
-STEP_VARIANTS = {  # name -> (blockwise loss, stacked projections)
-    "before: composed cross-entropy, projections one by one": (False, False),
-    "blockwise cross-entropy": (True, False),
-    "blockwise cross-entropy, stacked projections (today)": (True, True),
-}
-
-
-def step_changes(args) -> dict:
-    """Seconds per step of the main job's model (bf16 autocast, eager attention, lengths padded to 8, label smoothing
-    0.1, the Trainer's fused AdamW) on `--profile-steps` batches of a run's shapes, per variant of `STEP_VARIANTS`, in
-    interleaved rounds; FLOP/s against the bf16 GEMM peak measured in the same run."""
-    torch.set_num_threads(args.threads)
-    peak = gemm_peak(torch.bfloat16, args.gemm_size)
-    torch.manual_seed(0)
-    config = prime_config(args.models[0])
-    config.label_smoothing = main_job_settings()[0].get("label_smoothing_factor", 0.1)
-    model = AutoModelForSeq2SeqLM.from_config(config)
-    model.set_attn_implementation("eager")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    model.train()
-    batches = profile_batches(model.config.vocab_size, args, 8, args.profile_steps)
-    flops = statistics.mean(step_flops(model, batch) for batch in batches)
-
-    def run(variant: tuple[bool, bool]):
-        def call():
-            with step_variant(*variant):
-                train_on(model, optimizer, batches, bf16=True)
-
-        return call
-
-    times = interleaved_times({name: run(variant) for name, variant in STEP_VARIANTS.items()}, args.repeats)
-    before = statistics.median(times[next(iter(STEP_VARIANTS))]) / len(batches)
-    variants = {}
-    for name, values in times.items():
-        seconds = statistics.median(values) / len(batches)
-        variants[name] = {
-            "seconds_per_step": seconds,
-            "rounds": [value / len(batches) for value in values],
-            "speedup_over_before": before / seconds,
-            "gflops_per_second": flops / seconds / 1e9,
-            "share_of_bf16_peak": flops / seconds / peak,
-        }
-    return {
-        "machine": machine(threads=args.threads),
-        "model": args.models[0],
-        "batches": len(batches),
-        "padded_tokens_per_step": statistics.mean(b["input_ids"].numel() + b["labels"].numel() for b in batches),
-        "flops_per_step": flops,
-        "gemm_peak_gflops": {"bfloat16": peak / 1e9},
-        "variants": variants,
-    }
-
-
-def changes_table(result: dict) -> str:
-    lines = [
-        f"The main job's bf16 training step on {result['batches']} batches of a run's shapes (about "
-        f"{result['padded_tokens_per_step']:.0f} padded tokens each), each variant in the same interleaved rounds; "
-        f"bf16 GEMM peak {result['gemm_peak_gflops']['bfloat16']:.0f} GFLOP/s; {result['machine']['threads']} threads, "
-        f"torch {result['machine']['versions']['torch']}.",
-        "",
-        "| training step | s/step | speed-up | GFLOP/s (share of the bf16 peak) |",
-        "|---|---:|---:|---:|",
-    ]
-    for name, row in result["variants"].items():
-        lines.append(
-            f"| {name} | {row['seconds_per_step']:.3f} | {row['speedup_over_before']:.2f}x | "
-            f"{row['gflops_per_second']:.0f} ({row['share_of_bf16_peak']:.0%}) |"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def table(result: dict) -> str:
@@ -474,20 +230,10 @@ def main(argv=None):
     args = parse_args(argv)
     if args.table:
         print(table(read_result(args.output)), end="")
-        if args.profile_output.exists():
-            print("\n" + profile_table(read_result(args.profile_output)), end="")
-        if args.changes_output.exists():
-            print("\n" + changes_table(read_result(args.changes_output)), end="")
         return
-    if args.changes:
-        run, output, render = step_changes, args.changes_output, changes_table
-    elif args.profile:
-        run, output, render = profile_steps, args.profile_output, profile_table
-    else:
-        run, output, render = measure, args.output, table
-    result = run(args)
-    write_result(output, result, argv)
-    print(render(result), end="")
+    result = measure(args)
+    write_result(args.output, result, argv)
+    print(table(result), end="")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The benchmarks (`benchmarks/`, their harness `benchmarks/harness/`, the finished studies' tables
 `benchmarks/studies/tables.py`): each script end to end in a quick mode where it has one (the CPU inference benchmark
-against CTranslate2 in its `--quick` mode, tiny models, one round, and its `--profile` breakdown), and every committed
+against CTranslate2 in its `--quick` mode, tiny models, one round), and every committed
 table of the docs regenerated from its committed JSON. Checks that the scripts run and write what they say; no speed
 is asserted (speed targets belong in the benchmarks' tables)."""
 
@@ -133,42 +133,6 @@ def test_multiply_adds_of_a_call_grow_with_beams_and_tokens():
     assert 0 < greedy < beams and greedy < longer
 
 
-@pytest.mark.subprocess
-def test_profile_breaks_down_decoding_time(tmp_path):
-    output = tmp_path / "profile.json"
-    result = run_benchmark("--quick", "--profile", "--profile-calls", "1", "--output", str(output))
-    profile = json.loads(output.read_text())["profile"]
-    torch_names = ["unified_transformer (tiny)", "unified_transformer (tiny) int8", "MarianMT, same size"]
-    onnx_names = [f"unified_transformer (tiny) ONNX Runtime {kind}" for kind in ("float32", "int8")]
-    has_onnx = importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None
-    assert [entry["model"] for entry in profile] == torch_names + (onnx_names if has_onnx else [])
-    for entry in profile[:3]:
-        shares = entry["share_encoder"] + entry["share_decoder_forwards"] + entry["share_generate_outside_forward"]
-        assert shares == pytest.approx(1.0)
-        assert entry["operator_calls_per_token"] > 0 and entry["min_bytes_read_per_step"]["parameter_bytes"] > 0
-    for entry in profile[3:]:
-        shares = entry["share_encoder_graph"] + entry["share_decoder_graph"] + entry["share_outside_graphs"]
-        assert shares == pytest.approx(1.0) and entry["search_graph"]
-        assert entry["decoder_steps"] == 1  # the search graph's one run per call (--quick: 4 new tokens, greedy)
-        assert sum(entry["top_operator_share_of_node_time"].values()) <= 1.0 + 1e-9
-        assert "MatMul" in "".join(entry["top_operator_share_of_node_time"])
-    assert "generate() outside model" in result.stdout
-
-
-def test_the_history_holds_the_profiles_before_and_after_the_native_loop():
-    module = benchmark_script("inference_vs_ctranslate2")
-    documents = [
-        (label, committed_result(f"inference_vs_ctranslate2_profile{kind}_{setting}.json"))
-        for setting in ("greedy", "beam")
-        for label, kind in (("generate() loop", ""), ("native loop", "_native"), ("search graph", "_graph"))
-    ]
-    table = module.profile_summary(documents)
-    assert table.splitlines()[0].endswith("| batch 16, beam 4, search graph |")
-    assert table in (ROOT / "docs" / "history.md").read_text()
-    searched = [document["profile"][-1].get("search_graph", False) for _, document in documents]  # ONNX Runtime int8
-    assert searched == [False, False, True] * 2
-
-
 def test_the_history_holds_the_search_graphs_side_by_side_with_the_native_loop():
     """The docs table of the search graphs against the native loop is `onnx_graphs_ab.py --table` of the committed
     JSONs, which measured the same export on both sides and decoded the same tokens."""
@@ -293,54 +257,6 @@ def test_the_history_holds_two_runs_of_the_benchmark_side_by_side():
     assert table in (ROOT / "docs" / "history.md").read_text()
 
 
-def test_gpu_tables_in_the_docs_are_generated_from_the_committed_json():
-    module = benchmark_script("gpu_training_and_decoding")
-    result = committed_result("gpu_training_and_decoding.json")
-    assert result["device"] and result["training"]["prime"]["timed_updates"] > 0
-    assert module.training_table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
-    assert module.decoding_table(result) in (ROOT / "docs" / "deployment.md").read_text()
-    larger = committed_result("gpu_training_and_decoding_65536.json")
-    assert larger["settings"]["max_tokens"] == "65536"
-    assert module.training_table(larger) in (ROOT / "docs" / "benchmarks.md").read_text()
-
-
-@pytest.mark.subprocess
-def test_gpu_benchmark_runs_end_to_end_on_a_cpu_at_tiny_size(tmp_path):
-    script = ROOT / "benchmarks" / "gpu_training_and_decoding.py"
-    common = [
-        "--preset", "tiny", "--steps", "3", "--warmup-steps", "1", "--max-tokens", "1024", "--device", "cpu",
-        "--decode-batch", "2", "--decode-batches", "1", "--new-tokens", "3", "--repeats", "1",
-        "--work-dir", str(tmp_path / "work"), "--output", str(tmp_path / "result.json"),
-        "--train-options", "--logging_steps 2 --max_grad_norm 0.5",
-    ]  # fmt: skip
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "HF_DATASETS_CACHE": str(tmp_path / "cache")}
-    for phase in ("prime", "marian", "report", "table"):
-        completed = subprocess.run(
-            [sys.executable, str(script), "--phase", phase, *common],
-            capture_output=True, text=True, cwd=ROOT, env=environment, timeout=600,
-        )  # fmt: skip
-        assert completed.returncode == 0, completed.stderr[-3000:]
-    result = json.loads((tmp_path / "result.json").read_text())
-    for name in ("prime", "marian"):
-        training = result["training"][name]
-        assert training["timed_updates"] == 3 and training["tokens_per_second"] > 0
-        assert training["flop_fit_max_relative_error"] < 1e-6
-        assert result["decoding"][name]["new_tokens_per_second"] > 0
-    assert abs(result["training"]["prime"]["parameters"] / result["training"]["marian"]["parameters"] - 1) < 0.02
-    for folder in ("unified_transformer", "marian"):  # --train-options reached train.py for both models
-        resolved = json.loads((tmp_path / "work" / folder / "results.json").read_text())["training_arguments"]
-        assert resolved["logging_steps"] == 2 and resolved["max_grad_norm"] == 0.5
-    report_only = [*common[:-4], "--output", str(tmp_path / "training_only.json"), "--skip-decoding"]
-    reported = subprocess.run(
-        [sys.executable, str(script), "--phase", "report", *report_only],
-        capture_output=True, text=True, cwd=ROOT, env=environment, timeout=600,
-    )  # fmt: skip
-    assert reported.returncode == 0, reported.stderr[-3000:]
-    training_only = json.loads((tmp_path / "training_only.json").read_text())
-    assert "prime" not in training_only["decoding"] and training_only["training"]["prime"]["timed_updates"] == 3
-    assert "| Prime `tiny` |" in completed.stdout
-
-
 def test_training_efficiency_measures_both_precisions_against_their_peaks(tmp_path, capsys):
     module = benchmark_script("training_efficiency")
     output = tmp_path / "efficiency.json"
@@ -357,58 +273,11 @@ def test_training_efficiency_measures_both_precisions_against_their_peaks(tmp_pa
     assert "| Prime `tiny` |" in capsys.readouterr().out
 
 
-def test_training_step_profile_sorts_every_operator_into_the_work_it_does(tmp_path, capsys):
-    module = benchmark_script("training_efficiency")
-    assert module.categorize("aten::addmm") == "linear layers (mm, addmm)"
-    assert module.categorize("aten::_scaled_dot_product_flash_attention_for_cpu_backward").startswith("batched")
-    assert module.categorize("aten::_to_copy") == "casts and copies" and module.categorize("aten::topk") == module.OTHER
-    assert module.categorize("aten::_log_softmax") == "loss and embeddings"
-    output = tmp_path / "profile.json"
-    module.main(["--profile", "--models", "tiny", "--threads", "1", "--max-tokens", "96", "--profile-steps", "2"]
-                + ["--gemm-size", "64"]
-                + ["--profile-output", str(output)])  # fmt: skip
-    settings = json.loads(output.read_text())["settings"]
-    assert "bfloat16, padded to 8, eager attention" in settings and "float32" in settings
-    for row in settings.values():
-        assert abs(sum(row["categories"].values()) - 1) < 1e-6 and row["seconds_per_step"] > 0
-        assert row["categories"]["optimizer (AdamW)"] > 0 and row["categories"]["linear layers (mm, addmm)"] > 0
-        assert 0 < row["useful_share_of_peak"] <= row["share_of_peak"]
-    assert (
-        settings["bfloat16, lengths padded to 8"]["padded_tokens_per_step"]
-        >= settings["bfloat16"]["padded_tokens_per_step"]
-    )
-    assert "| casts and copies |" in capsys.readouterr().out
-
-
-def test_training_step_changes_time_each_speed_up_undone_and_restore_the_step(tmp_path, capsys):
-    module = benchmark_script("training_efficiency")
-    from hf_unified_mt import loss_mt
-    from hf_unified_mt.modeling_unified_transformer import UnifiedTransformerPrimeLayer
-
-    before = (loss_mt.BlockwiseCrossEntropy, UnifiedTransformerPrimeLayer.projections_for_forward)
-    output = tmp_path / "changes.json"
-    module.main(["--changes", "--models", "tiny", "--threads", "1", "--max-tokens", "96", "--profile-steps", "2"]
-                + ["--repeats", "1", "--gemm-size", "64", "--changes-output", str(output)])  # fmt: skip
-    result = json.loads(output.read_text())
-    assert list(result["variants"]) == list(module.STEP_VARIANTS)
-    for row in result["variants"].values():
-        assert row["seconds_per_step"] > 0 and 0 < row["share_of_bf16_peak"]
-    assert (loss_mt.BlockwiseCrossEntropy, UnifiedTransformerPrimeLayer.projections_for_forward) == before
-    assert "| blockwise cross-entropy |" in capsys.readouterr().out
-
-
 def test_training_efficiency_table_in_the_docs_is_generated_from_the_committed_json():
     module = benchmark_script("training_efficiency")
     result = committed_result("training_efficiency.json")
     assert result["gemm_peak_gflops"]["bfloat16"] > 0 and "main_job/prime" in result["models"]
     assert module.table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
-
-
-def test_training_step_changes_table_in_the_docs_is_generated_from_the_committed_json():
-    module = benchmark_script("training_efficiency")
-    result = committed_result("training_step_changes.json")
-    assert list(result["variants"]) == list(module.STEP_VARIANTS)
-    assert module.changes_table(result) in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
 FINISHED_STUDIES = {  # result -> the document that quotes its table (`benchmarks/studies/tables.py NAME`)
@@ -420,6 +289,12 @@ FINISHED_STUDIES = {  # result -> the document that quotes its table (`benchmark
     "main_job_runs": "benchmarks.md",
     "onnx_step_floor": "history.md",
     "gpu_step_profile": "benchmarks.md",
+    "gpu_training_16384": "benchmarks.md",
+    "gpu_training_65536": "benchmarks.md",
+    "gpu_decoding": "deployment.md",
+    "training_step_profile": "history.md",
+    "training_step_changes": "benchmarks.md",
+    "decoding_profiles": "history.md",
 }
 
 
@@ -447,6 +322,14 @@ def test_the_finished_studies_records_hold_what_their_tables_read():
     for name in ("main_job_candidates", "main_job_recipe_search"):
         document = committed_result(f"{name}.json")
         assert {row["seed"] for row in document["runs"]} == {1, 2} and document["comparisons"]
+    gpu = committed_result("gpu_training_and_decoding.json")
+    assert gpu["device"] and gpu["training"]["prime"]["timed_updates"] > 0
+    assert committed_result("gpu_training_and_decoding_65536.json")["settings"]["max_tokens"] == "65536"
+    assert list(committed_result("training_step_changes.json")["variants"])[-1].endswith("(today)")
+    tables = benchmark_script("studies/tables")
+    profiles = [committed_result(f"{name}.json")["profile"] for _, name in tables.DECODING_PROFILES]
+    searched = [profile[-1].get("search_graph", False) for profile in profiles]  # ONNX Runtime int8, per loop
+    assert searched == [False, False, True] * 2
     with pytest.raises(SystemExit, match="no finished study wrote"):
         benchmark_script("studies/tables").table("speed_vs_marian")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -151,20 +150,3 @@ def onnx_backends(model: torch.nn.Module, directory: Path, threads: int, new_tok
     except (ImportError, NotImplementedError, ValueError) as error:
         print(f"note: ONNX Runtime backends skipped for {type(model).__name__} ({error})", file=sys.stderr)
         return {}
-
-
-def clock_calls(session, method: str, clock: dict) -> dict:
-    """Wraps `session.<method>` (an ONNX Runtime session's `run` or `run_with_iobinding`) so that every call adds its
-    seconds and one call to `clock` (`seconds`, `calls`); returns `clock`."""
-    original = getattr(session, method)
-
-    def timed(*arguments, **keywords):
-        start = time.perf_counter()
-        try:
-            return original(*arguments, **keywords)
-        finally:
-            clock["seconds"] += time.perf_counter() - start
-            clock["calls"] += 1
-
-    setattr(session, method, timed)
-    return clock

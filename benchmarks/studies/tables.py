@@ -8,8 +8,9 @@ that made it and the commit whose tree holds the script. What stays is each docs
     python benchmarks/studies/tables.py main_job_runs            # also reads main_job_full_validation.json
     python benchmarks/studies/tables.py main_job_decoding_round3
 
-Results: main_job_candidates, main_job_recipe_search, main_job_decoding (and _round2, _round3), main_job_runs,
-onnx_step_floor, gpu_step_profile.
+Tables (`TABLES`): main_job_candidates, main_job_recipe_search, main_job_decoding (and _round2, _round3), main_job_runs,
+onnx_step_floor, gpu_step_profile, gpu_training_16384 and gpu_training_65536 (training through train.py on one GPU),
+gpu_decoding, training_step_profile, training_step_changes, decoding_profiles (where decoding time goes, six profiles).
 """
 
 import argparse
@@ -208,23 +209,182 @@ def gpu_step_profile_table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gpu_labelled_rows(result: dict, section: str):
+    """(label, row) of Prime and the MarianMT in one section of a GPU result, in the tables' order."""
+    labels = {"prime": f"Prime `{result['preset']}`", "marian": "MarianMT, same size"}
+    return [(label, result[section][name]) for name, label in labels.items()]
+
+
+def gpu_training_table(result: dict) -> str:
+    """Training through train.py on one GPU: tokens/s and MFU of Prime against the same-size MarianMT."""
+    training = result["training"]
+    peak, spec = result["bf16_matmul_peak_tflops"], result["spec_peak_tflops"]
+    lines = [
+        f"Training, bf16, `Seq2SeqTrainer` (train.py), {result['device']}, {training['prime']['timed_updates']} "
+        f"updates after {result['settings']['warmup_steps']} of warm-up, "
+        f"`--max_tokens {result['settings']['max_tokens']}`; "
+        f"measured bf16 GEMM peak {peak:.0f} TFLOP/s (data sheet {spec:.0f}):",
+        "",
+        "| model | parameters | s/update | tokens/s | achieved TFLOP/s | MFU (measured peak) | MFU (data sheet) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, row in gpu_labelled_rows(result, "training"):
+        lines.append(
+            f"| {label} | {row['parameters'] / 1e6:.1f}M | {row['seconds_per_update_median']:.3f} | "
+            f"{row['tokens_per_second']:,.0f} | {row['tflops_per_second']:.1f} | {row['mfu_measured_peak']:.1%} | "
+            f"{row['mfu_spec_peak']:.1%} |"
+        )
+    lines += [
+        "",
+        f"Prime / MarianMT tokens per second: **{training['prime_over_marian_tokens_per_second']:.2f}x**.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def gpu_decoding_table(result: dict) -> str:
+    """Decoding with `generate()` on one GPU: sentences and new tokens per second, Prime against the MarianMT."""
+    decoding = result["decoding"]
+    lines = [
+        f"Decoding, PyTorch `generate()`, {decoding['dtype']}, {result['device']}, batch {decoding['batch']}, beam "
+        f"{decoding['beams']}, exactly {decoding['new_tokens']} new tokens per sentence, median of "
+        f"{len(decoding['prime']['rounds'])} interleaved rounds:",
+        "",
+        "| model | sentences/s | new tokens/s |",
+        "|---|---:|---:|",
+    ]
+    for label, row in gpu_labelled_rows(result, "decoding"):
+        lines.append(f"| {label} | {row['sentences_per_second']:,.1f} | {row['new_tokens_per_second']:,.0f} |")
+    lines += ["", f"Prime / MarianMT: **{decoding['prime_over_marian']:.2f}x**."]
+    return "\n".join(lines) + "\n"
+
+
+# training_step_profile.json: the operator categories in the table's order (the profile sorted every operator into one)
+STEP_CATEGORIES = (
+    "linear layers (mm, addmm)",
+    "batched matmuls (attention, convolution bands)",
+    "softmax",
+    "casts and copies",
+    "layer norm",
+    "loss and embeddings",
+    "optimizer (AdamW)",
+    "everything else (elementwise, reshapes, autograd)",
+)
+
+
+def step_profile_table(result: dict) -> str:
+    """The main job's CPU training step by operator category, per precision and padding setting."""
+    settings = result["settings"]
+    names = list(settings)
+    peaks, record = result["gemm_peak_gflops"], result["machine"]
+    lines = [
+        f"GEMM peak float32 {peaks['float32']:.0f} GFLOP/s, bfloat16 {peaks['bfloat16']:.0f} GFLOP/s; "
+        f"{record['threads']} threads, torch {record['versions']['torch']}.",
+        "",
+        "| share of the step's operator time | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+        "| seconds per step | " + " | ".join(f"{settings[n]['seconds_per_step']:.3f}" for n in names) + " |",
+        "| GFLOP/s (share of its precision's peak; without the padding's FLOPs) | "
+        + " | ".join(
+            f"{settings[n]['gflops_per_second']:.0f} ({settings[n]['share_of_peak']:.0%}; "
+            f"{settings[n]['useful_share_of_peak']:.0%})"
+            for n in names
+        )
+        + " |",
+        "| padded tokens per step | "
+        + " | ".join(f"{settings[n]['padded_tokens_per_step']:.0f}" for n in names)
+        + " |",
+    ]
+    for category in STEP_CATEGORIES:
+        cells = []
+        for name in names:
+            share = settings[name]["categories"].get(category, 0.0)
+            cells.append(f"{share:.0%} ({share * settings[name]['profiled_seconds_per_step'] * 1000:.0f} ms)")
+        lines.append(f"| {category} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def step_changes_table(result: dict) -> str:
+    """The main job's bf16 training step with each of its speed-ups undone, timed side by side."""
+    lines = [
+        f"The main job's bf16 training step on {result['batches']} batches of a run's shapes (about "
+        f"{result['padded_tokens_per_step']:.0f} padded tokens each), each variant in the same interleaved rounds; "
+        f"bf16 GEMM peak {result['gemm_peak_gflops']['bfloat16']:.0f} GFLOP/s; {result['machine']['threads']} threads, "
+        f"torch {result['machine']['versions']['torch']}.",
+        "",
+        "| training step | s/step | speed-up | GFLOP/s (share of the bf16 peak) |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, row in result["variants"].items():
+        lines.append(
+            f"| {name} | {row['seconds_per_step']:.3f} | {row['speedup_over_before']:.2f}x | "
+            f"{row['gflops_per_second']:.0f} ({row['share_of_bf16_peak']:.0%}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# inference_vs_ctranslate2_profile*.json: one column per decoding loop and setting
+DECODING_PROFILES = [
+    (label, f"inference_vs_ctranslate2_profile{kind}_{setting}")
+    for setting in ("greedy", "beam")
+    for label, kind in (("generate() loop", ""), ("native loop", "_native"), ("search graph", "_graph"))
+]
+
+
+def decoding_profiles_table(*documents: dict) -> str:
+    """ONNX Runtime int8's breakdown of one `generate()` call in each of `DECODING_PROFILES`, side by side: one column
+    per profile, headed by its setting and its decoding loop."""
+    entries, columns = [], []
+    for (label, _), document in zip(DECODING_PROFILES, documents, strict=True):
+        [entry] = [e for e in document["profile"] if e["model"].endswith("ONNX Runtime int8")]
+        setting = "batch 1 greedy" if entry["setting"] == "greedy" else "batch {batch}, beam {beams}".format(**entry)
+        entries.append(entry)
+        columns.append(f"{setting}, {label}")
+    rows = [
+        ("tokens/s (profiled call)", lambda e: f"{e['tokens_per_second']:,.0f}"),
+        ("encoder graph", lambda e: f"{e['share_encoder_graph']:.0%}"),
+        (
+            "decoder's graph (step graph runs, or the search graph's one run)",
+            lambda e: f"{e['share_decoder_graph']:.0%}",
+        ),
+        ("outside the graphs (Python: search, beams, cache hand-over)", lambda e: f"{e['share_outside_graphs']:.0%}"),
+        (
+            "decoder node time per step (search graph: its loop's nodes)",
+            lambda e: f"{e['decoder_node_seconds_per_step'] * 1e3:.2f} ms",
+        ),
+    ]
+    lines = ["| ONNX Runtime int8, one call | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    lines += [f"| {label} | " + " | ".join(value(e) for e in entries) + " |" for label, value in rows]
+    return "\n".join(lines)
+
+
 def read(name: str) -> dict:
     return json.loads((RESULTS / f"{name}.json").read_text())
 
 
+TABLES = {  # a table's name -> how it renders, then the results it reads
+    "main_job_runs": (runs_table, "main_job_runs", "main_job_full_validation"),
+    "main_job_candidates": (candidates_table, "main_job_candidates"),
+    "main_job_recipe_search": (recipe_search_table, "main_job_recipe_search"),
+    "onnx_step_floor": (step_floor_table, "onnx_step_floor"),
+    "gpu_step_profile": (gpu_step_profile_table, "gpu_step_profile"),
+    "gpu_training_16384": (gpu_training_table, "gpu_training_and_decoding"),
+    "gpu_training_65536": (gpu_training_table, "gpu_training_and_decoding_65536"),
+    "gpu_decoding": (gpu_decoding_table, "gpu_training_and_decoding"),
+    "training_step_profile": (step_profile_table, "training_step_profile"),
+    "training_step_changes": (step_changes_table, "training_step_changes"),
+    "decoding_profiles": (decoding_profiles_table, *(name for _, name in DECODING_PROFILES)),
+}
+
+
 def table(name: str) -> str:
-    """The docs table of the committed result `name` (`main_job_decoding_round2`: `benchmarks/results/<name>.json`)."""
-    if name == "main_job_runs":
-        return runs_table(read(name), read("main_job_full_validation"))
-    render = {
-        "main_job_candidates": candidates_table,
-        "main_job_recipe_search": recipe_search_table,
-        "onnx_step_floor": step_floor_table,
-        "gpu_step_profile": gpu_step_profile_table,
-    }.get(name, decoding_table if name.startswith("main_job_decoding") else None)
-    if render is None:
-        raise SystemExit(f"no finished study wrote {name}.json")
-    return render(read(name))
+    """The docs table of a finished study: `name` is its committed result (`main_job_decoding_round2`:
+    `benchmarks/results/<name>.json`) or one of `TABLES`."""
+    if name in TABLES:
+        render, *sources = TABLES[name]
+        return render(*map(read, sources))
+    if name.startswith("main_job_decoding") and (RESULTS / f"{name}.json").exists():
+        return decoding_table(read(name))
+    raise SystemExit(f"no finished study wrote {name}.json")
 
 
 def main(argv=None) -> None:

@@ -55,7 +55,7 @@ class BlockwiseCrossEntropy(torch.autograd.Function):
     backward, which recomputes the softmax block by block and writes the gradient in the logits' own dtype. On a CPU
     this avoids what the composed operators cost on a training step's [tokens, V] logits: a float32 copy of them, the
     log-softmax kept for the backward, a zero-filled gradient of the same size, and a cast of it back to bfloat16 (the
-    README main job's bf16 step is 1.14x as fast with this, `benchmarks/training_efficiency.py --changes`). The
+    README main job's bf16 step is 1.14x as fast with this, `benchmarks/results/training_step_changes.json`). The
     arithmetic is float32 (or the logits' dtype if wider), as in the composed form; PyTorch's fused (log-)softmax
     kernels read the logits in their own dtype."""
 

@@ -451,7 +451,8 @@ def apply_cpu_bf16_defaults(
 ) -> None:
     """bfloat16 training on a CPU, unless the options say otherwise, runs eager attention on lengths padded to a
     multiple of 8: PyTorch's fused CPU attention backward is several times slower in bfloat16 than in float32, and the
-    bfloat16 matmuls are slow on unaligned shapes (`benchmarks/training_efficiency.py --profile`)."""
+    bfloat16 matmuls are slow on unaligned shapes (the step by operator:
+    `benchmarks/results/training_step_profile.json`)."""
     if not training_args.bf16 or training_args.device.type != "cpu":
         return
     chosen = []
