@@ -37,6 +37,7 @@ from harness import (
     cpu_name,
     embedded_pairs,
     machine,
+    matmul_peak,
     read_result,
     synchronize,
     write_result,
@@ -134,22 +135,6 @@ def names_of(choices: tuple[str, ...]):
         return names
 
     return parse
-
-
-def matmul_peak(device: str, dtype=torch.bfloat16, size: int = 8192, repeats: int = 10) -> float:
-    """Achieved FLOP/s of one `size`^3 matrix product (mean of `repeats` after 3 warm-ups)."""
-    if device == "cpu":
-        size = 1024
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    synchronize(device)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    synchronize(device)
-    return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 
 def marian_overrides(preset: str, vocab_size: int) -> dict:
@@ -663,7 +648,7 @@ def arms_phase(args) -> None:
     """Every arm within `--time-budget` seconds, the JSON rewritten after each; the table at the end."""
     end = time.time() + args.time_budget
     cuda = args.device.startswith("cuda")
-    peak = matmul_peak(args.device)
+    peak = matmul_peak(torch.bfloat16, 8192 if args.device.startswith("cuda") else 1024, args.device)
     print(f"bf16 matrix-product peak {peak / 1e12:.1f} TFLOP/s", flush=True)
     result = {
         "benchmark": "training arms: eager, compiled, CUDA graphs",

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import torch
-from harness import RESULTS, interleaved_times, machine, main_job_settings, read_result, write_result
+from harness import RESULTS, interleaved_times, machine, main_job_settings, matmul_peak, read_result, write_result
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
@@ -40,21 +40,8 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def gemm_peak(dtype: torch.dtype, size: int, repeats: int = 10) -> float:
-    """FLOP/s of a size^3 matrix product in `dtype`: the best of `repeats` after two warm-ups."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    for _ in range(2):
-        a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best
-
-
 def gemm_peaks(size: int) -> dict[str, float]:
-    return {"float32": gemm_peak(torch.float32, size), "bfloat16": gemm_peak(torch.bfloat16, size)}
+    return {"float32": matmul_peak(torch.float32, size), "bfloat16": matmul_peak(torch.bfloat16, size)}
 
 
 def prime_config(name: str):

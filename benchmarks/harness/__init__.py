@@ -6,6 +6,7 @@ and writes its result through this module, and imports no other script.
   changes of a shared machine's speed hit them alike (and per-round ratios cancel them), GPU-synchronised;
 * the machine record, one schema for every result (`machine`): CPU, cores, memory, threads, GPU, package versions;
 * the load check before a run (`load_check`): a 1-minute load average above half a core marks the machine busy;
+* the machine's limit in the same run (`matmul_peak`: the FLOP/s of one large matrix product in a precision);
 * the result file (`write_result`): the JSON with its provenance (command, date, commit, uncommitted changes);
 * the command line every script shares (`add_result_arguments`, `print_table`): `--output` and `--table`, which
   renders the tables from the JSON instead of measuring;
@@ -72,6 +73,24 @@ def interleaved_times(
 def median_times(calls: dict[str, Callable[[], object]], repeats: int, device: str = "cpu") -> dict[str, float]:
     """Median seconds per call of [`interleaved_times`]."""
     return {name: statistics.median(values) for name, values in interleaved_times(calls, repeats, device).items()}
+
+
+def matmul_peak(dtype, size: int, device: str = "cpu", repeats: int = 10) -> float:
+    """The machine's limit a result is set against: FLOP/s of one `size`^3 matrix product in `dtype` (a torch dtype)
+    on `device`, the best of `repeats` after two warm-ups."""
+    import torch
+
+    a, b = (torch.randn(size, size, dtype=dtype, device=device) for _ in range(2))
+    for _ in range(2):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        a @ b
+        synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
 
 
 def fixed_length(new_tokens: int, num_beams: int) -> dict:
