@@ -37,7 +37,7 @@ from harness import (
     print_table,
     write_result,
 )
-from harness.backends import _VocabularyOnly
+from harness.backends import convert_to_ctranslate2, ctranslate2_names
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel
 
 import hf_unified_mt  # noqa: F401  (registers the architectures)
@@ -68,15 +68,9 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def ct2_names(vocab_size: int) -> dict[int, str]:
-    """The token name of each id in the converted MarianMT (`_VocabularyOnly`)."""
-    return {i: name for name, i in _VocabularyOnly(vocab_size).vocabulary.items()}
-
-
 def ct2_vocabulary_map(shortlist: Shortlist, vocab_size: int, path: Path) -> Path:
-    """The shortlist in the token names of the converted MarianMT (`_VocabularyOnly`): the same ids, CTranslate2's
-    file format."""
-    names = ct2_names(vocab_size)
+    """The shortlist in the token names of the converted MarianMT: the same ids, CTranslate2's file format."""
+    names = ctranslate2_names(vocab_size)
     lines = ["\t" + " ".join(names[int(i)] for i in shortlist.always)]
     lines += [f"{names[key[0]]}\t" + " ".join(names[int(i)] for i in ids) for key, ids in shortlist.rules.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -86,31 +80,24 @@ def ct2_vocabulary_map(shortlist: Shortlist, vocab_size: int, path: Path) -> Pat
 def ct2_translators(model, tokenizer, shortlist: Shortlist, directory: Path) -> dict:
     """(backend, threads) -> CTranslate2 int8 translator of a same-size random MarianMT, without and with the map."""
     import ctranslate2
-    from ctranslate2.converters import TransformersConverter
 
-    vocab_size = len(tokenizer)
-    config = model.config
+    vocab_size, config = len(tokenizer), model.config
     marian = MarianMTModel(
         marian_config_matching(
             count_parameters(model), vocab_size, config.d_model, config.encoder_layers, config.encoder_attention_heads
         )
     )
-
-    class Converter(TransformersConverter):
-        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
-            return _VocabularyOnly(vocab_size)
-
-    marian.save_pretrained(directory / "marian")
+    directory.mkdir(parents=True, exist_ok=True)
     vmap = ct2_vocabulary_map(shortlist, vocab_size, directory / "vmap.txt")
-    translators = {}
-    for backend, mapping in (("ct2", None), ("ct2+vmap", str(vmap))):
-        output = directory / backend
-        Converter(str(directory / "marian")).convert(str(output), vmap=mapping, quantization="int8", force=True)
-        for threads in THREADS:
-            translators[backend, threads] = ctranslate2.Translator(
-                str(output), device="cpu", intra_threads=threads, inter_threads=1
-            )
-    return translators
+    folders = {
+        "ct2": convert_to_ctranslate2(marian, directory, ("int8",))["int8"],
+        "ct2+vmap": convert_to_ctranslate2(marian, directory, ("int8",), vmap)["int8"],
+    }
+    return {
+        (backend, threads): ctranslate2.Translator(str(folder), device="cpu", intra_threads=threads, inter_threads=1)
+        for backend, folder in folders.items()
+        for threads in THREADS
+    }
 
 
 def coverage(shortlist: Shortlist, tokenizer, split: str = "validation", size: int = 16) -> dict:
@@ -169,7 +156,7 @@ def speed_calls(folder: Path, translators: dict, shortlist, tokenizer, sources, 
         for backend in BACKENDS[:2]
         for threads in THREADS
     }
-    calls, candidates, names = {}, {}, ct2_names(len(tokenizer))
+    calls, candidates, names = {}, {}, ctranslate2_names(len(tokenizer))
     for setting, (size, beams) in SETTINGS.items():
         batch = tokenizer(sources[:size], return_tensors="pt", padding=True)
         ids, mask = batch["input_ids"], batch["attention_mask"]

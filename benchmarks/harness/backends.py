@@ -64,9 +64,17 @@ class _VocabularyOnly:
         return dict(self.vocabulary)
 
 
-def convert_to_ctranslate2(marian: MarianMTModel, directory: Path) -> dict[str, Path]:
-    """Saves `marian` and converts it with `ctranslate2.converters.TransformersConverter` to float32 and int8
-    (weights; CTranslate2 picks the matching compute type). Returns the converted directories by quantisation.
+def ctranslate2_names(vocab_size: int) -> dict[int, str]:
+    """The token name of each id in a MarianMT converted by `convert_to_ctranslate2` (`_VocabularyOnly`)."""
+    return {i: name for name, i in _VocabularyOnly(vocab_size).vocabulary.items()}
+
+
+def convert_to_ctranslate2(
+    marian: MarianMTModel, directory: Path, quantizations=("float32", "int8"), vmap: Path | None = None
+) -> dict[str, Path]:
+    """Saves `marian` and converts it with `ctranslate2.converters.TransformersConverter` to each of `quantizations`
+    (weights; CTranslate2 picks the matching compute type), with `vmap` as its vocabulary map if given. Returns the
+    converted directories by quantisation.
 
     The converter loads the model's tokenizer only for its vocabulary; a converter subclass hands it
     `_VocabularyOnly` instead (the least invasive way: the model itself goes through the converter's own loader)."""
@@ -79,9 +87,12 @@ def convert_to_ctranslate2(marian: MarianMTModel, directory: Path) -> dict[str, 
     saved = directory / "marian"
     marian.save_pretrained(saved)
     converted = {}
-    for quantization in ("float32", "int8"):
-        output = directory / f"ct2-{quantization}"
-        RandomWeightsMarianConverter(str(saved)).convert(str(output), quantization=quantization, force=True)
+    for quantization in quantizations:
+        output = directory / f"ct2-{quantization}" if vmap is None else directory / f"ct2-{quantization}-vmap"
+        mapping = None if vmap is None else str(vmap)
+        RandomWeightsMarianConverter(str(saved)).convert(
+            str(output), vmap=mapping, quantization=quantization, force=True
+        )
         converted[quantization] = output
     return converted
 
@@ -92,7 +103,7 @@ def ctranslate2_backend(directory: Path, vocab_size: int, threads: int, new_toke
     import ctranslate2
 
     translator = ctranslate2.Translator(str(directory), device="cpu", intra_threads=threads, inter_threads=1)
-    names = {i: name for name, i in _VocabularyOnly(vocab_size).vocabulary.items()}
+    names = ctranslate2_names(vocab_size)
     # Token strings by input tensor; the tensor is kept with them, so that its id() cannot be reused by another.
     tokens_of: dict[int, tuple[torch.Tensor, list[list[str]]]] = {}
 
