@@ -457,6 +457,8 @@ def test_step_graph_attends_in_fused_attention_nodes(exported, name):
     assert "LessOrEqual" not in operators and "Where" not in operators
     if name.startswith("unified"):  # Prime's decoder convolution normalises all its kernels with one softmax
         assert sum(node.op_type == "Softmax" for node in graph.node) == model.config.decoder_layers
+        # ... over logits that one padded product lays out (`padded_generator`): no padding, no stacking of cells
+        assert "Pad" not in operators
     else:
         assert "Softmax" not in operators
 

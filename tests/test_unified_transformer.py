@@ -240,6 +240,39 @@ def test_initialisation_follows_the_authors_code():
     assert layer.self_attn.q_proj.bias.abs().max() == 0
 
 
+@pytest.mark.parametrize("kernel_sizes", [[3, 7], [7, 3, 5], [5]])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_the_exported_convolution_is_the_same_function_in_fewer_operations(kernel_sizes, is_causal):
+    """The forward the ONNX export traces (`onnx_export_forward`): the kernels from one padded product (a narrower
+    cell's missing taps a zero row with a -1e9 bias, exactly 0 after the softmax) give the convolution's outputs, with
+    a padded batch and from a cache's values; the module is left as it was; a generator that is not a plain
+    `nn.Linear` keeps the forward."""
+    from hf_unified_mt.modeling_unified_transformer import PrimeDynamicConvolution
+
+    torch.manual_seed(0)
+    config = tiny_config(conv_kernel_sizes=kernel_sizes, d_model=16)
+    conv = PrimeDynamicConvolution(config, 4, is_causal=is_causal).eval()
+    nn.init.normal_(conv.kernel_gate)  # unequal cells
+    inputs = torch.randn(3, 9, 16)
+    padding = torch.ones(3, 9, dtype=torch.bool)
+    padding[-1, 5:] = False
+    values = torch.randn(3, 4, 12, 4)  # a decoding step reads its window from the cached values
+    with torch.no_grad():
+        expected = [conv(inputs, padding), conv(inputs[:, -1:], cached_values=values)]
+        weight, bias = conv.padded_generator()
+        exported = conv.onnx_export_forward()
+        outputs = [exported(inputs, padding), exported(inputs[:, -1:], cached_values=values)]
+    for output, reference in zip(outputs, expected):
+        torch.testing.assert_close(output, reference, rtol=1e-5, atol=1e-6)
+    width, cells = max(kernel_sizes), len(kernel_sizes)
+    assert weight.shape == (4 * width * cells, 16) and bias.shape == (4 * width * cells,)
+    assert int((bias == 0).sum()) == 4 * sum(kernel_sizes) and not weight[bias != 0].any()
+    assert "kernels" not in vars(conv) and conv.band_max_length == 256
+    adapted = type("WithAdapter", (nn.Linear,), {})  # not a plain nn.Linear, as a quantised or LoRA-wrapped one
+    conv.kernel_generators[0] = adapted(16, 4 * kernel_sizes[0], bias=False)
+    assert conv.onnx_export_forward() is None
+
+
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("length", [1, 2, 7, 40])
 def test_band_and_window_convolutions_are_the_same_convolution(is_causal, length):

@@ -227,20 +227,53 @@ class PrimeDynamicConvolution(nn.Module):
         return torch.matmul(taps.permute(0, 2, 1, 3).unsqueeze(-2), windows).squeeze(-2)
 
     def onnx_export_forward(self):
-        """The forward the package's ONNX export traces instead (`hf_unified_mt.deployment.onnx_export`), or None
-        (unchanged): the encoder's convolution takes the sliding windows at every length (the same result), so that
-        one graph serves every source length. The decoder's steps (one position) keep `step_convolution`."""
-        if self.is_causal:
+        """The forward the package's ONNX export traces instead (`hf_unified_mt.deployment.onnx_export`): the same
+        result in fewer graph nodes. The kernels come from the padded generator (`padded_generator`, built once here
+        and traced as constants), so that the cells' logits leave one product already laid out in rows of `max_k`
+        taps, without the split, padding and stacking of `cell_probabilities`; and the encoder's convolution takes
+        the sliding windows at every length, so that one graph serves every source length. The decoder's steps (one
+        position) keep `step_convolution`. None (unchanged) for generators that are not plain `nn.Linear`s."""
+        if not self.plain_generators():
             return None
+        with torch.no_grad():
+            weight, bias = self.padded_generator()
+            gates = torch.softmax(self.kernel_gate, dim=0)
+
+        def kernels(inputs: torch.Tensor) -> torch.Tensor:
+            batch, length, _ = inputs.shape
+            logits = nn.functional.linear(inputs, weight, bias)
+            cells = logits.view(batch, length, self.num_heads, self.max_kernel_size, len(self.kernel_sizes))
+            return torch.matmul(torch.softmax(cells, dim=-2), gates)  # Eq. 6 per cell, Eq. 7 across them
 
         def forward(*args, **kwargs) -> torch.Tensor:
-            band_max_length, self.band_max_length = self.band_max_length, 0
+            band_max_length = self.band_max_length
+            self.kernels = kernels
+            if not self.is_causal:
+                self.band_max_length = 0
             try:
                 return type(self).forward(self, *args, **kwargs)
             finally:
                 self.band_max_length = band_max_length
+                del self.kernels
 
         return forward
+
+    def padded_generator(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The generators as one product whose logits come out as `[H, max_k, cells]` per position: each cell's rows
+        of W_k at its own taps (`cell_taps`), zero rows with a bias of -1e9 at the taps a narrower cell does not have
+        (after the softmax exactly 0, as the -inf of `cell_probabilities`), zero bias elsewhere. Returns the weight
+        `[H·max_k·cells, C]` and the bias."""
+        heads, width, cells = self.num_heads, self.max_kernel_size, len(self.kernel_sizes)
+        generator_weight = self.generator_weight()
+        weight = generator_weight.new_zeros(heads, width, cells, generator_weight.shape[-1])
+        bias = generator_weight.new_full((heads, width, cells), -1e9)
+        for cell, (size, rows) in enumerate(
+            zip(self.kernel_sizes, generator_weight.split([heads * k for k in self.kernel_sizes]))
+        ):
+            taps = self.cell_taps(size, width, self.is_causal)
+            weight[:, taps, cell] = rows.view(heads, size, -1)
+            bias[:, taps, cell] = 0.0
+        return weight.flatten(0, 2), bias.flatten()
 
     def trains_in_one_function(self, length: int) -> bool:
         """Whether a forward of `length` positions without a cache takes `training_convolution`: in training with

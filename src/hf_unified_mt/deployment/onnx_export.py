@@ -248,7 +248,7 @@ def export_decoder_step(model, path: str | os.PathLike, layout: CacheLayout) -> 
         if spec.keys:
             dynamic += [{0: rows, 2: past}] * 2
         dynamic += [{0: rows}] * len(spec.states)
-    with step_attentions(model):
+    with step_attentions(model), exportable(model):
         program = torch.onnx.export(
             ExportDecoderStep(model, layout).eval(),
             (ids, mask, positions, *cross, *cache),

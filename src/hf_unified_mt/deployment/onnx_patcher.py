@@ -45,9 +45,10 @@ def cross_attentions(model) -> list[nn.Module]:
 def exportable(model):
     """While exporting, every module that provides `onnx_export_forward()` runs the forward it returns (the Multi-
     Encoder's LSTM branches unpacked, its FNet mixing padded before the transform, MUTE's AutoShuffle matrix as a
-    constant, Prime's encoder convolution over sliding windows at every length): the same function of the inputs, in a
-    form the exporter translates. The modules declare it themselves, so a model loaded with its own copy of the
-    modeling code (`trust_remote_code`) is covered too."""
+    constant, Prime's convolution with its kernels from one padded product and, in the encoder, over sliding windows
+    at every length): the same function of the inputs, in a form the exporter translates, or in fewer graph nodes.
+    The modules declare it themselves, so a model loaded with its own copy of the modeling code (`trust_remote_code`)
+    is covered too. The encoder's export and the decoder step's both run under it."""
     patched = []
     for module in model.modules():
         provider = getattr(module, "onnx_export_forward", None)
