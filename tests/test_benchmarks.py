@@ -176,6 +176,19 @@ def test_the_history_holds_the_lean_graphs_side_by_side():
     assert_document_quotes_backend_bleu(text, "backend_bleu_lean_graphs.json")
 
 
+def test_the_history_holds_the_padded_generator_side_by_side():
+    """The docs table of Prime's kernels from one padded product is `onnx_graphs_ab.py --table` of the committed JSONs:
+    two exports (the commit before and after), int8 search graphs, the same tokens at every setting."""
+    module = benchmark_script("onnx_graphs_ab")
+    names = ["onnx_padded_generator_ab.json", "onnx_padded_generator_ab_1thread.json"]
+    documents = [committed_result(name) for name in names]
+    for document in documents:
+        assert document["before"] != document["after"] and document["int8"]
+        assert all(row["same_tokens"] for row in document["settings"].values())
+    assert [document["machine"]["threads"] for document in documents] == [2, 1]
+    assert module.table(documents) in (ROOT / "docs" / "history.md").read_text()
+
+
 def assert_document_quotes_backend_bleu(text: str, name: str) -> None:
     """Every BLEU figure of a committed test-verse result is in the document, and float32 ONNX Runtime wrote exactly
     PyTorch's translations."""
