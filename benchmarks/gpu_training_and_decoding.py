@@ -138,8 +138,8 @@ def names_of(choices: tuple[str, ...]):
 
 
 def marian_overrides(preset: str, vocab_size: int) -> dict:
-    """`--config_overrides` that make train.py's MarianMT the same width, depth, heads and parameter count as the
-    preset's Prime model (FFN width solved)."""
+    """MarianMT config values that make it the same width, depth, heads and parameter count as the preset's Prime
+    model (FFN width solved), as train.py's `--config_overrides` would."""
     config = hf_unified_mt.get_config("unified_transformer", preset, vocab_size=vocab_size)
     prime = count_parameters(AutoModelForSeq2SeqLM.from_config(config))
     matching = marian_config_matching(

@@ -89,10 +89,8 @@ def ct2_translators(model, tokenizer, shortlist: Shortlist, directory: Path) -> 
     )
     directory.mkdir(parents=True, exist_ok=True)
     vmap = ct2_vocabulary_map(shortlist, vocab_size, directory / "vmap.txt")
-    folders = {
-        "ct2": convert_to_ctranslate2(marian, directory, ("int8",))["int8"],
-        "ct2+vmap": convert_to_ctranslate2(marian, directory, ("int8",), vmap)["int8"],
-    }
+    converted = convert_to_ctranslate2(marian, directory, ("int8",), vmap)
+    folders = {"ct2": converted["int8"], "ct2+vmap": converted["int8+vmap"]}
     return {
         (backend, threads): ctranslate2.Translator(str(folder), device="cpu", intra_threads=threads, inter_threads=1)
         for backend, folder in folders.items()

@@ -72,9 +72,9 @@ def ctranslate2_names(vocab_size: int) -> dict[int, str]:
 def convert_to_ctranslate2(
     marian: MarianMTModel, directory: Path, quantizations=("float32", "int8"), vmap: Path | None = None
 ) -> dict[str, Path]:
-    """Saves `marian` and converts it with `ctranslate2.converters.TransformersConverter` to each of `quantizations`
-    (weights; CTranslate2 picks the matching compute type), with `vmap` as its vocabulary map if given. Returns the
-    converted directories by quantisation.
+    """Saves `marian` once and converts it with `ctranslate2.converters.TransformersConverter` to each of
+    `quantizations` (weights; CTranslate2 picks the matching compute type), and with `vmap` given to each again with
+    that vocabulary map. Returns the converted directories by quantisation (`int8`, and `int8+vmap` with the map).
 
     The converter loads the model's tokenizer only for its vocabulary; a converter subclass hands it
     `_VocabularyOnly` instead (the least invasive way: the model itself goes through the converter's own loader)."""
@@ -88,12 +88,13 @@ def convert_to_ctranslate2(
     marian.save_pretrained(saved)
     converted = {}
     for quantization in quantizations:
-        output = directory / f"ct2-{quantization}" if vmap is None else directory / f"ct2-{quantization}-vmap"
-        mapping = None if vmap is None else str(vmap)
-        RandomWeightsMarianConverter(str(saved)).convert(
-            str(output), vmap=mapping, quantization=quantization, force=True
-        )
-        converted[quantization] = output
+        for mapping in (None, vmap) if vmap is not None else (None,):
+            name = quantization if mapping is None else f"{quantization}+vmap"
+            output = directory / f"ct2-{name}"
+            RandomWeightsMarianConverter(str(saved)).convert(
+                str(output), vmap=None if mapping is None else str(mapping), quantization=quantization, force=True
+            )
+            converted[name] = output
     return converted
 
 
