@@ -274,6 +274,9 @@ def loss_and_gradients(model, ids, mask, labels) -> tuple[torch.Tensor, dict[str
         ("multi_unit_transformer", dict()),
         ("multi_unit_transformer", dict(decoder_attention_type="merged_self", attention_dropout=0.1)),
         ("multi_unit_transformer", dict(use_bias_module=True, use_sequential_dependency=True)),
+        ("unified_transformer", dict()),
+        ("unified_transformer", dict(dropout=0.1, input_dropout=0.1)),
+        ("multi_encoder_transformer", dict()),
     ],
 )
 def test_stacked_training_projections_give_the_plain_forms_loss_and_gradients(arch, overrides, monkeypatch):

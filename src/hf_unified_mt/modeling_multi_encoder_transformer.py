@@ -553,6 +553,7 @@ class MultiEncoderTransformerDecoder(MultiEncoderTransformerPreTrainedModel, MTD
     through `config.decoder_attention_type`."""
 
     _can_record_outputs = decoder_recorders()
+    stacks_cross_attention_projections = True
 
     def build_layer(self, config: MultiEncoderTransformerConfig, layer_idx: int) -> nn.Module:
         return decoder_layer(config, layer_idx)

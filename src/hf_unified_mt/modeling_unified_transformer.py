@@ -660,6 +660,7 @@ class UnifiedTransformerDecoder(UnifiedTransformerPreTrainedModel, MTDecoder):
         "attentions": OutputRecorder(PrimeSelfAttention, index=1, layer_name="self_attn"),
         "cross_attentions": OutputRecorder(MTAttention, index=1, layer_name="encoder_attn"),
     }
+    stacks_cross_attention_projections = True
 
     def build_layer(self, config: UnifiedTransformerConfig, layer_idx: int) -> nn.Module:
         return UnifiedTransformerDecoderLayer(config, layer_idx)
