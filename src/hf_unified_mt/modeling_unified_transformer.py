@@ -154,7 +154,7 @@ class PrimeDynamicConvolution(nn.Module):
         batch, length, channels = inputs.shape
         heads, width = self.num_heads, self.max_kernel_size
         if cached_values is None and cache_layer is None and self.trains_in_one_function(length):
-            return self.training_convolution(inputs, padding_mask)
+            return self.training_convolution(inputs, padding_mask).reshape(batch, length, channels)
         taps = self.kernels(inputs)
         if cached_values is not None:
             window = cached_values[:, :, -(length + width - 1) :]
@@ -283,8 +283,10 @@ class PrimeDynamicConvolution(nn.Module):
 
     def training_convolution(self, inputs: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """The training forward of a sequence: `kernels` and `band_convolution` (the same outputs, the same
-        DropConnect draws) as one `PrimeConvolutionFunction`, whose backward is written out. Returns `[B, T, C]`."""
-        return PrimeConvolutionFunction.apply(
+        DropConnect draws) as one `PrimeConvolutionFunction`, whose backward is written out. Returns the heads
+        `[B, T, H, C/H]` as the band product lays them out (a transposed view, not copied to `[B, T, C]` here: a caller
+        that concatenates them reads them where they lie)."""
+        heads = PrimeConvolutionFunction.apply(
             inputs,
             self.generator_weight(),
             torch.softmax(self.kernel_gate, dim=0),
@@ -294,6 +296,7 @@ class PrimeDynamicConvolution(nn.Module):
             self.is_causal,
             self.weight_dropout,
         )
+        return heads.transpose(1, 2)
 
 
 class PrimeConvolutionFunction(torch.autograd.Function):
@@ -327,7 +330,7 @@ class PrimeConvolutionFunction(torch.autograd.Function):
         band = PrimeDynamicConvolution.band_matrix(taps)
         ctx.save_for_backward(inputs, weight, gates, padding_mask, probabilities, dropped, window, band)
         ctx.layout = (heads, kernel_sizes, is_causal)
-        return torch.matmul(band, window).transpose(1, 2).reshape(batch, length, channels)
+        return torch.matmul(band, window)  # [B, H, T, C/H]
 
     @staticmethod
     @once_differentiable
@@ -337,7 +340,7 @@ class PrimeConvolutionFunction(torch.autograd.Function):
         batch, length, channels = inputs.shape
         width = max(kernel_sizes)
         padded_length = length + width - 1
-        grad = grad_output.reshape(batch, length, heads, channels // heads).transpose(1, 2).contiguous()
+        grad = grad_output.contiguous()  # [B, H, T, C/H], in the layout of the band products
         window, band = window.to(grad.dtype), band.to(grad.dtype)  # under autocast: the dtype the products ran in
         grad_band = torch.matmul(grad, window.transpose(-1, -2))  # [B, H, T, T+K-1]
         diagonals = (heads * length * padded_length, length * padded_length, padded_length + 1, 1)
@@ -381,7 +384,8 @@ class PrimeSelfAttention(MTAttention):
     """Self-attention with the convolution on its value projection (Shared Projection, Eq. 2 and 5 with
     W_1^C = W_1^A). Returns the branches (attention, convolution) *before* the output projection, which the layer
     applies to their concatenation as one Linear(2d -> d) (= A W_2^A + C W_2^C, the authors' single output matrix);
-    with fused projections the layer concatenates them with its other branches in one go."""
+    with fused projections the layer concatenates them with its other branches in one go. A training forward returns
+    that concatenation [A, C] itself, as one branch."""
 
     def __init__(self, config: UnifiedTransformerConfig, num_heads: int, is_causal: bool, layer_idx: int):
         super().__init__(config, num_heads, is_causal=is_causal, layer_idx=layer_idx)
@@ -431,6 +435,12 @@ class PrimeSelfAttention(MTAttention):
         attention, weights = self.attend(query, keys, values, attention_mask, **kwargs)  # Eq. (2)
         if self.conv is None:
             return (attention,), weights
+        if reads_values and cache is None and self.conv.trains_in_one_function(value.shape[1]):
+            # The convolution's heads `[B, T, H, C/H]` as its band product lays them out, concatenated with the
+            # attention's heads where they lie: the concatenation the output projection reads, without a copy of the
+            # convolution's output into `[B, T, C]` first.
+            heads = self.conv.training_convolution(value, padding_mask)
+            return (torch.cat([attention.view_as(heads), heads], dim=2).flatten(2),), weights
         if reads_values:
             convolution = self.conv(value, padding_mask, cached_values=values if cache is not None else None)
         else:  # Separate Projection: the convolution's input is not in the attention cache, it keeps its own window
