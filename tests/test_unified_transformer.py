@@ -478,3 +478,33 @@ def test_the_training_convolution_under_bfloat16_autocast(is_causal):
     for gradient, expected in zip(gradients, float32_gradients):
         assert gradient.dtype == torch.float32
         assert (gradient - expected).norm() <= 0.03 * expected.norm()
+
+
+@pytest.mark.parametrize("is_decoder", [False, True])
+def test_a_training_forward_concatenates_the_convolutions_heads_as_they_lie(is_decoder):
+    """Asked for the concatenation of its branches (the layer's output projection without stacking), a training
+    self-attention returns [attention, convolution] as one branch, read from the convolution's heads where they lie:
+    the same values and input gradients as concatenating the branches it returns otherwise (same DropConnect draws);
+    evaluation returns the branches."""
+    torch.manual_seed(0)
+    model = tiny_model(conv_weight_dropout=0.2).train()
+    attention = (model.model.decoder if is_decoder else model.model.encoder).layers[0].self_attn
+    states = torch.randn(2, 7, model.config.d_model, requires_grad=True)
+    padding = torch.ones(2, 7, dtype=torch.bool)
+    padding[1, 5:] = False
+    weight = torch.randn(2, 7, 2 * model.config.d_model)
+
+    def concatenation(concatenate: bool):
+        torch.manual_seed(1)
+        branches, _ = attention(states, padding_mask=padding if not is_decoder else None, concatenate=concatenate)
+        assert len(branches) == (1 if concatenate else 2)
+        output = torch.cat(branches, dim=-1)
+        (output * weight).sum().backward()
+        gradient, states.grad = states.grad, None
+        return output.detach(), gradient
+
+    for joined, apart in zip(concatenation(True), concatenation(False), strict=True):
+        torch.testing.assert_close(joined, apart, rtol=0, atol=0)
+    attention.eval()
+    with torch.no_grad():
+        assert len(attention(states, concatenate=True)[0]) == 2

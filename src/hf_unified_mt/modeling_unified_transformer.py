@@ -384,8 +384,8 @@ class PrimeSelfAttention(MTAttention):
     """Self-attention with the convolution on its value projection (Shared Projection, Eq. 2 and 5 with
     W_1^C = W_1^A). Returns the branches (attention, convolution) *before* the output projection, which the layer
     applies to their concatenation as one Linear(2d -> d) (= A W_2^A + C W_2^C, the authors' single output matrix);
-    with fused projections the layer concatenates them with its other branches in one go. A training forward returns
-    that concatenation [A, C] itself, as one branch."""
+    with fused projections the layer concatenates them with its other branches in one go. Asked for the concatenation
+    (`concatenate`), a training forward returns [A, C] itself, as one branch."""
 
     def __init__(self, config: UnifiedTransformerConfig, num_heads: int, is_causal: bool, layer_idx: int):
         super().__init__(config, num_heads, is_causal=is_causal, layer_idx=layer_idx)
@@ -416,8 +416,11 @@ class PrimeSelfAttention(MTAttention):
         cache: Cache | None = None,
         padding_mask: torch.Tensor | None = None,
         projections: tuple[torch.Tensor, ...] | None = None,
+        concatenate: bool = False,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor | None]:
+        """`concatenate=True` asks for the branches' concatenation [A, C], which a training forward returns as one
+        branch (the convolution's heads read where they lie); the branches themselves otherwise."""
         if projections is None:
             inputs = dropout_if_training(hidden_states, self.input_dropout, self.training)
             projections = tuple(projection(inputs) for projection in self.input_projections)
@@ -435,7 +438,7 @@ class PrimeSelfAttention(MTAttention):
         attention, weights = self.attend(query, keys, values, attention_mask, **kwargs)  # Eq. (2)
         if self.conv is None:
             return (attention,), weights
-        if reads_values and cache is None and self.conv.trains_in_one_function(value.shape[1]):
+        if concatenate and reads_values and cache is None and self.conv.trains_in_one_function(value.shape[1]):
             # The convolution's heads `[B, T, H, C/H]` as its band product lays them out, concatenated with the
             # attention's heads where they lie: the concatenation the output projection reads, without a copy of the
             # convolution's output into `[B, T, C]` first.
@@ -510,6 +513,7 @@ class UnifiedTransformerPrimeLayer(GradientCheckpointingLayer):
             cache=cache,
             padding_mask=padding_mask,
             projections=self_projections,
+            concatenate=stacked_outputs is None,  # the stacked output projection concatenates every branch in one go
             **kwargs,
         )
         # F: the FFN's hidden layer (Eq. 3)
