@@ -228,3 +228,24 @@ def test_the_committed_compile_measurement_meets_the_target_with_valid_main_job_
     differences = summary["largest_loss_difference_from_eager_buckets"]
     assert max(differences["compiled_static"], differences["compiled_dynamic"]) < 2 * differences["float32_buckets"]
     assert summary["compiling_pays_in_10_minutes"] is False
+
+
+@pytest.mark.parametrize("arch", ["unified_transformer", "deep_transformer", "multi_unit_transformer"])
+def test_layers_compiled_one_by_one_trace_one_graph_per_kind_of_layer(arch):
+    """Each encoder and decoder layer compiled on its own (`nn.Module.compile`, as the GPU script's arms do): a
+    training step traces one graph for the encoder's layers and one for the decoder's, whatever their number. The
+    decoder hands each layer its own cross-attention keys and values (projected for all layers at once), so no graph
+    depends on a layer's index."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    config = tiny_config(arch, **{**TINY, "encoder_layers": 2, "decoder_layers": 3})
+    model = AutoModelForSeq2SeqLM.from_config(config).train()
+    assert model.model.decoder.stacked_cross_attention_states(torch.randn(2, 5, model.config.d_model), None)
+    for layer in [*model.model.encoder.layers, *model.model.decoder.layers]:
+        layer.compile(backend="eager", dynamic=True)
+    torch._dynamo.reset()
+    counters.clear()
+    ids, mask, target = batch()
+    model(input_ids=ids, attention_mask=mask, labels=target.masked_fill(target == PAD, -100)).loss.backward()
+    assert counters["stats"]["unique_graphs"] == 2 and not counters["graph_break"], dict(counters["graph_break"])

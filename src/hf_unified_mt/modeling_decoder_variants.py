@@ -191,10 +191,10 @@ class MergedAttention(MTAttention):
         attention_mask: torch.Tensor | None = None,
         padding_mask: torch.Tensor | None = None,
         self_attention_mask: torch.Tensor | None = None,
-        cross_attention_states: tuple[tuple[torch.Tensor, torch.Tensor], ...] | None = None,
+        cross_attention_states: tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """`cross_attention_states`: per decoder layer, `(k_proj(H), v_proj(H))` projected by the decoder for all its
+        """`cross_attention_states`: this layer's `(k_proj(H), v_proj(H))`, projected by the decoder for all its
         layers at once (`MTDecoder.stacked_cross_attention_states`), or None to project H here."""
         cache_layer = cache_layer_for(cache, self.layer_idx)
         average_weights = requested_prefix_average_map(
@@ -203,8 +203,9 @@ class MergedAttention(MTAttention):
         # Eq. (16): simplified AAN on the shared value projection, in full width d.
         average = cumulative_average(self.v_proj(hidden_states), padding_mask, cache_layer, "merged")
         # Eq. (1): encoder-decoder attention, heads concatenated before the output projection.
-        projected = cross_attention_states[self.layer_idx] if cross_attention_states is not None else None
-        keys, values = self.key_values(encoder_hidden_states, cache, is_cross_attention=True, projected=projected)
+        keys, values = self.key_values(
+            encoder_hidden_states, cache, is_cross_attention=True, projected=cross_attention_states
+        )
         context, weights = self.attend(self.q_proj(hidden_states), keys, values, attention_mask, **kwargs)
         # Eq. (17): the two branches share W_o.
         return self.out_proj(context + average), weights, average_weights

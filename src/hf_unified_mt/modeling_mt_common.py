@@ -291,15 +291,15 @@ class MTAttention(nn.Module):
         query_states: torch.Tensor | None = None,
         apply_output_projection: bool = True,
         stacked_projections: tuple[torch.Tensor, torch.Tensor] | None = None,
-        cross_attention_states: tuple[tuple[torch.Tensor, torch.Tensor], ...] | None = None,
+        cross_attention_states: tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`query_states` passes an already computed `q_proj(hidden_states)`, and `apply_output_projection=False`
         returns the concatenated heads, for layers that fuse their projections. A self-attention's training forward
         computes q, k and v as one product (`self_projections_for_forward`; `stacked_projections` passes the stacked
-        weights built by the caller). `cross_attention_states` holds, per decoder layer, the cross-attention's
-        `(k_proj(H), v_proj(H))` of the encoder output H, which a decoder's training forward projects for all its
-        layers at once (`MTDecoder.stacked_cross_attention_states`); a cross-attention reads its layer's."""
+        weights built by the caller). `cross_attention_states` is this cross-attention's `(k_proj(H), v_proj(H))` of the
+        encoder output H, which a decoder's training forward projects for all its layers at once
+        (`MTDecoder.stacked_cross_attention_states`) and hands each layer its own."""
         is_cross_attention = key_value_states is not None
         stacked = None
         if not is_cross_attention and query_states is None:
@@ -308,9 +308,7 @@ class MTAttention(nn.Module):
             query_states, *projected = nn.functional.linear(hidden_states, *stacked).split(self.embed_dim, dim=-1)
             keys, values = self.key_values(None, cache, is_cross_attention, projected=tuple(projected))
         elif is_cross_attention and cross_attention_states is not None:
-            keys, values = self.key_values(
-                None, cache, is_cross_attention, projected=cross_attention_states[self.layer_idx]
-            )
+            keys, values = self.key_values(None, cache, is_cross_attention, projected=cross_attention_states)
         else:
             source = key_value_states if is_cross_attention else hidden_states
             keys, values = self.key_values(source, cache, is_cross_attention)
@@ -749,11 +747,11 @@ class MTDecoder(MTPreTrainedModel):
     def layer_inputs_for_forward(
         self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None, cache: Cache | None
     ) -> dict:
-        """What a forward computes once and hands to every layer (keyword arguments of the layers): here the
-        cross-attention keys and values of all layers (`stacked_cross_attention_states`) where they are stacked; a
-        decoder adds its own (MUTE: its relative self-attention's buckets and causal mask)."""
-        cross_attention_states = self.stacked_cross_attention_states(encoder_hidden_states, cache)
-        return {} if cross_attention_states is None else {"cross_attention_states": cross_attention_states}
+        """What a forward computes once and hands to every layer (keyword arguments of the layers): none here; a
+        decoder adds its own (MUTE: its relative self-attention's buckets and causal mask). The stacked cross-attention
+        keys and values (`stacked_cross_attention_states`) go to each layer apart, its own pair: a layer compiled on
+        its own then traces the same code for every layer, not one graph per layer index."""
+        return {}
 
     @accepts_past_key_values
     @merge_with_config_defaults
@@ -811,7 +809,10 @@ class MTDecoder(MTPreTrainedModel):
             encoder_hidden_states=encoder_hidden_states,
         )
         kwargs = {**kwargs, **self.layer_inputs_for_forward(hidden_states, encoder_hidden_states, cache)}
-        for layer in self.layers:
+        cross_attention_states = self.stacked_cross_attention_states(encoder_hidden_states, cache)
+        for index, layer in enumerate(self.layers):
+            if cross_attention_states is not None:
+                kwargs["cross_attention_states"] = cross_attention_states[index]
             hidden_states = layer(
                 hidden_states,
                 causal_mask,
