@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers import MarianConfig, MarianMTModel, set_seed
 
+from hf_unified_mt.training import arguments
 from hf_unified_mt.training.arguments import MTTrainingArguments, apply_cpu_bf16_defaults, parse_arguments
 from hf_unified_mt.training.batching import TokenBatchSeq2SeqTrainer
 from hf_unified_mt.training.budget import TimeBudgetCallback
@@ -115,22 +116,40 @@ def test_bf16_on_a_machine_without_an_accelerator_trains_on_the_cpu(tmp_path, mo
 
 
 @pytest.mark.parametrize(
-    "capabilities, expected",
+    "capabilities, speedup, expected",
     [
-        ({"avx512_bf16": True}, True),
-        ({"amx_bf16": True}, True),
-        ({"bf16": True}, True),
-        ({"avx512_bf16": False, "avx2": True}, False),
+        ({"avx512_bf16": True}, 2.3, True),
+        ({"amx_bf16": True}, 2.3, True),
+        ({"bf16": True}, 1.5, True),
+        ({"avx512_bf16": True}, 0.52, False),  # BF16 instructions, but bfloat16 slower than float32 (no AMX)
+        ({"avx512_bf16": False, "avx2": True}, None, False),
     ],
 )
-def test_bf16_if_native_follows_the_cpu_capabilities(tmp_path, monkeypatch, capabilities, expected):
-    """`--bf16_if_native` trains in bfloat16 on a CPU that has BF16 instructions (x86 AVX512-BF16 or AMX, Arm BF16),
-    in float32 on one that would emulate it."""
+def test_bf16_if_native_follows_the_cpu_capabilities(tmp_path, monkeypatch, capabilities, speedup, expected):
+    """`--bf16_if_native` trains in bfloat16 on a CPU that has BF16 instructions (x86 AVX512-BF16 or AMX, Arm BF16)
+    and multiplies matrices faster in bfloat16 than in float32, in float32 on one that would emulate it or computes it
+    slower; the probe runs only where there are BF16 instructions."""
+    probes = []
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
+    monkeypatch.setattr(arguments, "cpu_bf16_speedup", lambda: probes.append(speedup) or speedup)
     args = MTTrainingArguments(output_dir=str(tmp_path), bf16_if_native=True, report_to="none")
     assert args.bf16 is expected and not args.fp16
     assert args.use_cpu is expected  # only bf16 needs the flag here; float32 runs on the CPU anyway
+    assert probes == ([] if speedup is None else [speedup])
+    reason = "no BF16 instructions" if speedup is None else f"{speedup:.2f}x as fast in bfloat16 as in float32"
+    assert reason in args.precision_choice and args.precision_choice.endswith(
+        "training in bfloat16" if expected else "training in float32"
+    )
+
+
+def test_the_cpu_bf16_probe_times_both_precisions_and_leaves_the_random_state_alone():
+    """`cpu_bf16_speedup`: float32 seconds over bfloat16 seconds of one matrix product, positive and finite, without
+    drawing from the global random generator (the run's seed)."""
+    state = torch.random.get_rng_state()
+    speedup = arguments.cpu_bf16_speedup(size=64, repeats=2)
+    assert 0 < speedup < float("inf")
+    assert torch.equal(torch.random.get_rng_state(), state)
 
 
 def test_bf16_if_native_leaves_an_explicit_precision_alone(tmp_path, monkeypatch):

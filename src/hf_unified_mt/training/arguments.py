@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -233,13 +234,16 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
         default=False,
         metadata={
             "help": "Train with bfloat16 autocast (as --bf16) where the hardware computes bfloat16 natively: a CUDA "
-            "GPU that supports it, or a CPU with AVX512-BF16, AMX-BF16 or Arm BF16 instructions; float32 elsewhere."
+            "GPU that supports it, or a CPU with AVX512-BF16, AMX-BF16 or Arm BF16 instructions on which a quick "
+            "matrix-product probe finds bfloat16 faster than float32; float32 elsewhere."
         },
     )
 
     def __post_init__(self):
+        self.precision_choice = None  # what `bf16_if_native` chose and why, logged once logging is set up
         if self.bf16_if_native and not (self.bf16 or self.fp16):
-            self.bf16 = native_bf16_available(self.use_cpu)
+            self.bf16, reason = native_bf16_available(self.use_cpu)
+            self.precision_choice = f"--bf16_if_native: {reason}: training in {'bfloat16' if self.bf16 else 'float32'}"
         if self.bf16 and not self.use_cpu and not torch.accelerator.is_available():
             # transformers reads `--bf16` on a machine without an accelerator as a GPU request it cannot serve;
             # here it means bfloat16 autocast on the CPU, which is the only device there is
@@ -256,13 +260,36 @@ class MTTrainingArguments(Seq2SeqTrainingArguments):
         super().__post_init__()
 
 
-def native_bf16_available(use_cpu: bool = False) -> bool:
-    """Whether training would compute bfloat16 in hardware: on a CUDA GPU, `torch.cuda.is_bf16_supported()`; on a
-    CPU (no accelerator, or `use_cpu`), the BF16 instructions `torch.cpu.get_capabilities()` reports."""
+def native_bf16_available(use_cpu: bool = False) -> tuple[bool, str]:
+    """Whether training would compute bfloat16 in hardware, and gain by it, with the reason: on a CUDA GPU,
+    `torch.cuda.is_bf16_supported()`; on a CPU (no accelerator, or `use_cpu`), the BF16 instructions
+    `torch.cpu.get_capabilities()` reports, where a bfloat16 matrix product also runs faster than a float32 one
+    (`cpu_bf16_speedup`): a CPU with AVX512-BF16 but no AMX can compute bfloat16 slower than float32."""
     if not use_cpu and torch.accelerator.is_available():
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        native = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        return native, f"the GPU {'supports' if native else 'does not support'} bfloat16"
     capabilities = torch.cpu.get_capabilities()
-    return any(capabilities.get(name, False) for name in ("avx512_bf16", "amx_bf16", "bf16", "sve_bf16"))
+    if not any(capabilities.get(name, False) for name in ("avx512_bf16", "amx_bf16", "bf16", "sve_bf16")):
+        return False, "the CPU has no BF16 instructions"
+    speedup = cpu_bf16_speedup()
+    return speedup > 1, f"the CPU multiplies matrices {speedup:.2f}x as fast in bfloat16 as in float32"
+
+
+def cpu_bf16_speedup(size: int = 1024, repeats: int = 5) -> float:
+    """How many times as fast this CPU multiplies two `size` x `size` matrices in bfloat16 as in float32, on the
+    threads torch uses: the best of `repeats` timed products in each (after one untimed); a fraction of a second."""
+    generator = torch.Generator().manual_seed(0)  # (the global random state is the run's)
+    seconds = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        left, right = (torch.randn(size, size, generator=generator).to(dtype) for _ in range(2))
+        torch.matmul(left, right)
+        timings = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch.matmul(left, right)
+            timings.append(time.perf_counter() - start)
+        seconds[dtype] = min(timings)
+    return seconds[torch.float32] / seconds[torch.bfloat16]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -452,7 +479,9 @@ def apply_cpu_bf16_defaults(
     """bfloat16 training on a CPU, unless the options say otherwise, runs eager attention on lengths padded to a
     multiple of 8: PyTorch's fused CPU attention backward is several times slower in bfloat16 than in float32, and the
     bfloat16 matmuls are slow on unaligned shapes (the step by operator:
-    `benchmarks/results/training_step_profile.json`)."""
+    `benchmarks/results/training_step_profile.json`). Also logs what `--bf16_if_native` chose."""
+    if training_args.precision_choice:
+        logger.info(training_args.precision_choice)
     if not training_args.bf16 or training_args.device.type != "cpu":
         return
     chosen = []

@@ -59,7 +59,6 @@ from hf_unified_mt.training.arguments import (
     UsageError,
     apply_cpu_bf16_defaults,
     config_overrides,
-    native_bf16_available,  # noqa: F401  (re-exported: tests/test_benchmarks.py imports it from here)
     parse_arguments,
     validate_arguments,
 )
