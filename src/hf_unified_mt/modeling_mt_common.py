@@ -732,8 +732,7 @@ class MTDecoder(MTPreTrainedModel):
         attentions = [getattr(layer, "encoder_attn", None) for layer in self.layers]
         if any(
             not (type(attention) is MTAttention or getattr(type(attention), "reads_cross_attention_states", False))
-            or attention.layer_idx != i
-            for i, attention in enumerate(attentions)
+            for attention in attentions
         ):
             return None
         stacked = stacked_linear(
