@@ -77,20 +77,11 @@ def median_times(calls: dict[str, Callable[[], object]], repeats: int, device: s
 
 def matmul_peak(dtype, size: int, device: str = "cpu", repeats: int = 10) -> float:
     """The machine's limit a result is set against: FLOP/s of one `size`^3 matrix product in `dtype` (a torch dtype)
-    on `device`, the best of `repeats` after two warm-ups."""
-    import torch
+    on `device`, the best of `repeats` after two warm-ups (`hf_unified_mt.training.arguments.matmul_flops`, which
+    also decides `--bf16_if_native` on a CPU)."""
+    from hf_unified_mt.training.arguments import matmul_flops
 
-    a, b = (torch.randn(size, size, dtype=dtype, device=device) for _ in range(2))
-    for _ in range(2):
-        a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        a @ b
-        synchronize(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best
+    return matmul_flops(dtype, size, device, repeats=repeats, warmups=2)
 
 
 def fixed_length(new_tokens: int, num_beams: int) -> dict:

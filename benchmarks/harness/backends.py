@@ -88,7 +88,7 @@ def convert_to_ctranslate2(
     marian.save_pretrained(saved)
     converted = {}
     for quantization in quantizations:
-        for mapping in (None, vmap) if vmap is not None else (None,):
+        for mapping in (None,) if vmap is None else (None, vmap):
             name = quantization if mapping is None else f"{quantization}+vmap"
             output = directory / f"ct2-{name}"
             RandomWeightsMarianConverter(str(saved)).convert(

@@ -277,19 +277,28 @@ def native_bf16_available(use_cpu: bool = False) -> tuple[bool, str]:
 
 def cpu_bf16_speedup(size: int = 1024, repeats: int = 5) -> float:
     """How many times as fast this CPU multiplies two `size` x `size` matrices in bfloat16 as in float32, on the
-    threads torch uses: the best of `repeats` timed products in each (after one untimed); a fraction of a second."""
-    generator = torch.Generator().manual_seed(0)  # (the global random state is the run's)
-    seconds = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        left, right = (torch.randn(size, size, generator=generator).to(dtype) for _ in range(2))
+    threads torch uses ([`matmul_flops`] in each); a fraction of a second."""
+    float32 = matmul_flops(torch.float32, size, repeats=repeats)
+    return matmul_flops(torch.bfloat16, size, repeats=repeats) / float32
+
+
+def matmul_flops(dtype: torch.dtype, size: int, device: str = "cpu", repeats: int = 5, warmups: int = 1) -> float:
+    """FLOP/s of one `size` x `size` matrix product in `dtype` on `device`: the best of `repeats` timed products after
+    `warmups` untimed ones (GPU work waited for), on operands drawn from a generator of its own (the global random
+    state is the run's). The benchmarks read a machine's limit from it too."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    left, right = (torch.randn(size, size, generator=generator, device=device).to(dtype) for _ in range(2))
+    synchronize = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+    for _ in range(warmups):
         torch.matmul(left, right)
-        timings = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            torch.matmul(left, right)
-            timings.append(time.perf_counter() - start)
-        seconds[dtype] = min(timings)
-    return seconds[torch.float32] / seconds[torch.bfloat16]
+    best = float("inf")
+    for _ in range(repeats):
+        synchronize()
+        start = time.perf_counter()
+        torch.matmul(left, right)
+        synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
 
 
 # ---------------------------------------------------------------------------------------------------------------------
